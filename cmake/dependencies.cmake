@@ -1,0 +1,43 @@
+# Third-party dependencies: Debian's fmt, spdlog and GoogleTest, and the CUDA
+# toolkit in /usr/local/cuda. fmt and spdlog are used header-only, so none of
+# their symbols can end up in libasyncshim.so's dynamic symbol table.
+
+set(_asyncshim_hints "")
+if(ASYNCSHIM_DEPS_DIR)
+  list(APPEND _asyncshim_hints "${ASYNCSHIM_DEPS_DIR}")
+endif()
+
+find_path(ASYNCSHIM_FMT_INCLUDE_DIR fmt/format.h HINTS ${_asyncshim_hints} PATH_SUFFIXES include)
+find_path(ASYNCSHIM_SPDLOG_INCLUDE_DIR spdlog/spdlog.h HINTS ${_asyncshim_hints} PATH_SUFFIXES include)
+if(NOT ASYNCSHIM_FMT_INCLUDE_DIR OR NOT ASYNCSHIM_SPDLOG_INCLUDE_DIR)
+  message(FATAL_ERROR
+    "fmt and spdlog headers not found: install Debian's libfmt-dev and libspdlog-dev "
+    "(scripts/install-deps.sh does), or point ASYNCSHIM_DEPS_DIR at a prefix holding include/fmt and include/spdlog")
+endif()
+
+# Header-only fmt and spdlog, with spdlog using the external fmt (as Debian builds it).
+add_library(asyncshim_fmt_spdlog INTERFACE)
+target_include_directories(asyncshim_fmt_spdlog SYSTEM INTERFACE
+  ${ASYNCSHIM_FMT_INCLUDE_DIR} ${ASYNCSHIM_SPDLOG_INCLUDE_DIR})
+target_compile_definitions(asyncshim_fmt_spdlog INTERFACE
+  FMT_HEADER_ONLY=1 SPDLOG_HEADER_ONLY=1 SPDLOG_FMT_EXTERNAL=1)
+
+find_package(CUDAToolkit REQUIRED)
+if(CUDAToolkit_VERSION_MAJOR LESS 12)
+  message(FATAL_ERROR "CUDA ${CUDAToolkit_VERSION} found; asyncshim needs the CUDA 12 or 13 headers")
+endif()
+
+# nvcc is optional: without it the GPU-tier programs are not built (the CPU
+# tier and the shim need only the CUDA headers).
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  enable_language(CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  set(ASYNCSHIM_HAVE_NVCC ON)
+else()
+  set(ASYNCSHIM_HAVE_NVCC OFF)
+  message(STATUS "nvcc not found: the GPU-tier test programs are not built")
+endif()

@@ -1,0 +1,89 @@
+// asyncshim settings: the environment turned into validated values.
+//
+// This library knows nothing of CUDA and logs nothing itself: parsing returns
+// the settings together with the messages the caller should print, so it can be
+// tested on any machine and the shim decides where messages go.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace asyncshim::config {
+
+// A size as the user wrote it: a number of bytes, or a percentage of the
+// device's total memory (resolved per device, when the pool is created).
+struct size_spec {
+  enum class kind { bytes, percent_of_total };
+  kind unit = kind::bytes;
+  std::uint64_t bytes = 0;   // when unit == bytes
+  double percent = 0.0;      // when unit == percent_of_total, 0..100
+
+  // Bytes for a device with `total_bytes` of memory (percentages round down).
+  [[nodiscard]] std::uint64_t resolve(std::uint64_t total_bytes) const;
+  // The value as a user would write it back, e.g. "4GiB", "25%", "1000B".
+  [[nodiscard]] std::string to_string() const;
+  friend bool operator==(size_spec const&, size_spec const&) = default;
+};
+
+// Values equal CUDA's cudaMemAllocationHandleType (this library has no CUDA).
+enum class handle_type : int {
+  none = 0x0,
+  posix_file_descriptor = 0x1,
+  win32 = 0x2,
+  win32_kmt = 0x4,
+  fabric = 0x8,
+};
+
+enum class stream_choice { legacy, per_thread };
+
+enum class log_level { trace, debug, info, warn, error, critical, off };
+
+struct settings {
+  // True when ASYNCSHIM_DISABLE is set, or when any variable that changes
+  // behaviour has an invalid value: everything then goes to the native allocator.
+  bool disabled = false;
+  std::optional<size_spec> initial_pool_size;   // absent: half of the free memory
+  std::optional<size_spec> release_threshold;   // absent: the device's total memory
+  handle_type export_handle_type = handle_type::none;
+  stream_choice stream = stream_choice::legacy;
+  log_level level = log_level::warn;
+  std::string log_file;  // empty: standard error
+};
+
+struct diagnostic {
+  log_level level;
+  std::string text;  // one line, without the "asyncshim: ..." prefix
+  friend bool operator==(diagnostic const&, diagnostic const&) = default;
+};
+
+struct parse_result {
+  settings values;
+  std::vector<diagnostic> diagnostics;  // in the order they should be printed
+};
+
+// Parses an environ-style, null-terminated array of "NAME=VALUE" strings.
+// Never throws for bad input: bad values become diagnostics and documented outcomes.
+[[nodiscard]] parse_result parse_environment(char const* const* envp);
+
+// Parsers for single values, exposed for tests and for the launcher's rules.
+// Each returns nothing when the text is not valid.
+[[nodiscard]] std::optional<size_spec> parse_size(std::string_view text);
+[[nodiscard]] std::optional<handle_type> parse_handle_type(std::string_view text);
+[[nodiscard]] std::optional<stream_choice> parse_stream(std::string_view text);
+[[nodiscard]] std::optional<log_level> parse_log_level(std::string_view text);
+[[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
+
+[[nodiscard]] char const* to_string(handle_type);
+[[nodiscard]] char const* to_string(stream_choice);
+[[nodiscard]] char const* to_string(log_level);
+
+// One line listing every effective setting, e.g. for the info-level banner.
+[[nodiscard]] std::string describe(settings const&);
+
+// The names of the variables this version understands.
+[[nodiscard]] std::vector<std::string> const& known_variables();
+
+}  // namespace asyncshim::config
