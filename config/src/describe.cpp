@@ -1,0 +1,32 @@
+// describe: every effective setting on one line.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "asyncshim/config/settings.hpp"
+#include "text.hpp"
+
+namespace asyncshim::config {
+namespace {
+
+std::string size_or_default(std::optional<size_spec> const& size, std::string_view default_text) {
+  return size ? size->to_string() : std::string(default_text);
+}
+
+}  // namespace
+
+std::string describe(settings const& values) {
+  return fmt::format(
+      "initial_pool_size={} release_threshold={} export_handle_type={} stream={} log_level={} log_file={} "
+      "disabled={}",
+      size_or_default(values.initial_pool_size, "half of free memory (default)"),
+      size_or_default(values.release_threshold, "total device memory (default)"), to_string(values.export_handle_type),
+      to_string(values.stream), to_string(values.level),
+      values.log_file.empty() ? std::string("stderr") : detail::escaped(values.log_file),
+      values.disabled ? "yes" : "no");
+}
+
+}  // namespace asyncshim::config

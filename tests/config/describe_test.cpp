@@ -1,0 +1,53 @@
+// describe(): one line with every effective setting.
+
+#include <cstdint>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "asyncshim/config/settings.hpp"
+
+namespace {
+
+namespace cfg = asyncshim::config;
+
+TEST(Describe, Defaults) {
+  EXPECT_EQ(cfg::describe(cfg::settings{}),
+            "initial_pool_size=half of free memory (default) release_threshold=total device memory (default) "
+            "export_handle_type=none stream=legacy log_level=warn log_file=stderr disabled=no");
+}
+
+TEST(Describe, ExplicitValues) {
+  cfg::settings s;
+  s.initial_pool_size = cfg::size_spec{cfg::size_spec::kind::bytes, std::uint64_t{1536} << 20, 0.0};
+  s.release_threshold = cfg::size_spec{cfg::size_spec::kind::percent_of_total, 0, 12.5};
+  s.export_handle_type = cfg::handle_type::posix_file_descriptor;
+  s.stream = cfg::stream_choice::per_thread;
+  s.level = cfg::log_level::debug;
+  s.log_file = "/var/log/asyncshim.log";
+  s.disabled = true;
+  EXPECT_EQ(cfg::describe(s),
+            "initial_pool_size=1536MiB release_threshold=12.5% export_handle_type=posix_file_descriptor "
+            "stream=per-thread log_level=debug log_file=/var/log/asyncshim.log disabled=yes");
+}
+
+TEST(Describe, FromTheEnvironment) {
+  char const* env[] = {"ASYNCSHIM_RELEASE_THRESHOLD=2GiB", "ASYNCSHIM_INITIAL_POOL_SIZE=0",
+                       "ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric", nullptr};
+  auto const result = cfg::parse_environment(env);
+  std::string const line = cfg::describe(result.values);
+  EXPECT_EQ(line,
+            "initial_pool_size=0B release_threshold=2GiB export_handle_type=fabric stream=legacy log_level=warn "
+            "log_file=stderr disabled=no");
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+TEST(Describe, DefaultReleaseThresholdWithExplicitInitialSize) {
+  cfg::settings s;
+  s.initial_pool_size = cfg::size_spec{cfg::size_spec::kind::percent_of_total, 0, 25.0};
+  std::string const line = cfg::describe(s);
+  EXPECT_NE(line.find("initial_pool_size=25% "), std::string::npos) << line;
+  EXPECT_NE(line.find("release_threshold=total device memory (default) "), std::string::npos) << line;
+}
+
+}  // namespace

@@ -1,0 +1,450 @@
+// parse_environment: values, outcomes and the exact diagnostics.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "asyncshim/config/settings.hpp"
+
+namespace {
+
+namespace cfg = asyncshim::config;
+using cfg::diagnostic;
+using cfg::log_level;
+
+constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
+
+constexpr char const* size_forms =
+    "expected a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; e.g. "
+    "4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%)";
+constexpr char const* disabled_one =
+    "asyncshim is disabled for this process because of the invalid setting above: cudaMalloc and cudaFree go to "
+    "the native allocator unchanged";
+constexpr char const* disabled_many =
+    "asyncshim is disabled for this process because of the invalid settings above: cudaMalloc and cudaFree go to "
+    "the native allocator unchanged";
+constexpr char const* known_list =
+    "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_EXPORT_HANDLE_TYPE, ASYNCSHIM_STREAM, "
+    "ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_DISABLE";
+
+cfg::parse_result parse(std::vector<std::string> const& env) {
+  std::vector<char const*> pointers;
+  for (auto const& entry : env) pointers.push_back(entry.c_str());
+  pointers.push_back(nullptr);
+  return cfg::parse_environment(pointers.data());
+}
+
+cfg::size_spec bytes(std::uint64_t n) { return {cfg::size_spec::kind::bytes, n, 0.0}; }
+cfg::size_spec percent(double p) { return {cfg::size_spec::kind::percent_of_total, 0, p}; }
+
+void expect_defaults_except_disabled(cfg::settings const& s) {
+  EXPECT_FALSE(s.initial_pool_size.has_value());
+  EXPECT_FALSE(s.release_threshold.has_value());
+  EXPECT_EQ(s.export_handle_type, cfg::handle_type::none);
+  EXPECT_EQ(s.stream, cfg::stream_choice::legacy);
+  EXPECT_EQ(s.level, log_level::warn);
+  EXPECT_EQ(s.log_file, "");
+}
+
+TEST(KnownVariables, FixedOrder) {
+  std::vector<std::string> const expected{
+      "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
+      "ASYNCSHIM_STREAM",            "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",
+      "ASYNCSHIM_DISABLE"};
+  EXPECT_EQ(cfg::known_variables(), expected);
+}
+
+TEST(ParseEnvironment, EmptyEnvironmentGivesDefaults) {
+  auto const result = parse({});
+  expect_defaults_except_disabled(result.values);
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(ParseEnvironment, NullEnvironmentGivesDefaults) {
+  auto const result = cfg::parse_environment(nullptr);
+  expect_defaults_except_disabled(result.values);
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(ParseEnvironment, UnrelatedVariablesAreIgnored) {
+  auto const result = parse({"PATH=/usr/bin", "HOME=/root", "ASYNCSHIMX=1", "ASYNCSHIM=1", "MY_ASYNCSHIM_DISABLE=1",
+                             "NOEQUALSSIGN", "=weird", "CUDA_VISIBLE_DEVICES=0"});
+  expect_defaults_except_disabled(result.values);
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(ParseEnvironment, EveryVariableValid) {
+  auto const result = parse({"ASYNCSHIM_INITIAL_POOL_SIZE=4GiB", "ASYNCSHIM_RELEASE_THRESHOLD=25%",
+                             "ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd", "ASYNCSHIM_STREAM=per-thread",
+                             "ASYNCSHIM_LOG_LEVEL=debug", "ASYNCSHIM_LOG_FILE=/tmp/a shim.log",
+                             "ASYNCSHIM_DISABLE=0"});
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_EQ(result.values.initial_pool_size, bytes(4 * GiB));
+  EXPECT_EQ(result.values.release_threshold, percent(25));
+  EXPECT_EQ(result.values.export_handle_type, cfg::handle_type::posix_file_descriptor);
+  EXPECT_EQ(result.values.stream, cfg::stream_choice::per_thread);
+  EXPECT_EQ(result.values.level, log_level::debug);
+  EXPECT_EQ(result.values.log_file, "/tmp/a shim.log");
+}
+
+TEST(ParseEnvironment, ZeroInitialSizeIsValid) {
+  auto const result = parse({"ASYNCSHIM_INITIAL_POOL_SIZE=0"});
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_EQ(result.values.initial_pool_size, bytes(0));
+}
+
+TEST(ParseEnvironment, ValueMayContainEqualsSign) {
+  auto const result = parse({"ASYNCSHIM_LOG_FILE=/tmp/a=b.log"});
+  EXPECT_EQ(result.values.log_file, "/tmp/a=b.log");
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(ParseEnvironment, LogFileIsStoredAsGiven) {
+  auto const result = parse({"ASYNCSHIM_LOG_FILE= relative/dir/with space "});
+  EXPECT_EQ(result.values.log_file, " relative/dir/with space ");
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_FALSE(result.values.disabled);
+}
+
+TEST(ParseEnvironment, EmptyValuesAreUnset) {
+  auto const result = parse({"ASYNCSHIM_INITIAL_POOL_SIZE=", "ASYNCSHIM_RELEASE_THRESHOLD=",
+                             "ASYNCSHIM_EXPORT_HANDLE_TYPE=", "ASYNCSHIM_STREAM=", "ASYNCSHIM_LOG_LEVEL=",
+                             "ASYNCSHIM_LOG_FILE=", "ASYNCSHIM_DISABLE="});
+  expect_defaults_except_disabled(result.values);
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(ParseEnvironment, WhiteSpaceOnlySizeIsInvalidNotUnset) {
+  auto const result = parse({"ASYNCSHIM_INITIAL_POOL_SIZE=  "});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_EQ(result.diagnostics[0].text, std::string("ASYNCSHIM_INITIAL_POOL_SIZE='  ' is not a valid size: ") +
+                                            size_forms);
+}
+
+TEST(ParseEnvironment, FirstOccurrenceWins) {
+  auto const result = parse({"ASYNCSHIM_INITIAL_POOL_SIZE=1GiB", "ASYNCSHIM_STREAM=per_thread",
+                             "ASYNCSHIM_INITIAL_POOL_SIZE=2GiB", "ASYNCSHIM_STREAM=bogus"});
+  EXPECT_EQ(result.values.initial_pool_size, bytes(GiB));
+  EXPECT_EQ(result.values.stream, cfg::stream_choice::per_thread);
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_FALSE(result.values.disabled);
+}
+
+TEST(ParseEnvironment, FirstOccurrenceWinsEvenWhenInvalid) {
+  auto const result = parse({"ASYNCSHIM_RELEASE_THRESHOLD=lots", "ASYNCSHIM_RELEASE_THRESHOLD=1GiB"});
+  EXPECT_FALSE(result.values.release_threshold.has_value());
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_NE(result.diagnostics[0].text.find("'lots'"), std::string::npos);
+}
+
+TEST(ParseEnvironment, FirstOccurrenceWinsEvenWhenEmpty) {
+  auto const result = parse({"ASYNCSHIM_DISABLE=", "ASYNCSHIM_DISABLE=1"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(ParseEnvironment, InvalidReleaseThresholdExactTextAndDisabled) {
+  auto const result = parse({"ASYNCSHIM_RELEASE_THRESHOLD=lots"});
+  EXPECT_TRUE(result.values.disabled);
+  EXPECT_FALSE(result.values.release_threshold.has_value());
+  std::vector<diagnostic> const expected{
+      {log_level::error,
+       "ASYNCSHIM_RELEASE_THRESHOLD='lots' is not a valid size: expected a number of bytes with an optional unit B, "
+       "K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's "
+       "total memory (e.g. 25%)"},
+      {log_level::error,
+       "asyncshim is disabled for this process because of the invalid setting above: cudaMalloc and cudaFree go to "
+       "the native allocator unchanged"},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(ParseEnvironment, InvalidValueKeepsOtherValidSettings) {
+  auto const result = parse({"ASYNCSHIM_INITIAL_POOL_SIZE=2GiB", "ASYNCSHIM_RELEASE_THRESHOLD=lots",
+                             "ASYNCSHIM_LOG_LEVEL=info"});
+  EXPECT_TRUE(result.values.disabled);
+  EXPECT_EQ(result.values.initial_pool_size, bytes(2 * GiB));
+  EXPECT_FALSE(result.values.release_threshold.has_value());
+  EXPECT_EQ(result.values.level, log_level::info);
+}
+
+TEST(ParseEnvironment, AmbiguousDecimalUnitMessages) {
+  struct example {
+    char const* value;
+    char const* text;
+  };
+  for (auto const& [value, text] : {
+           example{"4GB", "ASYNCSHIM_INITIAL_POOL_SIZE='4GB' is ambiguous: write 4GiB (4 x 1024^3 bytes) or give "
+                          "the number of bytes"},
+           example{"4gb", "ASYNCSHIM_INITIAL_POOL_SIZE='4gb' is ambiguous: write 4GiB (4 x 1024^3 bytes) or give "
+                          "the number of bytes"},
+           example{"1.5 GB", "ASYNCSHIM_INITIAL_POOL_SIZE='1.5 GB' is ambiguous: write 1.5GiB (1.5 x 1024^3 bytes) "
+                             "or give the number of bytes"},
+           example{"512KB", "ASYNCSHIM_INITIAL_POOL_SIZE='512KB' is ambiguous: write 512KiB (512 x 1024 bytes) or "
+                            "give the number of bytes"},
+           example{"256MB", "ASYNCSHIM_INITIAL_POOL_SIZE='256MB' is ambiguous: write 256MiB (256 x 1024^2 bytes) "
+                            "or give the number of bytes"},
+           example{"2TB", "ASYNCSHIM_INITIAL_POOL_SIZE='2TB' is ambiguous: write 2TiB (2 x 1024^4 bytes) or give "
+                          "the number of bytes"},
+       }) {
+    auto const result = parse({std::string("ASYNCSHIM_INITIAL_POOL_SIZE=") + value});
+    EXPECT_TRUE(result.values.disabled) << value;
+    EXPECT_FALSE(result.values.initial_pool_size.has_value()) << value;
+    ASSERT_EQ(result.diagnostics.size(), 2u) << value;
+    EXPECT_EQ(result.diagnostics[0], (diagnostic{log_level::error, text}));
+    EXPECT_EQ(result.diagnostics[1], (diagnostic{log_level::error, disabled_one}));
+  }
+}
+
+TEST(ParseEnvironment, PercentOverHundredMessage) {
+  auto const result = parse({"ASYNCSHIM_RELEASE_THRESHOLD=150%"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_EQ(result.diagnostics[0],
+            (diagnostic{log_level::error,
+                        "ASYNCSHIM_RELEASE_THRESHOLD='150%' is not a valid size: a percentage of the device's total "
+                        "memory must be between 0% and 100%"}));
+}
+
+TEST(ParseEnvironment, OverflowAndFractionalBytesMessagesListTheForms) {
+  for (char const* value : {"99999999999999999999", "17179869184TiB", "1.5", "1.5B"}) {
+    auto const result = parse({std::string("ASYNCSHIM_INITIAL_POOL_SIZE=") + value});
+    EXPECT_TRUE(result.values.disabled) << value;
+    ASSERT_EQ(result.diagnostics.size(), 2u) << value;
+    auto const& text = result.diagnostics[0].text;
+    EXPECT_EQ(result.diagnostics[0].level, log_level::error);
+    EXPECT_EQ(text.rfind(std::string("ASYNCSHIM_INITIAL_POOL_SIZE='") + value + "' is not a valid size", 0), 0u)
+        << text;
+    EXPECT_NE(text.find(size_forms), std::string::npos) << text;
+  }
+}
+
+TEST(ParseEnvironment, EveryBadSizeIsOneErrorAndDisables) {
+  for (char const* value : {"lots", "-1", "4 GiBs", "1e9", "0x10", "GiB", "--1", "1..5G", "%", "25 %%", "101%"}) {
+    auto const result = parse({std::string("ASYNCSHIM_RELEASE_THRESHOLD=") + value});
+    EXPECT_TRUE(result.values.disabled) << value;
+    EXPECT_FALSE(result.values.release_threshold.has_value()) << value;
+    ASSERT_EQ(result.diagnostics.size(), 2u) << value;
+    EXPECT_EQ(result.diagnostics[0].level, log_level::error);
+    EXPECT_EQ(result.diagnostics[0].text.rfind(std::string("ASYNCSHIM_RELEASE_THRESHOLD='") + value + "'", 0), 0u)
+        << result.diagnostics[0].text;
+    EXPECT_EQ(result.diagnostics[1], (diagnostic{log_level::error, disabled_one}));
+  }
+}
+
+TEST(ParseEnvironment, InvalidHandleTypeDisables) {
+  auto const result = parse({"ASYNCSHIM_EXPORT_HANDLE_TYPE=posix"});
+  EXPECT_TRUE(result.values.disabled);
+  EXPECT_EQ(result.values.export_handle_type, cfg::handle_type::none);
+  std::vector<diagnostic> const expected{
+      {log_level::error,
+       "ASYNCSHIM_EXPORT_HANDLE_TYPE='posix' is not a valid export handle type: expected one of none, "
+       "posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt"},
+      {log_level::error, disabled_one},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(ParseEnvironment, EveryHandleTypeFromTheEnvironment) {
+  struct example {
+    char const* value;
+    cfg::handle_type expected;
+  };
+  for (auto const& [value, expected] :
+       {example{"none", cfg::handle_type::none}, example{"posix_file_descriptor", cfg::handle_type::posix_file_descriptor},
+        example{"POSIX_FD", cfg::handle_type::posix_file_descriptor}, example{"fabric", cfg::handle_type::fabric},
+        example{"win32", cfg::handle_type::win32}, example{"Win32_Kmt", cfg::handle_type::win32_kmt}}) {
+    auto const result = parse({std::string("ASYNCSHIM_EXPORT_HANDLE_TYPE=") + value});
+    EXPECT_EQ(result.values.export_handle_type, expected) << value;
+    EXPECT_TRUE(result.diagnostics.empty()) << value;
+    EXPECT_FALSE(result.values.disabled) << value;
+  }
+}
+
+TEST(ParseEnvironment, InvalidStreamDisables) {
+  auto const result = parse({"ASYNCSHIM_STREAM=perthread"});
+  EXPECT_TRUE(result.values.disabled);
+  EXPECT_EQ(result.values.stream, cfg::stream_choice::legacy);
+  std::vector<diagnostic> const expected{
+      {log_level::error,
+       "ASYNCSHIM_STREAM='perthread' is not a valid stream: expected one of legacy, per-thread (or per_thread)"},
+      {log_level::error, disabled_one},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(ParseEnvironment, InvalidLogLevelKeepsWarnAndDoesNotDisable) {
+  auto const result = parse({"ASYNCSHIM_LOG_LEVEL=loud"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_EQ(result.values.level, log_level::warn);
+  std::vector<diagnostic> const expected{
+      {log_level::error,
+       "ASYNCSHIM_LOG_LEVEL='loud' is not a valid log level: expected one of trace, debug, info, warn (or warning), "
+       "error, critical, off; using warn"},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(ParseEnvironment, InvalidLogLevelDoesNotCountTowardsTheSummary) {
+  auto const result = parse({"ASYNCSHIM_LOG_LEVEL=loud", "ASYNCSHIM_STREAM=x"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 3u);
+  EXPECT_EQ(result.diagnostics[2], (diagnostic{log_level::error, disabled_one}));  // singular: one disabling value
+}
+
+TEST(ParseEnvironment, DisableTrue) {
+  for (char const* value : {"1", "true", "YES", "on"}) {
+    auto const result = parse({std::string("ASYNCSHIM_DISABLE=") + value});
+    EXPECT_TRUE(result.values.disabled) << value;
+    std::vector<diagnostic> const expected{
+        {log_level::info, std::string("disabled by ASYNCSHIM_DISABLE=") + value +
+                              ": cudaMalloc and cudaFree go to the native allocator unchanged"}};
+    EXPECT_EQ(result.diagnostics, expected);
+  }
+}
+
+TEST(ParseEnvironment, DisableFalse) {
+  for (char const* value : {"0", "false", "No", "OFF"}) {
+    auto const result = parse({std::string("ASYNCSHIM_DISABLE=") + value});
+    EXPECT_FALSE(result.values.disabled) << value;
+    EXPECT_TRUE(result.diagnostics.empty()) << value;
+  }
+}
+
+TEST(ParseEnvironment, InvalidDisableDisables) {
+  auto const result = parse({"ASYNCSHIM_DISABLE=maybe"});
+  EXPECT_TRUE(result.values.disabled);
+  std::vector<diagnostic> const expected{
+      {log_level::error,
+       "ASYNCSHIM_DISABLE='maybe' is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off"},
+      {log_level::error, disabled_one},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(ParseEnvironment, SeveralInvalidValuesInKnownOrderThenPluralSummary) {
+  // Environment order differs from the known order on purpose.
+  auto const result = parse({"ASYNCSHIM_DISABLE=maybe", "ASYNCSHIM_STREAM=sideways", "ASYNCSHIM_LOG_LEVEL=loud",
+                             "ASYNCSHIM_INITIAL_POOL_SIZE=4GB", "ASYNCSHIM_EXPORT_HANDLE_TYPE=x"});
+  EXPECT_TRUE(result.values.disabled);
+  expect_defaults_except_disabled(result.values);
+  ASSERT_EQ(result.diagnostics.size(), 6u);
+  EXPECT_EQ(result.diagnostics[0].text.rfind("ASYNCSHIM_INITIAL_POOL_SIZE='4GB'", 0), 0u);
+  EXPECT_EQ(result.diagnostics[1].text.rfind("ASYNCSHIM_EXPORT_HANDLE_TYPE='x'", 0), 0u);
+  EXPECT_EQ(result.diagnostics[2].text.rfind("ASYNCSHIM_STREAM='sideways'", 0), 0u);
+  EXPECT_EQ(result.diagnostics[3].text.rfind("ASYNCSHIM_LOG_LEVEL='loud'", 0), 0u);
+  EXPECT_EQ(result.diagnostics[4].text.rfind("ASYNCSHIM_DISABLE='maybe'", 0), 0u);
+  EXPECT_EQ(result.diagnostics[5], (diagnostic{log_level::error, disabled_many}));
+  for (auto const& d : result.diagnostics) EXPECT_EQ(d.level, log_level::error) << d.text;
+}
+
+TEST(ParseEnvironment, ControlCharactersInValuesAreEscaped) {
+  auto const result = parse({"ASYNCSHIM_STREAM=a\nb"});
+  ASSERT_FALSE(result.diagnostics.empty());
+  EXPECT_EQ(result.diagnostics[0].text.rfind("ASYNCSHIM_STREAM='a\\nb' is not a valid stream", 0), 0u)
+      << result.diagnostics[0].text;
+  for (auto const& d : result.diagnostics) EXPECT_EQ(d.text.find('\n'), std::string::npos);
+}
+
+TEST(UnknownVariables, TypoGetsASuggestion) {
+  auto const result = parse({"ASYNCSHIM_INITAL_POOL_SIZE=4GiB"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_FALSE(result.values.initial_pool_size.has_value());
+  std::vector<diagnostic> const expected{
+      {log_level::warn,
+       "unknown variable ASYNCSHIM_INITAL_POOL_SIZE (ignored); did you mean ASYNCSHIM_INITIAL_POOL_SIZE?"}};
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(UnknownVariables, MoreTypos) {
+  struct example {
+    char const* name;
+    char const* suggestion;
+  };
+  for (auto const& [name, suggestion] : {
+           example{"ASYNCSHIM_RELEASE_THRESHOLDS", "ASYNCSHIM_RELEASE_THRESHOLD"},
+           example{"ASYNCSHIM_EXPORT_HANDLE", "ASYNCSHIM_EXPORT_HANDLE_TYPE"},
+           example{"ASYNCSHIM_STRAEM", "ASYNCSHIM_STREAM"},
+           example{"ASYNCSHIM_LOGLEVEL", "ASYNCSHIM_LOG_LEVEL"},
+           example{"ASYNCSHIM_LOG_FIL", "ASYNCSHIM_LOG_FILE"},
+           example{"ASYNCSHIM_DISABLED", "ASYNCSHIM_DISABLE"},
+       }) {
+    auto const result = parse({std::string(name) + "=1"});
+    ASSERT_EQ(result.diagnostics.size(), 1u) << name;
+    EXPECT_EQ(result.diagnostics[0],
+              (diagnostic{log_level::warn, std::string("unknown variable ") + name + " (ignored); did you mean " +
+                                               suggestion + "?"}));
+  }
+}
+
+TEST(UnknownVariables, LowerAndMixedCaseNamesSuggestTheUpperCaseName) {
+  auto const result = parse({"asyncshim_disable=1", "Asyncshim_Disable=1", "ASYNCSHIM_log_level=debug"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_EQ(result.values.level, log_level::warn);
+  std::vector<diagnostic> const expected{
+      {log_level::warn, "unknown variable asyncshim_disable (ignored); did you mean ASYNCSHIM_DISABLE?"},
+      {log_level::warn, "unknown variable Asyncshim_Disable (ignored); did you mean ASYNCSHIM_DISABLE?"},
+      {log_level::warn, "unknown variable ASYNCSHIM_log_level (ignored); did you mean ASYNCSHIM_LOG_LEVEL?"},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(UnknownVariables, FarNamesListTheKnownVariables) {
+  auto const result = parse({"ASYNCSHIM_X=1", "ASYNCSHIM_COMPLETELY_UNRELATED_KNOB=1"});
+  EXPECT_FALSE(result.values.disabled);
+  std::vector<diagnostic> const expected{
+      {log_level::warn, std::string("unknown variable ASYNCSHIM_X (ignored); known variables: ") + known_list},
+      {log_level::warn,
+       std::string("unknown variable ASYNCSHIM_COMPLETELY_UNRELATED_KNOB (ignored); known variables: ") + known_list},
+  };
+  EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(UnknownVariables, ReportedOnceEachInEnvironmentOrder) {
+  auto const result = parse({"ASYNCSHIM_ZZZ=1", "ASYNCSHIM_STREEM=legacy", "ASYNCSHIM_ZZZ=2"});
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_EQ(result.diagnostics[0].text.rfind("unknown variable ASYNCSHIM_ZZZ (ignored)", 0), 0u);
+  EXPECT_EQ(result.diagnostics[1].text,
+            "unknown variable ASYNCSHIM_STREEM (ignored); did you mean ASYNCSHIM_STREAM?");
+}
+
+TEST(UnknownVariables, EmptyValueIsAsIfUnset) {
+  auto const result = parse({"ASYNCSHIM_INITAL_POOL_SIZE="});
+  EXPECT_TRUE(result.diagnostics.empty());
+}
+
+TEST(Diagnostics, OrderIsPerVariableThenUnknownThenSummary) {
+  auto const result = parse({"ASYNCSHIM_DISABEL=1", "ASYNCSHIM_RELEASE_THRESHOLD=lots", "ASYNCSHIM_FOO=1",
+                             "ASYNCSHIM_INITIAL_POOL_SIZE=1.5"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 5u);
+  EXPECT_EQ(result.diagnostics[0].text.rfind("ASYNCSHIM_INITIAL_POOL_SIZE='1.5' is not a valid size", 0), 0u);
+  EXPECT_EQ(result.diagnostics[1].text.rfind("ASYNCSHIM_RELEASE_THRESHOLD='lots' is not a valid size", 0), 0u);
+  EXPECT_EQ(result.diagnostics[2],
+            (diagnostic{log_level::warn, "unknown variable ASYNCSHIM_DISABEL (ignored); did you mean ASYNCSHIM_DISABLE?"}));
+  EXPECT_EQ(result.diagnostics[3].level, log_level::warn);
+  EXPECT_EQ(result.diagnostics[3].text.rfind("unknown variable ASYNCSHIM_FOO (ignored)", 0), 0u);
+  EXPECT_EQ(result.diagnostics[4], (diagnostic{log_level::error, disabled_many}));
+}
+
+TEST(Diagnostics, ExplicitDisableWithAnInvalidValue) {
+  auto const result = parse({"ASYNCSHIM_DISABLE=1", "ASYNCSHIM_STREAM=x"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 3u);
+  EXPECT_EQ(result.diagnostics[0].text.rfind("ASYNCSHIM_STREAM='x'", 0), 0u);
+  EXPECT_EQ(result.diagnostics[1].level, log_level::info);
+  EXPECT_EQ(result.diagnostics[1].text.rfind("disabled by ASYNCSHIM_DISABLE=1:", 0), 0u);
+  EXPECT_EQ(result.diagnostics[2], (diagnostic{log_level::error, disabled_one}));
+}
+
+}  // namespace
