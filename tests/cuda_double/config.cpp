@@ -1,0 +1,76 @@
+// config.cpp: the CUDA runtime TEST DOUBLE's environment controls (see
+// cuda_double.h), read once at first use.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "model.h"
+
+namespace cuda_double {
+namespace {
+
+char const* env(char const* name) {
+  char const* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+void complain(char const* name, char const* value, char const* what) {
+  std::fprintf(stderr, "cuda_double: ignoring %s=\"%s\": %s\n", name, value, what);
+}
+
+// Unsigned decimal or 0x-hex, the whole string, within [0, max].
+bool parse_number(char const* name, char const* text, std::uint64_t max, std::uint64_t& out) {
+  if (text[0] == '-' || text[0] == '+') {
+    complain(name, text, "expected an unsigned number");
+    return false;
+  }
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 0);
+  if (errno != 0 || end == text || *end != '\0') {
+    complain(name, text, "expected an unsigned number");
+    return false;
+  }
+  if (value > max) {
+    complain(name, text, "too large");
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+bool parse_flag(char const* name, char const* text) {
+  for (char const* yes : {"1", "true", "yes", "on", "TRUE", "YES", "ON", "True", "Yes", "On"})
+    if (std::strcmp(text, yes) == 0) return true;
+  for (char const* no : {"0", "false", "no", "off", "FALSE", "NO", "OFF", "False", "No", "Off"})
+    if (std::strcmp(text, no) == 0) return false;
+  complain(name, text, "expected 1/true/yes/on or 0/false/no/off");
+  return false;
+}
+
+Config read_config() {
+  Config c;
+  std::uint64_t n = 0;
+  if (char const* v = env("CUDA_DOUBLE_DEVICES"); v && parse_number("CUDA_DOUBLE_DEVICES", v, kMaxDevices, n))
+    c.devices = static_cast<int>(n);
+  if (char const* v = env("CUDA_DOUBLE_NO_DRIVER")) c.no_driver = parse_flag("CUDA_DOUBLE_NO_DRIVER", v);
+  if (char const* v = env("CUDA_DOUBLE_MEMORY");
+      v && parse_number("CUDA_DOUBLE_MEMORY", v, std::numeric_limits<std::uint64_t>::max(), n))
+    c.memory = n;
+  if (char const* v = env("CUDA_DOUBLE_NO_POOLS")) c.no_pools = parse_flag("CUDA_DOUBLE_NO_POOLS", v);
+  if (char const* v = env("CUDA_DOUBLE_POOL_HANDLE_TYPES");
+      v && parse_number("CUDA_DOUBLE_POOL_HANDLE_TYPES", v, std::numeric_limits<int>::max(), n))
+    c.pool_handle_types = static_cast<unsigned>(n);
+  return c;
+}
+
+}  // namespace
+
+Config const& config() {
+  static Config const c = read_config();
+  return c;
+}
+
+}  // namespace cuda_double
