@@ -1,0 +1,17 @@
+# cmake --install: libasyncshim.so, the launcher scripts, and the resource for
+# C++ users (headers, static library and a CMake package: find_package(asyncshim)
+# gives asyncshim::resource, which brings CUDA::cudart along).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS asyncshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS asyncshim_resource EXPORT asyncshimTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY resource/include/asyncshim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT asyncshimTargets NAMESPACE asyncshim:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asyncshim)
+
+configure_package_config_file(cmake/asyncshimConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asyncshim)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asyncshim)
