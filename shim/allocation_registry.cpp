@@ -1,0 +1,32 @@
+#include "allocation_registry.hpp"
+
+namespace asyncshim::shim {
+
+std::size_t allocation_registry::shard_of(std::uintptr_t address) noexcept
+{
+  // Pool pointers are at least 256-byte aligned: drop those bits, then mix.
+  constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
+  return static_cast<std::size_t>(((address >> 8) * golden) >> 58) % shard_count;
+}
+
+void allocation_registry::insert(void const* ptr, allocation_record record)
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  s.records.insert_or_assign(address, record);
+}
+
+std::optional<allocation_record> allocation_registry::take(void const* ptr) noexcept
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  auto const found = s.records.find(address);
+  if (found == s.records.end()) { return std::nullopt; }
+  allocation_record const record = found->second;
+  s.records.erase(found);
+  return record;
+}
+
+}  // namespace asyncshim::shim

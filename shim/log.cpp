@@ -1,0 +1,97 @@
+#include "log.hpp"
+
+#include <spdlog/logger.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+namespace asyncshim::shim::log {
+namespace {
+
+spdlog::level::level_enum to_spdlog(log_level level)
+{
+  switch (level) {
+    case log_level::trace: return spdlog::level::trace;
+    case log_level::debug: return spdlog::level::debug;
+    case log_level::info: return spdlog::level::info;
+    case log_level::warn: return spdlog::level::warn;
+    case log_level::error: return spdlog::level::err;
+    case log_level::critical: return spdlog::level::critical;
+    case log_level::off: return spdlog::level::off;
+  }
+  return spdlog::level::warn;
+}
+
+// Checked before any formatting, so a disabled level costs one relaxed load.
+std::atomic<int> current_level{static_cast<int>(log_level::warn)};
+
+std::shared_ptr<spdlog::logger> make_logger(spdlog::sink_ptr sink)
+{
+  auto logger = std::make_shared<spdlog::logger>("asyncshim", std::move(sink));
+  logger->set_pattern("asyncshim[%P]: %l: %v");
+  logger->set_level(spdlog::level::trace);  // filtering happens in enabled()
+  logger->flush_on(spdlog::level::trace);   // messages are rare; never lose one at exit
+  return logger;
+}
+
+// The logger in use, replaced once by setup(). Never destroyed: messages may
+// come from exit paths.
+struct logger_state {
+  std::mutex mutex;
+  std::shared_ptr<spdlog::logger> logger = make_logger(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+};
+
+logger_state& state()
+{
+  static auto* instance = new logger_state;
+  return *instance;
+}
+
+}  // namespace
+
+std::string setup(log_level level, std::string const& file) noexcept
+{
+  std::string problem;
+  try {
+    spdlog::sink_ptr sink;
+    if (!file.empty()) {
+      try {
+        sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/false);
+      } catch (std::exception const& e) {
+        problem = fmt::format("ASYNCSHIM_LOG_FILE='{}' cannot be opened ({}); logging to standard error", file, e.what());
+      }
+    }
+    if (sink) {
+      auto replacement = make_logger(std::move(sink));
+      std::lock_guard lock{state().mutex};
+      state().logger = std::move(replacement);
+    }
+  } catch (...) {
+    problem = "cannot set up logging; logging to standard error";
+  }
+  current_level.store(static_cast<int>(level), std::memory_order_relaxed);
+  return problem;
+}
+
+bool enabled(log_level level) noexcept
+{
+  return level != log_level::off && static_cast<int>(level) >= current_level.load(std::memory_order_relaxed);
+}
+
+void write(log_level level, std::string_view text) noexcept
+{
+  try {
+    std::shared_ptr<spdlog::logger> logger;
+    {
+      std::lock_guard lock{state().mutex};
+      logger = state().logger;
+    }
+    logger->log(to_spdlog(level), "{}", text);
+  } catch (...) {  // a message must never take the program down
+  }
+}
+
+}  // namespace asyncshim::shim::log

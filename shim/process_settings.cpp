@@ -1,0 +1,39 @@
+#include "process_settings.hpp"
+
+#include "log.hpp"
+
+#include <unistd.h>  // environ
+
+namespace asyncshim::shim {
+namespace {
+
+config::settings load() noexcept
+{
+  try {
+    config::parse_result parsed = config::parse_environment(environ);
+    std::string const log_problem = log::setup(parsed.values.level, parsed.values.log_file);
+    for (auto const& d : parsed.diagnostics) { log::write(d.level, d.text); }
+    if (!log_problem.empty()) { log::warn("{}", log_problem); }
+    log::info("settings: {}", config::describe(parsed.values));
+    if (!parsed.values.disabled) {
+      log::info("cudaMalloc and cudaFree are redirected to per-device stream-ordered pools, created on first use");
+    }
+    return parsed.values;
+  } catch (...) {
+    log::error("cannot read the settings; asyncshim is disabled for this process: cudaMalloc and cudaFree go to "
+               "the native allocator unchanged");
+    config::settings fallback;
+    fallback.disabled = true;
+    return fallback;
+  }
+}
+
+}  // namespace
+
+config::settings const& process_settings() noexcept
+{
+  static config::settings const settings = load();
+  return settings;
+}
+
+}  // namespace asyncshim::shim

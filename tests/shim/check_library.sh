@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Checks what libasyncshim.so shows to the programs it is loaded into:
+#  - it exports exactly the interposed CUDA API listed in README.md;
+#  - it has no NEEDED entry for libcudart/libcuda (it uses the program's own
+#    runtime) nor for fmt/spdlog (header-only, hidden);
+#  - no fmt::, spdlog:: or std:: symbol is in its dynamic symbol table;
+#  - it runs no C++ static constructors at load time.
+# usage: check_library.sh path/to/libasyncshim.so
+set -euo pipefail
+lib=$1
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | tr '\n' ' ')
+expected="cudaFree cudaMalloc "
+if [[ "$exported" != "$expected" ]]; then fail "exported symbols are '$exported', expected '$expected'"; fi
+
+needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]' | tr '\n' ' ')
+echo "NEEDED: $needed"
+for bad in libcudart libcuda. libfmt libspdlog; do
+  if [[ "$needed" == *"$bad"* ]]; then fail "NEEDED contains $bad"; fi
+done
+
+leaked=$(readelf --dyn-syms --wide "$lib" | awk '$7 != "UND" {print $8}' | c++filt | grep -E '^(fmt|spdlog|std)::|^_ZN?St' || true)
+if [[ -n "$leaked" ]]; then fail "C++ library symbols in the dynamic symbol table:"$'\n'"$leaked"; fi
+
+# .init_array holds one pointer per load-time constructor; the toolchain's own
+# frame_dummy is the only one allowed.
+init_hex=$(readelf -S --wide "$lib" | awk '$2 == ".init_array" {print $6}')
+init_bytes=$((16#${init_hex:-0}))
+if [[ "$init_bytes" -gt 8 ]]; then
+  fail ".init_array has $((init_bytes / 8)) entries: something runs at load time"
+fi
+
+if [[ $failed -ne 0 ]]; then exit 1; fi
+echo "exports: $exported"
+echo "library hygiene: OK"

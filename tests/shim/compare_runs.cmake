@@ -1,0 +1,23 @@
+# Runs PROGRAM (a command line, arguments separated by "|") once as is and once
+# with LD_PRELOAD=PRELOAD, both with the extra environment ENV ("|"-separated
+# NAME=VALUE), and fails unless
+# exit status, standard output and standard error are identical.
+#   cmake -DPRELOAD=... -DPROGRAM=... [-DENV=...] -P compare_runs.cmake
+string(REPLACE "|" ";" PROGRAM "${PROGRAM}")
+string(REPLACE "|" ";" ENV "${ENV}")
+foreach(run native shim)
+  set(env_args ${ENV})
+  if(run STREQUAL "shim")
+    list(APPEND env_args "LD_PRELOAD=${PRELOAD}")
+  endif()
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env ${env_args} ${PROGRAM}
+    RESULT_VARIABLE ${run}_status
+    OUTPUT_VARIABLE ${run}_out
+    ERROR_VARIABLE ${run}_err)
+endforeach()
+message(STATUS "without the shim: exit ${native_status}\n${native_out}${native_err}")
+if(NOT native_status STREQUAL shim_status OR NOT native_out STREQUAL shim_out OR NOT native_err STREQUAL shim_err)
+  message(FATAL_ERROR "the runs differ.\nwith the shim: exit ${shim_status}\n${shim_out}${shim_err}")
+endif()
+message(STATUS "with the shim: identical")
