@@ -1,0 +1,319 @@
+// GPU-tier checks of libasyncshim.so on a real device. One program, one
+// subcommand per check; tests/gpu/CMakeLists.txt runs each with and without the
+// shim and the environment it needs. Exit 0: passed; 1: failed; a line starting
+// "SKIP:" (and exit 77): the check cannot run here, and why.
+//
+// Built with nvcc against the shared CUDA runtime (-cudart shared), as programs
+// that the shim can serve are. The driver library is opened at run time, only
+// to read pointer attributes, so the program also starts where none is installed.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t GiB = std::size_t{1} << 30;
+
+int failures = 0;
+
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::printf("FAIL: %s (%s:%d)\n", #cond, __FILE__, __LINE__);                   \
+      ++failures;                                                                     \
+    }                                                                                 \
+  } while (0)
+
+#define CUDA_OK(call)                                                                 \
+  do {                                                                                \
+    cudaError_t const e_ = (call);                                                    \
+    if (e_ != cudaSuccess) {                                                          \
+      std::printf("FAIL: %s returned %s (%s:%d)\n", #call, cudaGetErrorName(e_), __FILE__, __LINE__); \
+      ++failures;                                                                     \
+    }                                                                                 \
+  } while (0)
+
+__global__ void fill(unsigned* data, std::size_t n, unsigned seed)
+{
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    data[i] = static_cast<unsigned>(i) * 2654435761u ^ seed;
+  }
+}
+
+__global__ void checksum(unsigned const* data, std::size_t n, unsigned long long* sum)
+{
+  unsigned long long local = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    local += data[i];
+  }
+  atomicAdd(sum, local);
+}
+
+unsigned long long expected_checksum(std::size_t n, unsigned seed)
+{
+  unsigned long long sum = 0;
+  for (std::size_t i = 0; i < n; ++i) { sum += static_cast<unsigned>(i) * 2654435761u ^ seed; }
+  return sum;
+}
+
+// The pool a device pointer was allocated from, or null for cudaMalloc memory.
+cudaMemPool_t pool_of(void* ptr)
+{
+  using get_attribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  static auto const fn = reinterpret_cast<get_attribute>(
+    dlsym(dlopen("libcuda.so.1", RTLD_LAZY), "cuPointerGetAttribute"));
+  if (fn == nullptr) { return nullptr; }
+  CUmemoryPool pool = nullptr;
+  CUresult const r = fn(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(ptr));
+  return r == CUDA_SUCCESS ? reinterpret_cast<cudaMemPool_t>(pool) : nullptr;
+}
+
+std::uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr)
+{
+  std::uint64_t value = 0;
+  CUDA_OK(cudaMemPoolGetAttribute(pool, attr, &value));
+  return value;
+}
+
+bool expect_pool() { return std::getenv("LD_PRELOAD") != nullptr && std::getenv("ASYNCSHIM_DISABLE") == nullptr; }
+
+std::uint64_t env_bytes(char const* name)
+{
+  char const* v = std::getenv(name);
+  return v != nullptr ? std::strtoull(v, nullptr, 10) : 0;
+}
+
+// ---- checks -----------------------------------------------------------------
+
+// The program's very first CUDA call is cudaMalloc; the memory is the pool's
+// under the shim and works with kernels.
+int first_call_is_malloc()
+{
+  unsigned* data = nullptr;
+  std::size_t const n = 1 << 20;
+  cudaError_t const first = cudaMalloc(&data, n * sizeof(unsigned));
+  if (first == cudaErrorNoDevice || first == cudaErrorInsufficientDriver) {
+    std::printf("SKIP: no CUDA device or driver on this machine (cudaMalloc: %s)\n", cudaGetErrorName(first));
+    return 77;
+  }
+  CUDA_OK(first);
+  if (data == nullptr) { return 1; }
+  CHECK((pool_of(data) != nullptr) == expect_pool());
+  fill<<<64, 256>>>(data, n, 7);
+  unsigned long long* sum = nullptr;
+  CUDA_OK(cudaMalloc(&sum, sizeof(*sum)));
+  CUDA_OK(cudaMemset(sum, 0, sizeof(*sum)));
+  checksum<<<64, 256>>>(data, n, sum);
+  unsigned long long host = 0;
+  CUDA_OK(cudaMemcpy(&host, sum, sizeof(host), cudaMemcpyDeviceToHost));
+  CHECK(host == expected_checksum(n, 7));
+  CUDA_OK(cudaFree(data));
+  CUDA_OK(cudaFree(sum));
+  return 0;
+}
+
+// Deterministic output for the with/without comparison: kernels over buffers
+// of many sizes, allocated and freed in an interleaved order.
+void kernels()
+{
+  std::vector<std::pair<unsigned*, std::size_t>> live;
+  unsigned long long* sum = nullptr;
+  CUDA_OK(cudaMalloc(&sum, sizeof(*sum)));
+  for (int round = 0; round < 200; ++round) {
+    std::size_t const n = (std::size_t{1} << (6 + round % 17)) + static_cast<std::size_t>(round);
+    unsigned* data = nullptr;
+    CUDA_OK(cudaMalloc(&data, n * sizeof(unsigned)));
+    fill<<<128, 256>>>(data, n, static_cast<unsigned>(round));
+    live.emplace_back(data, n);
+    if (round % 3 == 2) {  // check and free the oldest
+      auto [old, old_n] = live.front();
+      live.erase(live.begin());
+      CUDA_OK(cudaMemset(sum, 0, sizeof(*sum)));
+      checksum<<<128, 256>>>(old, old_n, sum);
+      unsigned long long host = 0;
+      CUDA_OK(cudaMemcpy(&host, sum, sizeof(host), cudaMemcpyDeviceToHost));
+      std::printf("round %3d: %zu words, checksum %llu\n", round, old_n, host);
+      CUDA_OK(cudaFree(old));
+    }
+  }
+  for (auto [p, n] : live) { CUDA_OK(cudaFree(p)); }
+  CUDA_OK(cudaFree(sum));
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaGetLastError());
+}
+
+// The pool behind cudaMalloc has the attributes the environment asked for:
+// EXPECT_THRESHOLD and EXPECT_RESERVED_MIN in bytes, or the seed's defaults
+// (threshold = total memory, reserved >= ~half of free) when they are unset.
+void pool_attributes()
+{
+  std::size_t free = 0;
+  std::size_t total = 0;
+  CUDA_OK(cudaMemGetInfo(&free, &total));  // before the first cudaMalloc: no pool yet
+  void* p = nullptr;
+  CUDA_OK(cudaMalloc(&p, 1));
+  cudaMemPool_t pool = pool_of(p);
+  CHECK(pool != nullptr);
+  if (pool == nullptr) { return; }
+  std::uint64_t const threshold = pool_attribute(pool, cudaMemPoolAttrReleaseThreshold);
+  std::uint64_t const reserved = pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent);
+  std::printf("free %zu total %zu threshold %llu reserved %llu\n", free, total,
+              static_cast<unsigned long long>(threshold), static_cast<unsigned long long>(reserved));
+  std::uint64_t const want_threshold = env_bytes("EXPECT_THRESHOLD");
+  std::uint64_t const want_reserved = env_bytes("EXPECT_RESERVED_MIN");
+  if (want_threshold != 0) {
+    CHECK(threshold == want_threshold);
+  } else {
+    CHECK(threshold == total);
+  }
+  if (want_reserved != 0) {
+    CHECK(reserved >= want_reserved);
+    CHECK(reserved < want_reserved + 64 * MiB);
+  } else {
+    CHECK(reserved >= free / 2 - 64 * MiB);  // the pool rounds to its granularity
+    CHECK(reserved <= free / 2 + 64 * MiB);
+  }
+  // The pool is exportable exactly when ASYNCSHIM_EXPORT_HANDLE_TYPE asked for it.
+  char const* handle = std::getenv("ASYNCSHIM_EXPORT_HANDLE_TYPE");
+  bool const want_fd = handle != nullptr && (std::string{handle} == "posix_fd" || std::string{handle} == "posix_file_descriptor");
+  int fd = -1;
+  cudaError_t const exported = cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0);
+  std::printf("export as posix fd: %s\n", cudaGetErrorName(exported));
+  CHECK((exported == cudaSuccess) == want_fd);
+  (void)cudaGetLastError();
+  CUDA_OK(cudaFree(p));
+}
+
+// 1 PiB fails as natively, and the program carries on.
+void out_of_memory()
+{
+  void* p = nullptr;
+  cudaError_t const e = cudaMalloc(&p, std::size_t{1} << 50);
+  std::printf("cudaMalloc(1 PiB): %s\n", cudaGetErrorName(e));
+  CHECK(e == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  CUDA_OK(cudaMalloc(&p, GiB));
+  CHECK((pool_of(p) != nullptr) == expect_pool());
+  CUDA_OK(cudaMemset(p, 1, GiB));
+  CUDA_OK(cudaFree(p));
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+// Threads allocate, fill with kernels, check, and free each other's buffers.
+void threads()
+{
+  constexpr int thread_count = 16;
+  constexpr int rounds = 200;
+  std::vector<std::vector<std::pair<unsigned*, unsigned>>> handoff(thread_count);
+  std::atomic<int> bad{0};
+  auto work = [&](int t) {
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreate(&stream) != cudaSuccess) { ++bad; return; }
+    std::vector<unsigned> host(4096);
+    for (int i = 0; i < rounds; ++i) {
+      unsigned* data = nullptr;
+      std::size_t const n = 4096;
+      if (cudaMalloc(&data, n * sizeof(unsigned) + static_cast<std::size_t>(i % 7) * 1000) != cudaSuccess) { ++bad; continue; }
+      unsigned const seed = static_cast<unsigned>(t * 1000 + i);
+      // cudaMalloc memory is usable from any stream at once.
+      fill<<<8, 256, 0, stream>>>(data, n, seed);
+      if (cudaMemcpyAsync(host.data(), data, n * sizeof(unsigned), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+          cudaStreamSynchronize(stream) != cudaSuccess) { ++bad; }
+      for (std::size_t k = 0; k < n; ++k) {
+        if (host[k] != (static_cast<unsigned>(k) * 2654435761u ^ seed)) { ++bad; break; }
+      }
+      if (i % 2 == 0) {
+        if (cudaFree(data) != cudaSuccess) { ++bad; }
+      } else {
+        handoff[t].emplace_back(data, seed);
+      }
+    }
+    cudaStreamDestroy(stream);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < thread_count; ++t) { pool.emplace_back(work, t); }
+  for (auto& th : pool) { th.join(); }
+  pool.clear();
+  for (int t = 0; t < thread_count; ++t) {
+    pool.emplace_back([&, t] {
+      for (auto [p, seed] : handoff[(t + 1) % thread_count]) {
+        unsigned first = 0;
+        if (cudaMemcpy(&first, p, sizeof(first), cudaMemcpyDeviceToHost) != cudaSuccess || first != (0u ^ seed)) { ++bad; }
+        if (cudaFree(p) != cudaSuccess) { ++bad; }
+      }
+    });
+  }
+  for (auto& th : pool) { th.join(); }
+  std::printf("threads: %d problems\n", bad.load());
+  CHECK(bad.load() == 0);
+}
+
+// cudaSetDevice + cudaMalloc on a second device gets that device's own pool.
+int second_device()
+{
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  if (count < 2) {
+    std::printf("SKIP: one CUDA device here; this check needs two\n");
+    return 77;
+  }
+  void* a = nullptr;
+  void* b = nullptr;
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaMalloc(&a, MiB));
+  CUDA_OK(cudaSetDevice(1));
+  CUDA_OK(cudaMalloc(&b, MiB));
+  cudaPointerAttributes attributes{};
+  CUDA_OK(cudaPointerGetAttributes(&attributes, b));
+  CHECK(attributes.device == 1);
+  CHECK((pool_of(b) != nullptr) == expect_pool());
+  if (expect_pool()) { CHECK(pool_of(a) != pool_of(b)); }
+  CUDA_OK(cudaMemset(b, 3, MiB));
+  CUDA_OK(cudaFree(a));  // freed while device 1 is current
+  CUDA_OK(cudaFree(b));
+  int current = -1;
+  CUDA_OK(cudaGetDevice(&current));
+  CHECK(current == 1);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device\n");
+    return 2;
+  }
+  std::string const check = argv[1];
+  int status = 0;
+  if (check == "first-call") {
+    status = first_call_is_malloc();  // touches nothing of CUDA before its cudaMalloc
+  } else {
+    int count = 0;
+    cudaError_t const e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      std::printf("SKIP: no CUDA device or driver on this machine (cudaGetDeviceCount: %s)\n", cudaGetErrorName(e));
+      return 77;
+    }
+  }
+  if (check == "first-call") {}
+  else if (check == "kernels") { kernels(); }
+  else if (check == "attributes") { pool_attributes(); }
+  else if (check == "oom") { out_of_memory(); }
+  else if (check == "threads") { threads(); }
+  else if (check == "second-device") { status = second_device(); }
+  else { std::fprintf(stderr, "unknown check %s\n", check.c_str()); return 2; }
+  if (status != 0) { return status; }
+  std::printf("%s: %s\n", check.c_str(), failures == 0 ? "passed" : "FAILED");
+  return failures == 0 ? 0 : 1;
+}
