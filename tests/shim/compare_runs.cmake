@@ -1,8 +1,8 @@
 # Runs PROGRAM (a command line, arguments separated by "|") once as is and once
 # with LD_PRELOAD=PRELOAD, both with the extra environment ENV ("|"-separated
-# NAME=VALUE), and fails unless
-# exit status, standard output and standard error are identical.
-#   cmake -DPRELOAD=... -DPROGRAM=... [-DENV=...] -P compare_runs.cmake
+# NAME=VALUE), and fails unless exit status, standard output and standard error
+# are identical (after replacing what matches IGNORE_PATTERN, if given).
+#   cmake -DPRELOAD=... -DPROGRAM=... [-DENV=...] [-DIGNORE_PATTERN=...] -P compare_runs.cmake
 string(REPLACE "|" ";" PROGRAM "${PROGRAM}")
 string(REPLACE "|" ";" ENV "${ENV}")
 foreach(run native shim)
@@ -15,6 +15,9 @@ foreach(run native shim)
     RESULT_VARIABLE ${run}_status
     OUTPUT_VARIABLE ${run}_out
     ERROR_VARIABLE ${run}_err)
+  if(IGNORE_PATTERN)  # e.g. timings, which differ by design
+    string(REGEX REPLACE "${IGNORE_PATTERN}" "<ignored>" ${run}_out "${${run}_out}")
+  endif()
 endforeach()
 message(STATUS "without the shim: exit ${native_status}\n${native_out}${native_err}")
 if(NOT native_status STREQUAL shim_status OR NOT native_out STREQUAL shim_out OR NOT native_err STREQUAL shim_err)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole GPU check in one command, on a machine with a CUDA GPU: configures
+# and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
+# -dev packages are missing), runs the CPU tier, the GPU tier, the PyTorch
+# same-losses check and the demo A/B, keeps full logs, and prints a short
+# summary last.
+#   scripts/gpu-check.sh            (logs go to $OUT, else ./gpu-check-logs)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${OUT:-$PWD/gpu-check-logs}
+build=${BUILD_DIR:-build-gpu}
+mkdir -p "$logs"
+summary=()
+note() { summary+=("$*"); }
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+note "machine: ${gpu:-no nvidia-smi}; $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc'); $(date -u +%F)"
+
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [[ -d .deps ]]; then configure+=("-DASYNCSHIM_DEPS_DIR=$PWD/.deps" "-DGTEST_ROOT=$PWD/.deps"); fi
+start=$SECONDS
+if ! { cmake -S . -B "$build" "${configure[@]}" && cmake --build "$build" --parallel; } >"$logs/build.log" 2>&1; then
+  tail -30 "$logs/build.log"
+  echo "== summary =="; printf '%s\n' "${summary[@]}" "build: FAILED (see build.log)"
+  exit 1
+fi
+note "build: ok in $((SECONDS - start)) s"
+
+run_ctest() {  # label, log name, extra ctest args
+  local label=$1 log=$2; shift 2
+  ctest --test-dir "$build" --output-on-failure "$@" >"$logs/$log" 2>&1
+  local status=$?
+  local line
+  line=$(grep -E 'tests passed|No tests were found' "$logs/$log" | tail -1)
+  local skipped
+  skipped=$(grep -c '\*\*\*Skipped' "$logs/$log")
+  note "$label: ${line:-no result} ($skipped skipped)"
+  grep -E '\*\*\*Failed|\(Failed\)|Timeout' "$logs/$log" | sed 's/^/    /' | head -20 | while read -r l; do echo "    $l"; done >>"$logs/failures.txt"
+  return $status
+}
+failed=0
+run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
+run_ctest "GPU tier" ctest-gpu.log -L gpu -E torch || failed=1
+grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
+
+shim=$PWD/$build/shim/libasyncshim.so
+torch_out=$(python3 tests/gpu/torch_same_losses.py --shim "$shim" --steps 60 2>&1)
+torch_status=$?
+echo "$torch_out" >"$logs/torch.log"
+[[ $torch_status -eq 0 ]] || failed=1
+note "PyTorch same losses (exit $torch_status):"
+while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
+
+demo=$PWD/$build/tests/demo/alloc_per_request
+if [[ -x $demo ]]; then
+  without=$("$demo" 5000 2>&1)
+  with=$(LD_PRELOAD=$shim ASYNCSHIM_INITIAL_POOL_SIZE=1GiB "$demo" 5000 2>&1)
+  echo -e "without: $without\nwith:    $with" >"$logs/demo.log"
+  note "demo without the shim: $without"
+  note "demo with the shim:    $with"
+fi
+note "library: $(tests/shim/check_library.sh "$shim" | tr '\n' ' ')"
+
+echo "== GPU tests =="
+cat "$logs/gpu-tests.txt"
+if [[ -s "$logs/failures.txt" ]]; then echo "== failures =="; cat "$logs/failures.txt"; fi
+echo "== summary =="
+printf '%s\n' "${summary[@]}"
+echo "overall: $([[ $failed -eq 0 ]] && echo PASSED || echo FAILED)"
+exit $failed
