@@ -26,8 +26,11 @@ enum variable : std::size_t {
   var_release_threshold,
   var_export_handle_type,
   var_stream,
+  var_mode,
   var_log_level,
   var_log_file,
+  var_stats_file,
+  var_show_stats,
   var_disable,
   var_count,
 };
@@ -58,7 +61,8 @@ std::optional<std::size_t> known_index(std::string_view name) {
 std::vector<std::string> const& known_variables() {
   static std::vector<std::string> const names{
       "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
-      "ASYNCSHIM_STREAM",            "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",
+      "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_LOG_LEVEL",
+      "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",        "ASYNCSHIM_SHOW_STATS",
       "ASYNCSHIM_DISABLE",
   };
   return names;
@@ -125,6 +129,15 @@ parse_result parse_environment(char const* const* envp) {
     }
   }
 
+  if (auto const& text = found[var_mode]) {
+    if (auto const parsed = parse_mode(*text)) {
+      values.mode = *parsed;
+    } else {
+      report(log_level::error, detail::invalid_mode_message(known[var_mode], *text));
+      ++invalid;
+    }
+  }
+
   // A bad level only affects messages: keep the default, do not disable.
   if (auto const& text = found[var_log_level]) {
     if (auto const parsed = parse_log_level(*text)) {
@@ -136,6 +149,16 @@ parse_result parse_environment(char const* const* envp) {
 
   // Any path; whether it can be opened is the shim's business.
   if (auto const& text = found[var_log_file]) values.log_file = std::string(*text);
+  if (auto const& text = found[var_stats_file]) values.stats_file = std::string(*text);
+
+  // Like the log level, the table only reports: a bad value prints none.
+  if (auto const& text = found[var_show_stats]) {
+    if (auto const parsed = parse_bool(*text)) {
+      values.show_stats = *parsed;
+    } else {
+      report(log_level::error, detail::invalid_show_stats_message(known[var_show_stats], *text));
+    }
+  }
 
   bool disabled_by_variable = false;
   if (auto const& text = found[var_disable]) {

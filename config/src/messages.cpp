@@ -59,6 +59,17 @@ std::string invalid_stream_message(std::string_view name, std::string_view value
                      quoted(value));
 }
 
+std::string invalid_mode_message(std::string_view name, std::string_view value) {
+  return fmt::format("{}={} is not a valid mode: expected one of pool, observe", name, quoted(value));
+}
+
+std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
+  return fmt::format(
+      "{}={} is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off; no statistics table is "
+      "printed",
+      name, quoted(value));
+}
+
 std::string invalid_bool_message(std::string_view name, std::string_view value) {
   return fmt::format("{}={} is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off", name,
                      quoted(value));

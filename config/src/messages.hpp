@@ -15,6 +15,8 @@ namespace asyncshim::config::detail {
 [[nodiscard]] std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why);
 [[nodiscard]] std::string invalid_handle_type_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_stream_message(std::string_view name, std::string_view value);
+[[nodiscard]] std::string invalid_mode_message(std::string_view name, std::string_view value);
+[[nodiscard]] std::string invalid_show_stats_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_bool_message(std::string_view name, std::string_view value);
 // The level stays at its default, and the message says so.
 [[nodiscard]] std::string invalid_log_level_message(std::string_view name, std::string_view value);

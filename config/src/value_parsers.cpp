@@ -41,6 +41,11 @@ constexpr std::array<spelling<stream_choice>, 3> streams{{
     {"per_thread", stream_choice::per_thread},
 }};
 
+constexpr std::array<spelling<shim_mode>, 2> modes{{
+    {"pool", shim_mode::pool},
+    {"observe", shim_mode::observe},
+}};
+
 constexpr std::array<spelling<log_level>, 8> log_levels{{
     {"trace", log_level::trace},
     {"debug", log_level::debug},
@@ -67,6 +72,7 @@ constexpr std::array<spelling<bool>, 8> booleans{{
 
 std::optional<handle_type> parse_handle_type(std::string_view text) { return lookup(handle_types, text); }
 std::optional<stream_choice> parse_stream(std::string_view text) { return lookup(streams, text); }
+std::optional<shim_mode> parse_mode(std::string_view text) { return lookup(modes, text); }
 std::optional<log_level> parse_log_level(std::string_view text) { return lookup(log_levels, text); }
 std::optional<bool> parse_bool(std::string_view text) { return lookup(booleans, text); }
 
@@ -85,6 +91,14 @@ char const* to_string(stream_choice value) {
   switch (value) {
     case stream_choice::legacy: return "legacy";
     case stream_choice::per_thread: return "per-thread";
+  }
+  return "unknown";
+}
+
+char const* to_string(shim_mode value) {
+  switch (value) {
+    case shim_mode::pool: return "pool";
+    case shim_mode::observe: return "observe";
   }
   return "unknown";
 }

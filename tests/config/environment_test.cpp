@@ -27,7 +27,8 @@ constexpr char const* disabled_many =
     "the native allocator unchanged";
 constexpr char const* known_list =
     "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_EXPORT_HANDLE_TYPE, ASYNCSHIM_STREAM, "
-    "ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_DISABLE";
+    "ASYNCSHIM_MODE, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE, ASYNCSHIM_SHOW_STATS, "
+    "ASYNCSHIM_DISABLE";
 
 cfg::parse_result parse(std::vector<std::string> const& env) {
   std::vector<char const*> pointers;
@@ -51,7 +52,8 @@ void expect_defaults_except_disabled(cfg::settings const& s) {
 TEST(KnownVariables, FixedOrder) {
   std::vector<std::string> const expected{
       "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
-      "ASYNCSHIM_STREAM",            "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",
+      "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_LOG_LEVEL",
+      "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",        "ASYNCSHIM_SHOW_STATS",
       "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
 }
@@ -445,6 +447,40 @@ TEST(Diagnostics, ExplicitDisableWithAnInvalidValue) {
   EXPECT_EQ(result.diagnostics[1].level, log_level::info);
   EXPECT_EQ(result.diagnostics[1].text.rfind("disabled by ASYNCSHIM_DISABLE=1:", 0), 0u);
   EXPECT_EQ(result.diagnostics[2], (diagnostic{log_level::error, disabled_one}));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(ParseEnvironment, ModeStatsFileAndShowStats) {
+  auto const result = parse({"ASYNCSHIM_MODE=Observe", "ASYNCSHIM_STATS_FILE=/tmp/s-%p.json", "ASYNCSHIM_SHOW_STATS=yes"});
+  EXPECT_EQ(result.values.mode, cfg::shim_mode::observe);
+  EXPECT_EQ(result.values.stats_file, "/tmp/s-%p.json");
+  EXPECT_TRUE(result.values.show_stats);
+  EXPECT_TRUE(result.values.wants_stats());
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_FALSE(parse({}).values.wants_stats());
+  EXPECT_EQ(parse({"ASYNCSHIM_MODE=pool"}).values.mode, cfg::shim_mode::pool);
+}
+
+TEST(ParseEnvironment, BadModeDisables) {
+  auto const result = parse({"ASYNCSHIM_MODE=watch"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 2U);
+  EXPECT_EQ(result.diagnostics[0].text, "ASYNCSHIM_MODE='watch' is not a valid mode: expected one of pool, observe");
+  EXPECT_EQ(result.diagnostics[0].level, log_level::error);
+}
+
+TEST(ParseEnvironment, BadShowStatsOnlyReports) {
+  auto const result = parse({"ASYNCSHIM_SHOW_STATS=maybe"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_FALSE(result.values.show_stats);
+  ASSERT_EQ(result.diagnostics.size(), 1U);
+  EXPECT_EQ(result.diagnostics[0].text,
+            "ASYNCSHIM_SHOW_STATS='maybe' is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off; "
+            "no statistics table is printed");
 }
 
 }  // namespace

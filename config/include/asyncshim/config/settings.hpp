@@ -39,6 +39,10 @@ enum class handle_type : int {
 
 enum class stream_choice { legacy, per_thread };
 
+// pool: cudaMalloc/cudaFree are served by the pool. observe: they go to the
+// native allocator unchanged and are only counted (the A arm of an A/B run).
+enum class shim_mode { pool, observe };
+
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
 struct settings {
@@ -49,8 +53,14 @@ struct settings {
   std::optional<size_spec> release_threshold;   // absent: the device's total memory
   handle_type export_handle_type = handle_type::none;
   stream_choice stream = stream_choice::legacy;
+  shim_mode mode = shim_mode::pool;
   log_level level = log_level::warn;
-  std::string log_file;  // empty: standard error
+  std::string log_file;    // empty: standard error
+  std::string stats_file;  // empty: no statistics file; "%p" stands for the process id
+  bool show_stats = false; // print a statistics table at exit
+
+  // Whether the shim keeps statistics at all (they cost a little per call).
+  [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty(); }
 };
 
 struct diagnostic {
@@ -73,11 +83,13 @@ struct parse_result {
 [[nodiscard]] std::optional<size_spec> parse_size(std::string_view text);
 [[nodiscard]] std::optional<handle_type> parse_handle_type(std::string_view text);
 [[nodiscard]] std::optional<stream_choice> parse_stream(std::string_view text);
+[[nodiscard]] std::optional<shim_mode> parse_mode(std::string_view text);
 [[nodiscard]] std::optional<log_level> parse_log_level(std::string_view text);
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
 
 [[nodiscard]] char const* to_string(handle_type);
 [[nodiscard]] char const* to_string(stream_choice);
+[[nodiscard]] char const* to_string(shim_mode);
 [[nodiscard]] char const* to_string(log_level);
 
 // One line listing every effective setting, e.g. for the info-level banner.
