@@ -5,6 +5,8 @@
 #include "log.hpp"
 #include "process_settings.hpp"
 #include "runtime_binding.hpp"
+#include "statistics.hpp"
+#include "stats_report.hpp"
 
 #include <new>
 
@@ -18,6 +20,10 @@ struct shim_state {
   config::settings const& settings;
   device_pools pools;
   allocation_registry registry;
+  statistics all_stats;
+  // What the calls count into: null unless statistics were asked for.
+  statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
+  report_sources sources{settings, all_stats, pools};
 };
 
 shim_state& state()
@@ -26,16 +32,28 @@ shim_state& state()
   return *instance;
 }
 
+// After the first call into the program's runtime (so the exit handler runs
+// before the runtime's own teardown).
+void arm_report(shim_state& s) noexcept
+{
+  if (s.stats) { report_at_exit(s.sources); }
+}
+
 cudaStream_t allocation_stream(config::settings const& settings) noexcept
 {
   return settings.stream == config::stream_choice::per_thread ? cudaStreamPerThread : cudaStreamLegacy;
+}
+
+void count_passthrough(shim_state& s, int device, passthrough_reason reason) noexcept
+{
+  if (s.stats) { s.stats->allocation_passed_through(device, reason); }
 }
 
 // Frees a pool pointer on the stream of the device that owns it, switching the
 // thread's current device for the call when it differs.
 cudaError_t free_to_pool(shim_state& s, void* ptr, allocation_record const& record) noexcept
 {
-  cuda_async_memory_resource* pool = s.pools.get(record.device);
+  cuda_async_memory_resource* pool = s.pools.existing(record.device);
   if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
   auto const& rt = runtime();
   int current = record.device;
@@ -46,36 +64,76 @@ cudaError_t free_to_pool(shim_state& s, void* ptr, allocation_record const& reco
   return result;
 }
 
+// Observe mode: the native allocator serves everything; with statistics on,
+// the sizes are recorded so frees can be counted.
+cudaError_t observe_allocation(shim_state& s, runtime_functions const& rt, void** dev_ptr, std::size_t size,
+                               timed_call& timer) noexcept
+{
+  cudaError_t const result = rt.malloc(dev_ptr, size);
+  if (!s.stats) { return result; }
+  if (rt.get_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
+  if (result != cudaSuccess) {
+    s.stats->allocation_failed(timer.device);
+    return result;
+  }
+  try {
+    s.registry.insert(*dev_ptr, allocation_record{size, timer.device});
+    s.stats->allocation_served(timer.device, size);
+  } catch (std::bad_alloc const&) {  // the program keeps its memory; the count misses it
+  }
+  return result;
+}
+
 }  // namespace
 
 cudaError_t allocate(void** dev_ptr, std::size_t size, void const* caller) noexcept
 {
   auto const& rt = runtime(caller);
   if (!rt.found()) { return runtime_missing_error; }
-  // The native call keeps exactly its own results for what the pool does not
-  // serve: a null result pointer, zero bytes, a disabled shim.
-  if (dev_ptr == nullptr || size == 0 || process_settings().disabled) { return rt.malloc(dev_ptr, size); }
+  if (process_settings().disabled) { return rt.malloc(dev_ptr, size); }
 
   shim_state& s = state();
-  int device = 0;
-  if (rt.get_device(&device) != cudaSuccess) { return rt.malloc(dev_ptr, size); }
-  cuda_async_memory_resource* pool = s.pools.get(device);
-  if (pool == nullptr) { return rt.malloc(dev_ptr, size); }
+  timed_call timer{s.stats, interposed_call::malloc};
+  // The native call keeps exactly its own results for what the pool does not serve.
+  if (dev_ptr == nullptr || size == 0) {
+    count_passthrough(s, statistics::unattributed, passthrough_reason::zero_size_or_null);
+    return rt.malloc(dev_ptr, size);
+  }
+  if (s.settings.mode == config::shim_mode::observe) {
+    cudaError_t const result = observe_allocation(s, rt, dev_ptr, size, timer);
+    arm_report(s);
+    return result;
+  }
+
+  if (rt.get_device(&timer.device) != cudaSuccess) {
+    timer.device = statistics::unattributed;
+    count_passthrough(s, statistics::unattributed, passthrough_reason::no_current_device);
+    return rt.malloc(dev_ptr, size);
+  }
+  cuda_async_memory_resource* pool = s.pools.get(timer.device);
+  arm_report(s);
+  if (pool == nullptr) {
+    count_passthrough(s, timer.device, passthrough_reason::pool_unavailable);
+    return rt.malloc(dev_ptr, size);
+  }
 
   void* ptr = nullptr;
   cudaError_t const result = pool->try_allocate_async(&ptr, size, allocation_stream(s.settings));
   if (result != cudaSuccess) {
-    log::debug("cudaMalloc({}) on device {}: the pool returned {}", size, device, rt.get_error_name(result));
+    if (s.stats) { s.stats->allocation_failed(timer.device); }
+    log::debug("cudaMalloc({}) on device {}: the pool returned {}", size, timer.device, rt.get_error_name(result));
     return result;
   }
   try {
-    s.registry.insert(ptr, allocation_record{size, device});
+    s.registry.insert(ptr, allocation_record{size, timer.device});
   } catch (std::bad_alloc const&) {
     (void)pool->try_deallocate_async(ptr, allocation_stream(s.settings));
+    if (s.stats) { s.stats->allocation_failed(timer.device); }
     return cudaErrorMemoryAllocation;
   }
+  if (s.stats) { s.stats->allocation_served(timer.device, size); }
   *dev_ptr = ptr;
-  log::trace("cudaMalloc({}) on device {} -> {}", size, device, ptr);
+  log::trace("cudaMalloc({}) on device {} -> {}", size, timer.device, ptr);
   return cudaSuccess;
 }
 
@@ -83,15 +141,25 @@ cudaError_t deallocate(void* ptr, void const* caller) noexcept
 {
   auto const& rt = runtime(caller);
   if (!rt.found()) { return runtime_missing_error; }
-  if (ptr == nullptr || process_settings().disabled) { return rt.free(ptr); }
+  if (process_settings().disabled) { return rt.free(ptr); }
 
   shim_state& s = state();
-  auto const record = s.registry.take(ptr);
-  // Not ours (allocated before the shim was active, by another path, or not a
-  // device pointer at all): the native cudaFree gives the native answer.
-  if (!record) { return rt.free(ptr); }
+  timed_call timer{s.stats, interposed_call::free};
+  auto const record = ptr != nullptr ? s.registry.take(ptr) : std::nullopt;
+  if (!record) {
+    // Not ours (nullptr, memory from before the shim was active or from another
+    // path, not device memory at all): the native cudaFree gives the native answer.
+    if (s.stats) { s.stats->free_passed_through(); }
+    cudaError_t const result = rt.free(ptr);
+    arm_report(s);
+    return result;
+  }
+  timer.device = record->device;
+  cudaError_t const result = s.settings.mode == config::shim_mode::observe ? rt.free(ptr)
+                                                                           : free_to_pool(s, ptr, *record);
+  if (s.stats && result == cudaSuccess) { s.stats->free_served(record->device, record->bytes); }
   log::trace("cudaFree({}) on device {} ({} bytes)", ptr, record->device, record->bytes);
-  return free_to_pool(s, ptr, *record);
+  return result;
 }
 
 }  // namespace asyncshim::shim

@@ -50,6 +50,13 @@ cuda_async_memory_resource* device_pools::get(int device) noexcept
   return current == state::ready ? s.pool.get() : nullptr;
 }
 
+cuda_async_memory_resource* device_pools::existing(int device) const noexcept
+{
+  if (device < 0 || device >= max_devices) { return nullptr; }
+  slot const& s = slots_[static_cast<std::size_t>(device)];
+  return s.current.load(std::memory_order_acquire) == state::ready ? s.pool.get() : nullptr;
+}
+
 void device_pools::create(int device, slot& s) noexcept
 {
   try {

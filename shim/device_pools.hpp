@@ -24,6 +24,8 @@ class device_pools {
   // The pool of `device`, which must be the calling thread's current device;
   // nullptr when that device's allocations go to the native allocator.
   [[nodiscard]] cuda_async_memory_resource* get(int device) noexcept;
+  // The pool of `device` if it has been created, without creating it.
+  [[nodiscard]] cuda_async_memory_resource* existing(int device) const noexcept;
 
  private:
   enum class state : int { not_created, ready, passthrough };

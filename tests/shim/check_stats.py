@@ -1,0 +1,135 @@
+"""The shim's statistics (ASYNCSHIM_STATS_FILE, ASYNCSHIM_SHOW_STATS, observe
+mode) checked against what stats_probe did, under the CUDA test double.
+
+    python3 check_stats.py SHIM STATS_PROBE
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SHIM = PROBE = None
+
+# What stats_probe's "basic" does (see stats_probe.cpp).
+SIZES = [1000, 2000, 3000, 4000, 5000]
+LIVE = SIZES[3:]
+
+
+def run_probe(what, directory, **env):
+    full = dict(os.environ, LD_PRELOAD=SHIM, ASYNCSHIM_INITIAL_POOL_SIZE="64MiB", **env)
+    full.setdefault("ASYNCSHIM_STATS_FILE", os.path.join(directory, "stats-%p.json"))
+    out = subprocess.run([PROBE, what], env=full, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise AssertionError(f"stats_probe {what} exited {out.returncode}:\n{out.stdout}{out.stderr}")
+    pids = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()}
+    return pids, out.stderr
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class PoolMode(unittest.TestCase):
+    def test_counts_match_what_the_program_did(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("basic", d)
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+        self.assertEqual(stats["format"], "asyncshim-stats")
+        self.assertEqual(stats["format_version"], 1)
+        self.assertIsInstance(stats["shim_version"], str)
+        self.assertEqual(stats["pid"], pids["pid"])
+        self.assertEqual(stats["mode"], "pool")
+        self.assertEqual(stats["settings"]["initial_pool_size"], "64MiB")
+        self.assertIsNone(stats["settings"]["release_threshold"])
+        self.assertEqual(len(stats["devices"]), 1)
+        dev = stats["devices"][0]
+        self.assertEqual(dev["device"], 0)
+        self.assertEqual(dev["allocations"], 5)
+        self.assertEqual(dev["frees"], 3)
+        self.assertEqual(dev["bytes_requested"], sum(SIZES))
+        self.assertEqual(dev["bytes_in_use"], sum(LIVE))
+        self.assertEqual(dev["peak_bytes_in_use"], sum(SIZES))
+        self.assertEqual(dev["live_allocations"], 2)
+        self.assertGreaterEqual(dev["pool_reserved_high_water"], 64 << 20)
+        self.assertEqual(dev["failed_allocations"], 1)
+        self.assertEqual(dev["passed_through"]["total"], 0)
+        self.assertGreater(dev["time_in_calls_ns"]["cudaMalloc"], 0)
+        self.assertGreater(dev["time_in_calls_ns"]["cudaFree"], 0)
+        other = stats["unattributed"]
+        self.assertEqual(other["allocations_passed_through"], 1)  # the zero-size one
+        self.assertEqual(other["frees_passed_through"], 2)  # nullptr and the foreign pointer
+
+    def test_devices_are_reported_separately(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("two-devices", d, CUDA_DOUBLE_DEVICES="2")
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+        by_device = {dev["device"]: dev for dev in stats["devices"]}
+        self.assertEqual(sorted(by_device), [0, 1])
+        self.assertEqual(by_device[1]["allocations"], 1)
+        self.assertEqual(by_device[1]["bytes_in_use"], 7000)
+        self.assertEqual(by_device[0]["allocations"], 5)
+
+    def test_show_stats_prints_a_table(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, err = run_probe("basic", d, ASYNCSHIM_SHOW_STATS="1", ASYNCSHIM_STATS_FILE="")
+            files = os.listdir(d)
+        self.assertEqual(files, [])  # an empty ASYNCSHIM_STATS_FILE writes nothing
+        self.assertIn("info: statistics (mode pool):", err)
+        self.assertRegex(err, r"info:\s+0\s+5\s+3\s")
+        self.assertIn("frees of memory the shim did not allocate (passed to the native cudaFree): 2", err)
+
+    def test_unwritable_path_is_reported(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, err = run_probe("basic", d, ASYNCSHIM_STATS_FILE=os.path.join(d, "missing", "s.json"))
+        self.assertIn("error: cannot write the statistics to", err)
+
+
+class ObserveMode(unittest.TestCase):
+    def test_same_counts_native_memory(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("basic", d, ASYNCSHIM_MODE="observe")
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+        self.assertEqual(stats["mode"], "observe")
+        dev = stats["devices"][0]
+        self.assertEqual((dev["allocations"], dev["frees"]), (5, 3))
+        self.assertEqual(dev["bytes_in_use"], sum(LIVE))
+        self.assertEqual(dev["peak_bytes_in_use"], sum(SIZES))
+        self.assertEqual(dev["failed_allocations"], 1)
+        self.assertIsNone(dev["pool_reserved_high_water"])  # no pool in observe mode
+        self.assertEqual(stats["unattributed"]["frees_passed_through"], 2)
+
+
+class Fork(unittest.TestCase):
+    def test_child_writes_its_own_file_with_percent_p(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("fork", d)
+            parent = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+            child = load(os.path.join(d, f"stats-{pids['child']}.json"))
+        self.assertEqual(parent["devices"][0]["allocations"], 5)
+        self.assertEqual(child["pid"], pids["child"])
+        self.assertEqual(child["devices"][0]["allocations"], 1)  # its own work only
+        self.assertEqual(child["devices"][0]["frees"], 1)
+
+    def test_child_does_not_overwrite_a_fixed_path(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "stats.json")
+            pids, _ = run_probe("fork", d, ASYNCSHIM_STATS_FILE=path)
+            stats = load(path)
+        self.assertEqual(stats["pid"], pids["pid"])
+        self.assertEqual(stats["devices"][0]["allocations"], 5)
+
+
+class Disabled(unittest.TestCase):
+    def test_disabled_shim_keeps_no_statistics(self):
+        with tempfile.TemporaryDirectory() as d:
+            run_probe("basic", d, ASYNCSHIM_DISABLE="1", ASYNCSHIM_SHOW_STATS="1")
+            files = os.listdir(d)
+        self.assertEqual(files, [], "a disabled shim touches nothing, statistics included")
+
+
+if __name__ == "__main__":
+    SHIM, PROBE = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)

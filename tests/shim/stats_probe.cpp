@@ -1,0 +1,76 @@
+// Makes a known set of CUDA calls (against the test double) and exits with
+// live allocations, so that check_stats.py can compare the shim's statistics
+// file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
+//   stats_probe basic|fork|two-devices
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+int problems = 0;
+
+void expect(bool ok, char const* what)
+{
+  if (!ok) {
+    std::fprintf(stderr, "stats_probe: %s failed\n", what);
+    ++problems;
+  }
+}
+
+// 5 allocations of 1000..5000 bytes, 3 freed, 1 zero-size, 1 failing (1 PiB),
+// cudaFree(nullptr), and one free of memory from the double's own cudaMalloc.
+void basic()
+{
+  void* p[5] = {};
+  for (int i = 0; i < 5; ++i) { expect(cudaMalloc(&p[i], 1000 * (i + 1)) == cudaSuccess, "cudaMalloc"); }
+  for (int i = 0; i < 3; ++i) { expect(cudaFree(p[i]) == cudaSuccess, "cudaFree"); }
+  void* zero = nullptr;
+  expect(cudaMalloc(&zero, 0) == cudaSuccess, "cudaMalloc(0)");
+  void* huge = nullptr;
+  expect(cudaMalloc(&huge, std::size_t{1} << 50) == cudaErrorMemoryAllocation, "cudaMalloc(1 PiB)");
+  expect(cudaFree(nullptr) == cudaSuccess, "cudaFree(nullptr)");
+  auto native_malloc = reinterpret_cast<decltype(&cudaMalloc)>(
+    dlsym(dlopen("libcudart_double.so", RTLD_LAZY | RTLD_NOLOAD), "cudaMalloc"));
+  void* foreign = nullptr;
+  expect(native_malloc(&foreign, 64) == cudaSuccess, "native cudaMalloc");
+  expect(cudaFree(foreign) == cudaSuccess, "cudaFree(foreign)");
+  // p[3] and p[4] stay allocated: the report is written with live allocations.
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::string const what = argc > 1 ? argv[1] : "basic";
+  std::printf("pid %ld\n", static_cast<long>(getpid()));
+  if (what == "basic") {
+    basic();
+  } else if (what == "two-devices") {
+    basic();
+    expect(cudaSetDevice(1) == cudaSuccess, "cudaSetDevice(1)");
+    void* q = nullptr;
+    expect(cudaMalloc(&q, 7000) == cudaSuccess, "cudaMalloc on device 1");
+  } else if (what == "fork") {
+    basic();
+    std::fflush(stdout);
+    pid_t const child = fork();
+    if (child == 0) {  // the child allocates and frees once, then exits normally
+      void* c = nullptr;
+      int const status = cudaMalloc(&c, 300) == cudaSuccess && cudaFree(c) == cudaSuccess ? 0 : 1;
+      std::exit(status);
+    }
+    std::printf("child %ld\n", static_cast<long>(child));
+    int status = 0;
+    waitpid(child, &status, 0);
+    expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child");
+  } else {
+    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices\n");
+    return 2;
+  }
+  return problems == 0 ? 0 : 1;
+}
