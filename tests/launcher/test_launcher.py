@@ -1,0 +1,113 @@
+"""scripts/asyncshim (the launcher), as copied into the build tree's bin/:
+the environment it gives the program, its checks and its exit status.
+
+    python3 test_launcher.py BUILD_DIR
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+BUILD = None
+
+
+def launch(*args, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_") and k != "LD_PRELOAD"}
+    full.update(env or {})
+    return subprocess.run([os.path.join(BUILD, "bin", "asyncshim"), *args], env=full,
+                          capture_output=True, text=True, check=False)
+
+
+# A program that prints the variables the launcher sets.
+SHOW = ["sh", "-c", 'echo "LD_PRELOAD=$LD_PRELOAD"; env | grep "^ASYNCSHIM_" | sort']
+
+
+class Environment(unittest.TestCase):
+    def test_options_become_variables_and_the_shim_is_preloaded(self):
+        out = launch("--initial-pool-size", "4GiB", "--release-threshold=25%", "--export-handle-type", "posix_fd",
+                     "--stream", "per-thread", "--mode", "observe", "--stats=/tmp/s-%p.json", "--verbose", "--", *SHOW)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        shim = os.path.realpath(os.path.join(BUILD, "shim", "libasyncshim.so"))
+        self.assertEqual(lines[0], f"LD_PRELOAD={shim}")
+        self.assertEqual(lines[1:], sorted([
+            "ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd", "ASYNCSHIM_INITIAL_POOL_SIZE=4GiB", "ASYNCSHIM_LOG_LEVEL=info",
+            "ASYNCSHIM_MODE=observe", "ASYNCSHIM_RELEASE_THRESHOLD=25%", "ASYNCSHIM_STATS_FILE=/tmp/s-%p.json",
+            "ASYNCSHIM_STREAM=per-thread"]))
+        self.assertEqual(out.stderr, "")
+
+    def test_existing_preload_is_kept_after_the_shim(self):
+        out = launch(*SHOW, env={"LD_PRELOAD": "/lib/x86_64-linux-gnu/libm.so.6"})
+        self.assertTrue(out.stdout.splitlines()[0].endswith("libasyncshim.so:/lib/x86_64-linux-gnu/libm.so.6"),
+                        out.stdout)
+
+    def test_plain_stats_prints_the_table(self):
+        out = launch("--stats", *SHOW)
+        self.assertIn("ASYNCSHIM_SHOW_STATS=1", out.stdout.splitlines())
+
+    def test_program_arguments_are_not_options(self):
+        out = launch("--", "sh", "-c", 'echo "$@"', "sh", "--stats", "--mode", "x")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "--stats --mode x")
+
+    def test_library_option_and_variable(self):
+        out = launch("--library", "/lib/x86_64-linux-gnu/libm.so.6", *SHOW)
+        self.assertEqual(out.stdout.splitlines()[0], "LD_PRELOAD=" + os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"))
+        out = launch(*SHOW, env={"ASYNCSHIM_LIBRARY": "/lib/x86_64-linux-gnu/libm.so.6"})
+        self.assertEqual(out.stdout.splitlines()[0], "LD_PRELOAD=" + os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"))
+        for args, env in [(["--library", "/nonexistent.so"], {}), ([], {"ASYNCSHIM_LIBRARY": "/nonexistent.so"})]:
+            out = launch(*args, *SHOW, env=env)
+            self.assertEqual(out.returncode, 2)
+            self.assertIn("libasyncshim.so not found at /nonexistent.so", out.stderr)
+
+
+class Checks(unittest.TestCase):
+    def test_bad_value_uses_the_shims_message_with_the_option_name(self):
+        out = launch("--release-threshold", "lots", "--", "true")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("asyncshim: error: --release-threshold='lots' is not a valid size: expected a number of bytes",
+                      out.stderr)
+        self.assertIn("asyncshim: error: nothing was run", out.stderr)
+        self.assertNotIn("is disabled for this process", out.stderr)
+
+    def test_every_kind_of_bad_value(self):
+        for args, text in [(["--initial-pool-size", "4GB"], "--initial-pool-size='4GB' is ambiguous"),
+                           (["--export-handle-type", "ipc"], "--export-handle-type='ipc' is not a valid export handle type"),
+                           (["--stream", "fast"], "--stream='fast' is not a valid stream"),
+                           (["--mode", "watch"], "--mode='watch' is not a valid mode")]:
+            out = launch(*args, "true")
+            self.assertEqual(out.returncode, 2, args)
+            self.assertIn(text, out.stderr)
+
+    def test_usage_errors(self):
+        for args, text in [(["--bogus", "true"], "unknown option --bogus"), (["--stream"], "--stream needs a value"),
+                           ([], "no program given"), (["no-such-program-xyz"], "program not found: no-such-program-xyz"),
+                           (["--stats=", "true"], "--stats= needs a file name")]:
+            out = launch(*args)
+            self.assertEqual(out.returncode, 2, args)
+            self.assertIn(text, out.stderr)
+
+    def test_unknown_variable_in_the_environment_is_a_warning_only(self):
+        out = launch("true", env={"ASYNCSHIM_STREEM": "legacy"})
+        self.assertEqual(out.returncode, 0)
+        self.assertIn("asyncshim: warn: unknown variable ASYNCSHIM_STREEM (ignored); did you mean ASYNCSHIM_STREAM?",
+                      out.stderr)
+
+
+class ExitStatus(unittest.TestCase):
+    def test_program_status_is_returned(self):
+        self.assertEqual(launch("sh", "-c", "exit 7").returncode, 7)
+        self.assertEqual(launch("true").returncode, 0)
+
+    def test_help_and_version(self):
+        out = launch("--help")
+        self.assertEqual(out.returncode, 0)
+        self.assertIn("usage: asyncshim [options] [--] program [args...]", out.stdout)
+        out = launch("--version")
+        self.assertEqual(out.returncode, 0)
+        self.assertRegex(out.stdout, r"^asyncshim \d+\.\d+\.\d+\n$")
+
+
+if __name__ == "__main__":
+    BUILD = sys.argv[1]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
