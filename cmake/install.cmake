@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS asyncshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS asyncshim-settings RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/asyncshim)
-install(PROGRAMS scripts/asyncshim DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS scripts/asyncshim scripts/asyncshim-ab DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS asyncshim_resource EXPORT asyncshimTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY resource/include/asyncshim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT asyncshimTargets NAMESPACE asyncshim:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asyncshim)

@@ -55,6 +55,7 @@ class Environment(unittest.TestCase):
         self.assertEqual(out.stdout.splitlines()[0], "LD_PRELOAD=" + os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"))
         out = launch(*SHOW, env={"ASYNCSHIM_LIBRARY": "/lib/x86_64-linux-gnu/libm.so.6"})
         self.assertEqual(out.stdout.splitlines()[0], "LD_PRELOAD=" + os.path.realpath("/lib/x86_64-linux-gnu/libm.so.6"))
+        self.assertEqual(out.stdout.splitlines()[1:], [], "ASYNCSHIM_LIBRARY is the launcher's, not the program's")
         for args, env in [(["--library", "/nonexistent.so"], {}), ([], {"ASYNCSHIM_LIBRARY": "/nonexistent.so"})]:
             out = launch(*args, *SHOW, env=env)
             self.assertEqual(out.returncode, 2)
