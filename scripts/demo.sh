@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and runs the bundled demo
-# (a program that allocates per request) without and with libasyncshim.so.
-# Without a GPU it builds everything and says plainly that the demo needs one.
+# The main job: installs what is missing, builds, and compares the bundled demo
+# (a program that allocates per request) without and with libasyncshim.so using
+# the A/B wrapper (asyncshim-ab). Without a GPU it builds everything and says
+# plainly that the demo needs one.
 #   scripts/demo.sh [requests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +27,6 @@ if ! "$demo" 1 >/dev/null 2>&1; then
 fi
 
 echo "demo: $requests requests, each 3 cudaMalloc + 3 cudaFree around two small kernels"
-echo -n "without asyncshim: "; "$demo" "$requests"
-echo -n "with asyncshim:    "; LD_PRELOAD=$shim ASYNCSHIM_INITIAL_POOL_SIZE=${ASYNCSHIM_INITIAL_POOL_SIZE:-1GiB} "$demo" "$requests"
+echo "asyncshim-ab -- $demo $requests"
+# A 1 GiB pool is plenty for the demo; the default primes half the GPU.
+ASYNCSHIM_INITIAL_POOL_SIZE=${ASYNCSHIM_INITIAL_POOL_SIZE:-1GiB} "$build/bin/asyncshim-ab" -- "$demo" "$requests"

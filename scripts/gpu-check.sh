@@ -2,8 +2,8 @@
 # The whole GPU check in one command, on a machine with a CUDA GPU: configures
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
 # -dev packages are missing), runs the CPU tier, the GPU tier, the PyTorch
-# same-losses check and the demo A/B, keeps full logs, and prints a short
-# summary last.
+# same-losses check, and asyncshim-ab on the demo and on a PyTorch loop; keeps
+# full logs (and the A/B JSON exports) and prints a short summary last.
 #   scripts/gpu-check.sh            (logs go to $OUT, else ./gpu-check-logs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,13 +51,25 @@ echo "$torch_out" >"$logs/torch.log"
 note "PyTorch same losses (exit $torch_status):"
 while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
 
+# The A/B wrapper on the bundled demo and on an unmodified PyTorch loop with
+# its caching allocator off; the last lines of each (the summary) go to the summary.
+ab=$PWD/$build/bin/asyncshim-ab
+ab_summary() {  # name, then the asyncshim-ab arguments
+  local name=$1; shift
+  local text status
+  text=$("$ab" --export-json "$logs/ab-$name.json" "$@" 2>&1)
+  status=$?
+  echo "$text" >"$logs/ab-$name.log"
+  [[ $status -eq 0 ]] || failed=1
+  note "asyncshim-ab $name (exit $status):"
+  while read -r l; do note "    $l"; done < <(echo "$text" | grep -E 'Time \(mean|GPU|ran$|times (faster|slower)|Mann-Whitney|bootstrap')
+}
 demo=$PWD/$build/tests/demo/alloc_per_request
 if [[ -x $demo ]]; then
-  without=$("$demo" 5000 2>&1)
-  with=$(LD_PRELOAD=$shim ASYNCSHIM_INITIAL_POOL_SIZE=1GiB "$demo" 5000 2>&1)
-  echo -e "without: $without\nwith:    $with" >"$logs/demo.log"
-  note "demo without the shim: $without"
-  note "demo with the shim:    $with"
+  ASYNCSHIM_INITIAL_POOL_SIZE=1GiB ab_summary demo -- "$demo" 3000
+fi
+if python3 -c 'import torch' 2>/dev/null; then
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_INITIAL_POOL_SIZE=4GiB ab_summary torch -- python3 tests/demo/torch_training_loop.py
 fi
 note "library: $(tests/shim/check_library.sh "$shim" | tr '\n' ' ')"
 
