@@ -6,7 +6,8 @@ std::size_t allocation_registry::shard_of(std::uintptr_t address) noexcept
 {
   // Pool pointers are at least 256-byte aligned: drop those bits, then mix.
   constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
-  return static_cast<std::size_t>(((address >> 8) * golden) >> 58) % shard_count;
+  static_assert(shard_count == 64, "the top 6 bits pick the shard");
+  return static_cast<std::size_t>(((address >> 8) * golden) >> 58);
 }
 
 void allocation_registry::insert(void const* ptr, allocation_record record)

@@ -4,6 +4,8 @@
 
 #include <unistd.h>  // environ
 
+#include <new>
+
 namespace asyncshim::shim {
 namespace {
 
@@ -32,8 +34,18 @@ config::settings load() noexcept
 
 config::settings const& process_settings() noexcept
 {
-  static config::settings const settings = load();
-  return settings;
+  // Never destroyed: calls may come from static destructors and atexit handlers.
+  static config::settings const* const settings = []() noexcept -> config::settings const* {
+    try {
+      return new config::settings(load());
+    } catch (...) {  // no memory for the settings: pass everything through
+      alignas(config::settings) static unsigned char storage[sizeof(config::settings)];
+      auto* fallback = new (storage) config::settings{};
+      fallback->disabled = true;
+      return fallback;
+    }
+  }();
+  return *settings;
 }
 
 }  // namespace asyncshim::shim

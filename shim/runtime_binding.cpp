@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstring>
 
 namespace asyncshim::shim {
@@ -13,12 +16,18 @@ namespace {
 constexpr char const* probe_symbol = "cudaGetDevice";
 
 // A handle to the loaded object that defines `symbol` (no new load: RTLD_NOLOAD).
+// dladdr names the main program after argv[0], which dlopen cannot find, so
+// the object is identified through its link map instead.
 void* library_of(void const* symbol)
 {
   Dl_info info{};
-  if (symbol == nullptr || dladdr(symbol, &info) == 0) { return nullptr; }
-  bool const is_main_program = info.dli_fname == nullptr || info.dli_fname[0] == '\0';
-  return dlopen(is_main_program ? nullptr : info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  link_map* map = nullptr;
+  if (symbol == nullptr || dladdr1(symbol, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
+      map == nullptr) {
+    return nullptr;
+  }
+  bool const is_main_program = map->l_name == nullptr || map->l_name[0] == '\0';
+  return dlopen(is_main_program ? nullptr : map->l_name, RTLD_LAZY | RTLD_NOLOAD);
 }
 
 void* runtime_next_in_global_scope() { return library_of(dlsym(RTLD_NEXT, probe_symbol)); }
@@ -29,20 +38,30 @@ void* runtime_seen_by(void const* caller)
   return caller_library != nullptr ? library_of(dlsym(caller_library, probe_symbol)) : nullptr;
 }
 
-int remember_cudart(dl_phdr_info* info, std::size_t /*size*/, void* found)
+struct found_name {
+  char path[4096];
+  bool found;
+};
+
+// Only copies the name: dlopen must not be called while dl_iterate_phdr holds
+// the loader's lock.
+int remember_cudart(dl_phdr_info* info, std::size_t /*size*/, void* out)
 {
-  if (info->dlpi_name != nullptr && std::strstr(info->dlpi_name, "libcudart") != nullptr) {
-    *static_cast<void**>(found) = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    return *static_cast<void**>(found) != nullptr ? 1 : 0;
+  auto* found = static_cast<found_name*>(out);
+  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "libcudart") == nullptr ||
+      std::strlen(info->dlpi_name) >= sizeof found->path) {
+    return 0;
   }
-  return 0;
+  std::strcpy(found->path, info->dlpi_name);
+  found->found = true;
+  return 1;
 }
 
 void* any_loaded_cudart()
 {
-  void* found = nullptr;
+  found_name found{};
   dl_iterate_phdr(remember_cudart, &found);
-  return found;
+  return found.found ? dlopen(found.path, RTLD_LAZY | RTLD_NOLOAD) : nullptr;
 }
 
 template <class Fn>
@@ -81,8 +100,24 @@ runtime_functions bind(void const* caller)
 
 runtime_functions const& runtime(void const* caller) noexcept
 {
-  static runtime_functions const functions = bind(caller);
-  return functions;
+  // Only a successful lookup is kept: a program may load its runtime after an
+  // early call (dlsym finds this library's cudaFree before any runtime exists).
+  static std::atomic<runtime_functions const*> bound{nullptr};
+  static runtime_functions storage;
+  static runtime_functions const none;
+  static pthread_mutex_t binding = PTHREAD_MUTEX_INITIALIZER;  // never throws, unlike std::mutex
+  if (runtime_functions const* functions = bound.load(std::memory_order_acquire)) { return *functions; }
+  pthread_mutex_lock(&binding);
+  if (bound.load(std::memory_order_relaxed) == nullptr) {
+    runtime_functions const candidate = bind(caller);
+    if (candidate.found()) {
+      storage = candidate;
+      bound.store(&storage, std::memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&binding);
+  runtime_functions const* functions = bound.load(std::memory_order_acquire);
+  return functions != nullptr ? *functions : none;
 }
 
 }  // namespace asyncshim::shim

@@ -39,8 +39,9 @@ struct runtime_functions {
   [[nodiscard]] bool found() const noexcept { return malloc != nullptr && free != nullptr; }
 };
 
-// The program's runtime, located on the first call. `caller` is the return
-// address of the interposed call, used by lookup step 2 above.
+// The program's runtime, located on the first call that finds one (a failed
+// search is tried again on the next call). `caller` is the return address of
+// the interposed call, used by lookup step 2 above.
 [[nodiscard]] runtime_functions const& runtime(void const* caller = nullptr) noexcept;
 
 // The error an interposed call returns when no runtime can be found at all.

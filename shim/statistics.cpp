@@ -60,7 +60,7 @@ void statistics::free_served(int device, std::size_t bytes) noexcept
   device_counters* c = slot(device);
   if (c == nullptr) { return; }
   c->frees.fetch_add(1, relaxed);
-  // Saturating: a child after fork starts from zero but may free inherited memory.
+  // Saturating, so a miscount can never wrap around to an absurd figure.
   std::uint64_t seen = c->bytes_in_use.load(relaxed);
   while (!c->bytes_in_use.compare_exchange_weak(seen, seen > bytes ? seen - bytes : 0, relaxed)) {}
 }
@@ -86,22 +86,6 @@ void statistics::free_passed_through() noexcept { frees_passed_through_.fetch_ad
 void statistics::add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept
 {
   if (device_counters* c = slot(device)) { c->time_ns[static_cast<std::size_t>(call)].fetch_add(nanoseconds, relaxed); }
-}
-
-void statistics::reset() noexcept
-{
-  auto clear = [](device_counters& c) {
-    for (auto* counter : {&c.allocations, &c.frees, &c.bytes_requested, &c.bytes_in_use, &c.peak_bytes_in_use,
-                          &c.failed_allocations}) {
-      counter->store(0, relaxed);
-    }
-    for (auto& counter : c.passed_through) { counter.store(0, relaxed); }
-    for (auto& counter : c.time_ns) { counter.store(0, relaxed); }
-    c.used.store(false, relaxed);
-  };
-  for (auto& c : devices_) { clear(c); }
-  clear(unattributed_);
-  frees_passed_through_.store(0, relaxed);
 }
 
 timed_call::timed_call(statistics* stats, interposed_call call) noexcept

@@ -44,8 +44,6 @@ class statistics {
   void allocation_passed_through(int device, passthrough_reason reason) noexcept;
   void free_passed_through() noexcept;
   void add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept;
-  // Forgets everything (in a child after fork: it reports its own work only).
-  void reset() noexcept;
 
   // nullptr for a device outside [0, max_devices).
   [[nodiscard]] device_counters const* device(int index) const noexcept;

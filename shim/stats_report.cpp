@@ -3,7 +3,6 @@
 #include "log.hpp"
 
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -150,9 +149,9 @@ std::string stats_json(report_sources const& sources, long pid)
   }
   device_counters const& u = sources.stats.unattributed_counters();
   out += fmt::format(
-    "\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"frees_passed_through\": {}, "
-    "\"time_in_calls_ns\": {}}}\n}}\n",
-    passed_through_total(u), sources.stats.frees_passed_through(), time_json(u));
+    "\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
+    "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}}\n}}\n",
+    passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(), time_json(u));
   return out;
 }
 
@@ -185,16 +184,12 @@ namespace {
 report_sources const* exit_sources = nullptr;
 long reporting_pid = 0;
 
-void after_fork_in_child()
-{
-  if (exit_sources != nullptr) { exit_sources->stats.reset(); }
-}
-
 void write_report_at_exit()
 {
   try {
     report_sources const& sources = *exit_sources;
     long const pid = static_cast<long>(getpid());
+    if (pid != reporting_pid) { return; }  // a forked child passes everything through and counts nothing
     if (sources.settings.show_stats) {
       std::string const table = stats_table(sources);
       std::size_t start = 0;
@@ -207,16 +202,15 @@ void write_report_at_exit()
     }
     std::string const& pattern = sources.settings.stats_file;
     if (pattern.empty()) { return; }
-    bool const per_process = pattern.find("%p") != std::string::npos;
-    if (pid != reporting_pid && !per_process) {
-      return;  // a forked child must not overwrite its parent's file
-    }
     std::string const path = expand_stats_path(pattern, pid);
     std::string const json = stats_json(sources, pid);
     std::FILE* file = std::fopen(path.c_str(), "w");
     bool written = file != nullptr && std::fwrite(json.data(), 1, json.size(), file) == json.size();
-    int const error = errno;
-    if (file != nullptr) { written = std::fclose(file) == 0 && written; }
+    int error = errno;
+    if (file != nullptr && std::fclose(file) != 0 && written) {
+      written = false;
+      error = errno;
+    }
     if (!written) { log::error("cannot write the statistics to '{}': {}", path, std::strerror(error)); }
   } catch (...) {  // never let an exit handler throw
   }
@@ -229,7 +223,6 @@ void report_at_exit(report_sources const& sources) noexcept
   static bool const registered = [&] {
     exit_sources = &sources;
     reporting_pid = static_cast<long>(getpid());
-    pthread_atfork(nullptr, nullptr, after_fork_in_child);
     return std::atexit(write_report_at_exit) == 0;
   }();
   (void)registered;

@@ -14,7 +14,7 @@ namespace asyncshim::shim {
 
 struct report_sources {
   config::settings const& settings;
-  statistics& stats;  // reset in a child after fork
+  statistics const& stats;
   device_pools const& pools;
 };
 
@@ -27,8 +27,8 @@ struct report_sources {
 
 // Arranges for the report to be written when the process exits (once; call
 // it after the program's CUDA runtime is initialized, so that this handler
-// runs before the runtime's own teardown). A child after fork reports only
-// its own work, and writes a file only when the path holds "%p".
+// runs before the runtime's own teardown). A child made by fork reports
+// nothing: it passes everything through (see allocator.cpp).
 void report_at_exit(report_sources const& sources) noexcept;
 
 }  // namespace asyncshim::shim

@@ -29,7 +29,9 @@ int main()
   report("  then cudaGetLastError", cudaGetLastError());
   report("cudaMalloc(nullptr, 16)", cudaMalloc(nullptr, 16));
   report("  then cudaGetLastError", cudaGetLastError());
+  p = reinterpret_cast<void*>(0xdead00);
   report("cudaMalloc(&p, 1 PiB)", cudaMalloc(&p, std::size_t{1} << 50));
+  std::printf("%-34s %s\n", "p after the failure", p == nullptr ? "null" : "unchanged or other");
   report("  then cudaGetLastError", cudaGetLastError());
 
   constexpr std::size_t bytes = 1 << 20;

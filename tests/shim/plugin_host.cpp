@@ -7,9 +7,18 @@
 
 int main(int argc, char** argv)
 {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: plugin_host PLUGIN.so\n");
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: plugin_host PLUGIN.so [--early-call]\n");
     return 2;
+  }
+  // --early-call: call cudaMalloc as found by dlsym before any runtime is
+  // loaded (it is the shim's, which then finds none); the shim must still
+  // find the plugin's runtime later.
+  if (argc > 2) {
+    using malloc_fn = int (*)(void**, std::size_t);
+    auto early = reinterpret_cast<malloc_fn>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
+    void* p = nullptr;
+    std::printf("early cudaMalloc: %s\n", early == nullptr ? "not found" : early(&p, 16) != 0 ? "failed" : "worked");
   }
   void* plugin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (plugin == nullptr) {

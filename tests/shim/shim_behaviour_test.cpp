@@ -155,8 +155,9 @@ TEST_F(ShimRedirects, DoubleFreeOfPoolMemoryIsInvalidValue)
 
 TEST_F(ShimRedirects, OnePebibyteIsMemoryAllocationAndTheProgramContinues)
 {
-  void* p = nullptr;
+  void* p = reinterpret_cast<void*>(0xdead00);
   EXPECT_EQ(cudaMalloc(&p, PiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);  // as a failed native cudaMalloc leaves it
   EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // as a native failure leaves it
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&p, 1024), cudaSuccess);

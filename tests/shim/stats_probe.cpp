@@ -2,12 +2,15 @@
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
 //   stats_probe basic|fork|two-devices
+#include "cuda_double.h"
+
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -59,10 +62,10 @@ int main(int argc, char** argv)
     basic();
     std::fflush(stdout);
     pid_t const child = fork();
-    if (child == 0) {  // the child allocates and frees once, then exits normally
+    if (child == 0) {  // the child's calls go to the native allocator
       void* c = nullptr;
-      int const status = cudaMalloc(&c, 300) == cudaSuccess && cudaFree(c) == cudaSuccess ? 0 : 1;
-      std::exit(status);
+      bool const ok = cudaMalloc(&c, 300) == cudaSuccess && cuda_double_pointer_kind(c) == 1 && cudaFree(c) == cudaSuccess;
+      std::exit(ok ? 0 : 1);
     }
     std::printf("child %ld\n", static_cast<long>(child));
     int status = 0;
