@@ -1,5 +1,6 @@
 #include "device_pools.hpp"
 
+#include "byte_text.hpp"
 #include "log.hpp"
 
 #include <cstdint>
@@ -10,17 +11,6 @@
 namespace asyncshim::shim {
 namespace {
 
-std::string approximate_bytes(std::uint64_t bytes)
-{
-  constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 5) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, units[unit]);
-}
 
 std::optional<std::size_t> resolve(std::optional<config::size_spec> const& spec, std::uint64_t total)
 {

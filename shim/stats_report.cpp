@@ -1,5 +1,6 @@
 #include "stats_report.hpp"
 
+#include "byte_text.hpp"
 #include "log.hpp"
 
 #include <cuda_runtime_api.h>
@@ -91,17 +92,6 @@ std::vector<int> used_devices(statistics const& stats)
   return devices;
 }
 
-std::string approximate_bytes(std::uint64_t bytes)
-{
-  constexpr char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, units[unit]);
-}
 
 }  // namespace
 
