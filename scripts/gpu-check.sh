@@ -69,7 +69,8 @@ if [[ -x $demo ]]; then
   ASYNCSHIM_INITIAL_POOL_SIZE=1GiB ab_summary demo -- "$demo" 3000
 fi
 if python3 -c 'import torch' 2>/dev/null; then
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_INITIAL_POOL_SIZE=4GiB ab_summary torch -- python3 tests/demo/torch_training_loop.py
+  # Each run is several seconds: 6 runs per arm bound the device time.
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_INITIAL_POOL_SIZE=4GiB ab_summary torch --runs 6 -- python3 tests/demo/torch_training_loop.py
 fi
 note "library: $(tests/shim/check_library.sh "$shim" | tr '\n' ' ')"
 
