@@ -111,32 +111,20 @@ parse_result parse_environment(char const* const* envp) {
   size_variable(var_initial_pool_size, values.initial_pool_size);
   size_variable(var_release_threshold, values.release_threshold);
 
-  if (auto const& text = found[var_export_handle_type]) {
-    if (auto const parsed = parse_handle_type(*text)) {
-      values.export_handle_type = *parsed;
+  // Enumerated settings that change behaviour: an invalid value disables.
+  auto choice_variable = [&](variable index, auto parse, auto message, auto& field) {
+    if (!found[index]) return;
+    if (auto const parsed = parse(*found[index])) {
+      field = *parsed;
     } else {
-      report(log_level::error, detail::invalid_handle_type_message(known[var_export_handle_type], *text));
+      report(log_level::error, message(known[index], *found[index]));
       ++invalid;
     }
-  }
-
-  if (auto const& text = found[var_stream]) {
-    if (auto const parsed = parse_stream(*text)) {
-      values.stream = *parsed;
-    } else {
-      report(log_level::error, detail::invalid_stream_message(known[var_stream], *text));
-      ++invalid;
-    }
-  }
-
-  if (auto const& text = found[var_mode]) {
-    if (auto const parsed = parse_mode(*text)) {
-      values.mode = *parsed;
-    } else {
-      report(log_level::error, detail::invalid_mode_message(known[var_mode], *text));
-      ++invalid;
-    }
-  }
+  };
+  choice_variable(var_export_handle_type, parse_handle_type, detail::invalid_handle_type_message,
+                  values.export_handle_type);
+  choice_variable(var_stream, parse_stream, detail::invalid_stream_message, values.stream);
+  choice_variable(var_mode, parse_mode, detail::invalid_mode_message, values.mode);
 
   // A bad level only affects messages: keep the default, do not disable.
   if (auto const& text = found[var_log_level]) {
