@@ -1,5 +1,5 @@
-// config.cpp: the CUDA runtime TEST DOUBLE's environment controls (see
-// cuda_double.h), read once at first use.
+// config.cpp: the CUDA TEST DOUBLES' environment controls (see cuda_double.h),
+// read once at first use. Part of the driver double, libcuda.so.1.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>

@@ -1,7 +1,9 @@
-// introspection.cpp: the cuda_double_* functions of the CUDA runtime TEST
-// DOUBLE (see cuda_double.h), for tests to look inside the model. They never
-// fail, never touch the last error and ignore the environment controls.
+// introspection.cpp: the cuda_double_* functions of the CUDA TEST DOUBLES (see
+// cuda_double.h), for tests to look inside the model. Exported by the driver
+// double, libcuda.so.1. They never fail, never touch the last error or the
+// context stack, and ignore the environment controls.
 #include <mutex>
+#include <string>
 
 #include "cuda_double.h"
 #include "model.h"
@@ -24,6 +26,8 @@ CUDA_DOUBLE_API cuda_double_counters cuda_double_get_counters(void) {
   out.pools_created = c.pools_created.load();
   out.pools_destroyed = c.pools_destroyed.load();
   out.failed_calls = c.failed_calls.load();
+  out.driver_mallocs = c.driver_mallocs.load();
+  out.driver_frees = c.driver_frees.load();
   return out;
 }
 
@@ -32,18 +36,18 @@ CUDA_DOUBLE_API void cuda_double_reset_counters(void) {
   Lock lock(m.mu);
   for (auto* c : {&m.counters.native_mallocs, &m.counters.native_frees, &m.counters.pool_allocs,
                   &m.counters.pool_frees, &m.counters.pools_created, &m.counters.pools_destroyed,
-                  &m.counters.failed_calls})
+                  &m.counters.failed_calls, &m.counters.driver_mallocs, &m.counters.driver_frees})
     c->store(0);
   m.last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_free_stream = CUDA_DOUBLE_NO_STREAM;
+  m.proc_lookups.clear();
 }
 
 CUDA_DOUBLE_API int cuda_double_pointer_kind(void const* p) {
   auto& m = model();
   Lock lock(m.mu);
   auto const* a = m.find_allocation(p);
-  if (a == nullptr) return 0;
-  return a->pool == nullptr ? 1 : 2;
+  return a == nullptr ? 0 : static_cast<int>(a->kind);
 }
 
 CUDA_DOUBLE_API cudaMemPool_t cuda_double_pointer_pool(void const* p) {
@@ -69,6 +73,14 @@ CUDA_DOUBLE_API int cuda_double_live_allocations(void) {
   auto& m = model();
   Lock lock(m.mu);
   return static_cast<int>(m.allocations().size());
+}
+
+CUDA_DOUBLE_API unsigned long long cuda_double_proc_lookups(char const* base_name) {
+  if (base_name == nullptr) return 0;
+  auto& m = model();
+  Lock lock(m.mu);
+  auto it = m.proc_lookups.find(base_name);
+  return it == m.proc_lookups.end() ? 0 : it->second;
 }
 
 }  // extern "C"

@@ -1,5 +1,8 @@
-// model.cpp: the CUDA runtime TEST DOUBLE's state: devices, memory accounting,
-// the allocation registry, pools and streams (see cuda_double.h for the model).
+// model.cpp: the state of the CUDA TEST DOUBLES: devices, primary contexts,
+// memory accounting, the allocation registry, pools, streams and the
+// per-thread context stack (see cuda_double.h for the model). Part of the
+// driver double, libcuda.so.1; the runtime double reaches it through the
+// internal API of model.h.
 #include "model.h"
 
 #include <algorithm>
@@ -23,13 +26,40 @@ bool round_up(std::uint64_t value, std::uint64_t granule, std::uint64_t& out) {
   return true;
 }
 
-thread_local int t_current_device = 0;
-thread_local cudaError_t t_last_error = cudaSuccess;
+// The per-thread context stack: trivially destructible, so that it works in
+// every thread until the very end (calls from thread-exit destructors included).
+struct ContextStack {
+  Context* entries[kMaxContextStackDepth];
+  std::size_t depth;
+};
+thread_local ContextStack t_contexts{};
+
+std::atomic<bool> g_initialized{false};
 
 }  // namespace
 
-int& current_device() { return t_current_device; }
-cudaError_t& last_error() { return t_last_error; }
+Context* current_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[t_contexts.depth - 1]; }
+
+void set_current_context(Context* context) {
+  if (context == nullptr) {
+    if (t_contexts.depth != 0) --t_contexts.depth;
+  } else if (t_contexts.depth == 0) {
+    t_contexts.entries[t_contexts.depth++] = context;
+  } else {
+    t_contexts.entries[t_contexts.depth - 1] = context;
+  }
+}
+
+bool push_context(Context* context) {
+  if (t_contexts.depth == kMaxContextStackDepth) return false;
+  t_contexts.entries[t_contexts.depth++] = context;
+  return true;
+}
+
+Context* pop_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[--t_contexts.depth]; }
+
+void initialize() { g_initialized.store(true, std::memory_order_release); }
+bool initialized() { return g_initialized.load(std::memory_order_acquire); }
 
 cudaError_t availability() {
   Config const& c = config();
@@ -38,17 +68,13 @@ cudaError_t availability() {
   return cudaSuccess;
 }
 
-cudaError_t record(cudaError_t result) {
-  if (result != cudaSuccess) {
-    t_last_error = result;
-    // model() is built on first use; counting must not fail, so count only
-    // once it exists (it always does after the first successful lookup).
-    try {
-      model().counters.failed_calls.fetch_add(1, std::memory_order_relaxed);
-    } catch (...) {
-    }
+void count_failure() noexcept {
+  // model() is built on first use; counting must not fail, so a model that
+  // cannot be built (out of memory) is not counted in.
+  try {
+    model().counters.failed_calls.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
   }
-  return result;
 }
 
 Model& model() {
@@ -56,10 +82,20 @@ Model& model() {
   return *m;
 }
 
-Model::Model(Config const& c) : devices_(static_cast<std::size_t>(c.devices)) {
+Model::Model(Config const& c)
+    : devices_(static_cast<std::size_t>(c.devices)), contexts_(static_cast<std::size_t>(c.devices)) {
+  for (int d = 0; d < c.devices; ++d) contexts_[static_cast<std::size_t>(d)].device = d;
   if (!c.no_pools && !c.no_driver)
     for (int d = 0; d < c.devices; ++d)
       device(d).default_pool = &create_pool(d, cudaMemHandleTypeNone, 0, /*is_default=*/true);
+}
+
+Context* Model::primary_context(int d) { return &contexts_[static_cast<std::size_t>(d)]; }
+
+Context* Model::find_context(void const* handle) {
+  for (Context& c : contexts_)
+    if (&c == handle) return &c;
+  return nullptr;
 }
 
 std::uint64_t Model::free_bytes(int d) {
@@ -82,6 +118,13 @@ std::pair<void*, Allocation const*> Model::allocation_containing(void const* p) 
   return {reinterpret_cast<void*>(it->first), &it->second};
 }
 
+bool Model::range_ok(void const* p, std::size_t count) const {
+  auto [base, a] = allocation_containing(p);
+  if (a == nullptr) return true;
+  std::size_t const offset = static_cast<char const*>(p) - static_cast<char const*>(base);
+  return count <= a->size - offset;
+}
+
 void* Model::host_allocate(std::size_t size) {
   if (size > std::numeric_limits<std::size_t>::max() - kAllocationAlignment) return nullptr;
   std::size_t const rounded = (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
@@ -99,11 +142,11 @@ void Model::insert_allocation(void* p, Allocation const& a) {
   }
 }
 
-cudaError_t Model::allocate_native(int d, std::size_t size, void** out) {
+cudaError_t Model::allocate_native(int d, std::size_t size, AllocationKind kind, void** out) {
   if (size > free_bytes(d)) return cudaErrorMemoryAllocation;
   void* p = host_allocate(size);
   if (p == nullptr) return cudaErrorMemoryAllocation;
-  insert_allocation(p, Allocation{size, d, nullptr});
+  insert_allocation(p, Allocation{size, d, nullptr, kind});
   device(d).used += size;
   *out = p;
   return cudaSuccess;
@@ -121,7 +164,7 @@ cudaError_t Model::allocate_from_pool(Pool& pool, std::size_t size, void** out) 
   }
   void* p = host_allocate(size);
   if (p == nullptr) return cudaErrorMemoryAllocation;
-  insert_allocation(p, Allocation{size, pool.device, &pool});
+  insert_allocation(p, Allocation{size, pool.device, &pool, AllocationKind::pool});
   set_reserved(pool, new_reserved);
   pool.used = needed;
   pool.used_high = std::max(pool.used_high, pool.used);
@@ -141,8 +184,8 @@ void Model::release(void* p) {
   std::free(p);
 }
 
-Pool* Model::find_pool(cudaMemPool_t handle) {
-  auto* pool = reinterpret_cast<Pool*>(handle);
+Pool* Model::find_pool(void const* handle) {
+  auto* pool = static_cast<Pool*>(const_cast<void*>(handle));
   return live_pools_.count(pool) != 0 ? pool : nullptr;
 }
 
@@ -191,6 +234,44 @@ void Model::trim_pools(int d) {
   }
 }
 
+cudaError_t Model::set_pool_attribute(Pool& pool, int attr, void const* value) {
+  auto const as_int = [value] { return *static_cast<int const*>(value); };
+  auto const as_u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
+  switch (static_cast<cudaMemPoolAttr>(attr)) {
+    case cudaMemPoolReuseFollowEventDependencies: pool.reuse_follow_event_dependencies = as_int() != 0; break;
+    case cudaMemPoolReuseAllowOpportunistic: pool.reuse_allow_opportunistic = as_int() != 0; break;
+    case cudaMemPoolReuseAllowInternalDependencies: pool.reuse_allow_internal_dependencies = as_int() != 0; break;
+    case cudaMemPoolAttrReleaseThreshold: pool.release_threshold = as_u64(); break;
+    case cudaMemPoolAttrReservedMemHigh:  // only a reset (to the current value) is allowed
+      if (as_u64() != 0) return cudaErrorInvalidValue;
+      pool.reserved_high = pool.reserved;
+      break;
+    case cudaMemPoolAttrUsedMemHigh:
+      if (as_u64() != 0) return cudaErrorInvalidValue;
+      pool.used_high = pool.used;
+      break;
+    default: return cudaErrorInvalidValue;  // the *Current ones are read-only
+  }
+  return cudaSuccess;
+}
+
+cudaError_t Model::get_pool_attribute(Pool const& pool, int attr, void* value) {
+  auto const as_int = [value] { return static_cast<int*>(value); };
+  auto const as_u64 = [value] { return static_cast<std::uint64_t*>(value); };
+  switch (static_cast<cudaMemPoolAttr>(attr)) {
+    case cudaMemPoolReuseFollowEventDependencies: *as_int() = pool.reuse_follow_event_dependencies; break;
+    case cudaMemPoolReuseAllowOpportunistic: *as_int() = pool.reuse_allow_opportunistic; break;
+    case cudaMemPoolReuseAllowInternalDependencies: *as_int() = pool.reuse_allow_internal_dependencies; break;
+    case cudaMemPoolAttrReleaseThreshold: *as_u64() = pool.release_threshold; break;
+    case cudaMemPoolAttrReservedMemCurrent: *as_u64() = pool.reserved; break;
+    case cudaMemPoolAttrReservedMemHigh: *as_u64() = pool.reserved_high; break;
+    case cudaMemPoolAttrUsedMemCurrent: *as_u64() = pool.used; break;
+    case cudaMemPoolAttrUsedMemHigh: *as_u64() = pool.used_high; break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
 bool Model::is_special_stream(cudaStream_t s) {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
@@ -199,8 +280,8 @@ bool Model::valid_stream(cudaStream_t s) const {
   return is_special_stream(s) || live_streams_.count(reinterpret_cast<Stream*>(s)) != 0;
 }
 
-int Model::stream_device(cudaStream_t s) const {
-  return is_special_stream(s) ? current_device() : reinterpret_cast<Stream const*>(s)->device;
+int Model::stream_device(cudaStream_t s, int current_device) const {
+  return is_special_stream(s) ? current_device : reinterpret_cast<Stream const*>(s)->device;
 }
 
 cudaStream_t Model::create_stream(int d, unsigned flags) {

@@ -1,8 +1,12 @@
-// runtime_api.cpp: the CUDA runtime API functions of the TEST DOUBLE (see
-// cuda_double.h), with the CUDA 13.0 signatures of cuda_runtime_api.h. Argument
-// checking and error reporting live here; the state lives in model.cpp.
+// runtime_api.cpp: the CUDA runtime API functions of the runtime TEST DOUBLE,
+// libcudart_double.so (see cuda_double.h), with the CUDA 13.0 signatures of
+// cuda_runtime_api.h. Argument checking, error reporting and the runtime's own
+// per-thread state (current device, last error) live here; the state they work
+// on is the driver double's model (model.h), reached through its internal API,
+// never through an exported CUDA driver function.
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include <cuda_runtime_api.h>
 
@@ -14,35 +18,72 @@
 #endif
 
 using cuda_double::Allocation;
+using cuda_double::AllocationKind;
 using cuda_double::config;
-using cuda_double::current_device;
-using cuda_double::last_error;
+using cuda_double::Context;
 using cuda_double::Model;
 using cuda_double::model;
 using cuda_double::Pool;
-using cuda_double::run_api;
 
 namespace {
 
 using Lock = std::lock_guard<std::mutex>;
 
+// The runtime's per-thread state.
+thread_local int t_runtime_device = 0;  // cudaSetDevice's, used while no context is current
+thread_local cudaError_t t_last_error = cudaSuccess;
+
 constexpr bool kGated = true;    // fails first when there is no driver / no device
 constexpr bool kUngated = false;
+
+// As the real runtime does on its first call: initializes the driver (cuInit)
+// once the configuration says there is one with devices.
+cudaError_t available() {
+  cudaError_t const e = cuda_double::availability();
+  if (e == cudaSuccess) cuda_double::initialize();
+  return e;
+}
+
+// The device the calling thread works on: that of the current context, after
+// making the runtime device's primary context current when none is (as the
+// real runtime does before any work).
+int context_device() {
+  Context* c = cuda_double::current_context();
+  if (c == nullptr) {
+    c = model().primary_context(t_runtime_device);
+    cuda_double::set_current_context(c);
+  }
+  return c->device;
+}
+
+// Records a failing result as the calling thread's last error and counts it.
+cudaError_t record(cudaError_t result) {
+  if (result != cudaSuccess) {
+    t_last_error = result;
+    cuda_double::count_failure();
+  }
+  return result;
+}
+
+// Runs body (a callable returning cudaError_t), turning exceptions into CUDA
+// errors, and records the result. gated: fail first when no driver / no device.
+template <class Body>
+cudaError_t run_api(bool gated, Body&& body) noexcept {
+  cudaError_t result;
+  try {
+    result = gated ? available() : cudaSuccess;
+    if (result == cudaSuccess) result = body();
+  } catch (std::bad_alloc const&) {
+    result = cudaErrorMemoryAllocation;
+  } catch (...) {
+    result = cudaErrorUnknown;
+  }
+  return record(result);
+}
 
 cudaError_t pools_supported() {
   return config().no_pools ? cudaErrorNotSupported : cudaSuccess;
 }
-
-// A range [p, p + count) that starts inside a live allocation must end inside it.
-bool range_ok(Model const& m, void const* p, std::size_t count) {
-  auto [base, a] = m.allocation_containing(p);
-  if (a == nullptr) return true;
-  std::size_t const offset = static_cast<char const*>(p) - static_cast<char const*>(base);
-  return count <= a->size - offset;
-}
-
-std::uint64_t* as_u64(void* value) { return static_cast<std::uint64_t*>(value); }
-int* as_int(void* value) { return static_cast<int*>(value); }
 
 }  // namespace
 
@@ -69,12 +110,12 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion)
 // ---------------------------------------------------------------- errors
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetLastError(void) {
-  cudaError_t const e = last_error();
-  last_error() = cudaSuccess;
+  cudaError_t const e = t_last_error;
+  t_last_error = cudaSuccess;
   return e;
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaPeekAtLastError(void) { return last_error(); }
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaPeekAtLastError(void) { return t_last_error; }
 
 // ---------------------------------------------------------------- devices
 
@@ -82,7 +123,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
   return run_api(kUngated, [&] {
     if (count == nullptr) return cudaErrorInvalidValue;
     *count = 0;
-    if (cudaError_t e = cuda_double::availability()) return e;
+    if (cudaError_t e = available()) return e;
     *count = config().devices;
     return cudaSuccess;
   });
@@ -91,15 +132,18 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device) {
   return run_api(kGated, [&] {
     if (device == nullptr) return cudaErrorInvalidValue;
-    *device = current_device();
+    Context const* c = cuda_double::current_context();
+    *device = c != nullptr ? c->device : t_runtime_device;
     return cudaSuccess;
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaSetDevice(int device) {
   return run_api(kGated, [&] {
-    if (!model().valid_device(device)) return cudaErrorInvalidDevice;
-    current_device() = device;
+    Model& m = model();
+    if (!m.valid_device(device)) return cudaErrorInvalidDevice;
+    t_runtime_device = device;
+    cuda_double::set_current_context(m.primary_context(device));
     return cudaSuccess;
   });
 }
@@ -123,10 +167,11 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cu
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
   return run_api(kGated, [&] {
+    int const device = context_device();
     if (free == nullptr || total == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
-    *free = m.free_bytes(current_device());
+    *free = m.free_bytes(device);
     *total = config().memory;
     return cudaSuccess;
   });
@@ -134,9 +179,10 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   return run_api(kGated, [&] {
+    int const device = context_device();
     Model& m = model();
     Lock lock(m.mu);
-    m.trim_pools(current_device());
+    m.trim_pools(device);
     return cudaSuccess;
   });
 }
@@ -145,12 +191,13 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
   return run_api(kGated, [&] {
+    int const device = context_device();
     if (devPtr == nullptr) return cudaErrorInvalidValue;
     *devPtr = nullptr;
     if (size == 0) return cudaSuccess;
     Model& m = model();
     Lock lock(m.mu);
-    cudaError_t const e = m.allocate_native(current_device(), size, devPtr);
+    cudaError_t const e = m.allocate_native(device, size, AllocationKind::runtime, devPtr);
     if (e == cudaSuccess) m.counters.native_mallocs.fetch_add(1, std::memory_order_relaxed);
     return e;
   });
@@ -158,6 +205,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   return run_api(kGated, [&] {
+    context_device();  // cudaFree(nullptr) is the customary way to initialize the runtime
     if (devPtr == nullptr) return cudaSuccess;
     Model& m = model();
     Lock lock(m.mu);
@@ -172,6 +220,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFree(void* devPtr) {
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
   return run_api(kGated, [&] {
+    context_device();
     switch (kind) {
       case cudaMemcpyHostToHost:
       case cudaMemcpyHostToDevice:
@@ -184,7 +233,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, siz
     if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
-    if (!range_ok(m, dst, count) || !range_ok(m, src, count)) return cudaErrorInvalidValue;
+    if (!m.range_ok(dst, count) || !m.range_ok(src, count)) return cudaErrorInvalidValue;
     std::memmove(dst, src, count);
     return cudaSuccess;
   });
@@ -192,11 +241,12 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, siz
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
   return run_api(kGated, [&] {
+    context_device();
     if (count == 0) return cudaSuccess;
     if (devPtr == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
-    if (m.allocation_containing(devPtr).second == nullptr || !range_ok(m, devPtr, count))
+    if (m.allocation_containing(devPtr).second == nullptr || !m.range_ok(devPtr, count))
       return cudaErrorInvalidValue;
     std::memset(devPtr, value, count);
     return cudaSuccess;
@@ -207,11 +257,12 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   return run_api(kGated, [&] {
+    int const device = context_device();
     if (pStream == nullptr) return cudaErrorInvalidValue;
     if ((flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
-    *pStream = m.create_stream(current_device(), flags);
+    *pStream = m.create_stream(device, flags);
     return cudaSuccess;
   });
 }
@@ -219,16 +270,18 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pS
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
   // Not through cudaStreamCreateWithFlags: a failure must be recorded once.
   return run_api(kGated, [&] {
+    int const device = context_device();
     if (pStream == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
-    *pStream = m.create_stream(current_device(), cudaStreamDefault);
+    *pStream = m.create_stream(device, cudaStreamDefault);
     return cudaSuccess;
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
   return run_api(kGated, [&] {
+    context_device();
     Model& m = model();
     Lock lock(m.mu);
     return m.destroy_stream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle;
@@ -237,10 +290,11 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   return run_api(kGated, [&] {
+    int const device = context_device();
     Model& m = model();
     Lock lock(m.mu);
     if (!m.valid_stream(stream)) return cudaErrorInvalidResourceHandle;
-    m.trim_pools(m.stream_device(stream));
+    m.trim_pools(m.stream_device(stream, device));
     return cudaSuccess;
   });
 }
@@ -249,6 +303,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     if (memPool == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
@@ -261,6 +316,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t*
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, const struct cudaMemPoolProps* poolProps) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     if (memPool == nullptr || poolProps == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
@@ -279,6 +335,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, 
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     Model& m = model();
     Lock lock(m.mu);
@@ -292,51 +349,27 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) 
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     if (value == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
     Pool* pool = m.find_pool(memPool);
     if (pool == nullptr) return cudaErrorInvalidValue;
-    switch (attr) {
-      case cudaMemPoolReuseFollowEventDependencies: pool->reuse_follow_event_dependencies = *as_int(value) != 0; break;
-      case cudaMemPoolReuseAllowOpportunistic: pool->reuse_allow_opportunistic = *as_int(value) != 0; break;
-      case cudaMemPoolReuseAllowInternalDependencies: pool->reuse_allow_internal_dependencies = *as_int(value) != 0; break;
-      case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = *as_u64(value); break;
-      case cudaMemPoolAttrReservedMemHigh:  // only a reset (to the current value) is allowed
-        if (*as_u64(value) != 0) return cudaErrorInvalidValue;
-        pool->reserved_high = pool->reserved;
-        break;
-      case cudaMemPoolAttrUsedMemHigh:
-        if (*as_u64(value) != 0) return cudaErrorInvalidValue;
-        pool->used_high = pool->used;
-        break;
-      default: return cudaErrorInvalidValue;  // the *Current ones are read-only
-    }
-    return cudaSuccess;
+    return Model::set_pool_attribute(*pool, attr, value);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     if (value == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     Lock lock(m.mu);
     Pool const* pool = m.find_pool(memPool);
     if (pool == nullptr) return cudaErrorInvalidValue;
-    switch (attr) {
-      case cudaMemPoolReuseFollowEventDependencies: *as_int(value) = pool->reuse_follow_event_dependencies; break;
-      case cudaMemPoolReuseAllowOpportunistic: *as_int(value) = pool->reuse_allow_opportunistic; break;
-      case cudaMemPoolReuseAllowInternalDependencies: *as_int(value) = pool->reuse_allow_internal_dependencies; break;
-      case cudaMemPoolAttrReleaseThreshold: *as_u64(value) = pool->release_threshold; break;
-      case cudaMemPoolAttrReservedMemCurrent: *as_u64(value) = pool->reserved; break;
-      case cudaMemPoolAttrReservedMemHigh: *as_u64(value) = pool->reserved_high; break;
-      case cudaMemPoolAttrUsedMemCurrent: *as_u64(value) = pool->used; break;
-      case cudaMemPoolAttrUsedMemHigh: *as_u64(value) = pool->used_high; break;
-      default: return cudaErrorInvalidValue;
-    }
-    return cudaSuccess;
+    return Model::get_pool_attribute(*pool, attr, value);
   });
 }
 
@@ -344,6 +377,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memP
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     if (ptr == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
@@ -363,6 +397,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
   return run_api(kGated, [&] {
+    int const current = context_device();
     if (cudaError_t e = pools_supported()) return e;
     if (devPtr == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
@@ -370,7 +405,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size
     if (!m.valid_stream(hStream)) return cudaErrorInvalidResourceHandle;
     *devPtr = nullptr;
     if (size != 0) {
-      Pool& pool = *m.device(m.stream_device(hStream)).default_pool;
+      Pool& pool = *m.device(m.stream_device(hStream, current)).default_pool;
       if (cudaError_t e = m.allocate_from_pool(pool, size, devPtr)) return e;
       m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
     }
@@ -381,6 +416,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
   return run_api(kGated, [&] {
+    context_device();
     if (cudaError_t e = pools_supported()) return e;
     Model& m = model();
     Lock lock(m.mu);

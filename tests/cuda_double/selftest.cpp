@@ -3,8 +3,12 @@
 // The double reads its environment controls once per process, so CMake runs
 // this program once per configuration with a --gtest_filter; each suite skips
 // itself when the process is not in the configuration it is about:
-//   CudaDouble   a working runtime with pools (any number of devices >= 1)
+//   CudaDouble   a working runtime with pools (any number of devices >= 1);
+//                the Driver* and GetProcAddress* tests are about the driver
+//                double (libcuda.so.1) and its sharing of the model
 //   Defaults     no CUDA_DOUBLE_* variable set at all
+//   DriverUninitialized  no variable set, and nothing has initialized the
+//                driver yet: each test runs alone, in a process of its own
 //   NoDevice     CUDA_DOUBLE_DEVICES=0
 //   NoDriver     CUDA_DOUBLE_NO_DRIVER=1
 //   NoPools      CUDA_DOUBLE_NO_POOLS=1
@@ -19,11 +23,15 @@
 #include <thread>
 #include <vector>
 
+#include <dlfcn.h>
+
 #include <gtest/gtest.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "cuda_double.h"
+#include "cuda_driver_double.h"
 
 namespace {
 
@@ -544,6 +552,732 @@ TEST_F(CudaDouble, ResetCounters) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // not a counter
 }
 
+// ------------------------------------------------------------ CudaDouble: the driver double
+
+// The driver double's own definition of an exported symbol (what its
+// cuGetProcAddress must hand out), found through the loaded libcuda.so.1.
+void* driver_symbol(char const* name) {
+  static void* const handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  return handle == nullptr ? nullptr : dlsym(handle, name);
+}
+
+void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
+CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+
+CUcontext primary_context(int device) {
+  CUcontext c = nullptr;
+  EXPECT_EQ(cuDevicePrimaryCtxRetain(&c, device), CUDA_SUCCESS);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(device), CUDA_SUCCESS);
+  return c;
+}
+
+CUcontext current_context() {
+  CUcontext c = reinterpret_cast<CUcontext>(std::uintptr_t{1});
+  EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
+  return c;
+}
+
+CUmemPoolProps driver_pool_props(int device, CUmemAllocationHandleType handles = CU_MEM_HANDLE_TYPE_NONE) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = handles;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  return props;
+}
+
+std::uint64_t driver_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr) {
+  std::uint64_t value = ~0ULL;
+  EXPECT_EQ(cuMemPoolGetAttribute(pool, attr, &value), CUDA_SUCCESS);
+  return value;
+}
+
+std::size_t driver_free_memory() {
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  return free;
+}
+
+TEST_F(CudaDouble, DriverIsTheDoubleLoadedWithTheRuntime) {
+  ASSERT_NE(driver_symbol("cuda_double_get_counters"), nullptr) << "libcuda.so.1 is not the driver double";
+  EXPECT_EQ(driver_symbol("cuMemAlloc_v2"), reinterpret_cast<void*>(&cuMemAlloc_v2));
+  // The runtime has initialized the driver (SetUp called cudaSetDevice).
+  EXPECT_EQ(cuInit(0), CUDA_SUCCESS);
+  EXPECT_EQ(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+  int v = 0;
+  EXPECT_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, 13000);
+  EXPECT_EQ(cuDriverGetVersion(nullptr), CUDA_ERROR_INVALID_VALUE);
+  // Handles mean the same in both APIs.
+  EXPECT_EQ(CU_STREAM_LEGACY, cudaStreamLegacy);
+  EXPECT_EQ(CU_STREAM_PER_THREAD, cudaStreamPerThread);
+}
+
+TEST_F(CudaDouble, DriverDeviceQueries) {
+  int n = -1;
+  EXPECT_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  EXPECT_EQ(n, devices_);
+  EXPECT_EQ(cuDeviceGetCount(nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUdevice d = -1;
+  EXPECT_EQ(cuDeviceGet(&d, devices_ - 1), CUDA_SUCCESS);
+  EXPECT_EQ(d, devices_ - 1);
+  EXPECT_EQ(cuDeviceGet(&d, devices_), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGet(&d, -1), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGet(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  int v = -1;
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 9);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 9);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 0);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 0);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, devices_), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), CUDA_ERROR_INVALID_VALUE);
+  char name[64] = {};
+  EXPECT_EQ(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "cuda_double device 0 (test double, not a GPU)");
+  EXPECT_EQ(cuDeviceGetName(name, 5, 0), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "cuda");
+  EXPECT_EQ(cuDeviceGetName(name, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetName(name, sizeof name, devices_), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 8u);
+}
+
+TEST_F(CudaDouble, DriverErrorNamesAndStrings) {
+  char const* s = "unchanged";
+  EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_SUCCESS");
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_INVALID_CONTEXT, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_INVALID_CONTEXT");
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_STUB_LIBRARY, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_STUB_LIBRARY");
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_UNKNOWN, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_UNKNOWN");
+  EXPECT_EQ(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "out of memory");
+  EXPECT_EQ(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  EXPECT_EQ(cuGetErrorName(static_cast<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(s, nullptr);
+  s = "unchanged";
+  EXPECT_EQ(cuGetErrorString(static_cast<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(CudaDouble, DriverContextStackIsPerThread) {
+  std::thread([this] {
+    // A new thread has no current context, so nothing that needs one works.
+    EXPECT_EQ(current_context(), nullptr);
+    CUdevice d = -1;
+    EXPECT_EQ(cuCtxGetDevice(&d), CUDA_ERROR_INVALID_CONTEXT);
+    CUdeviceptr p = 0;
+    EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+    std::size_t free = 0, total = 0;
+    EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    CUstream s = nullptr;
+    EXPECT_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+    for (CUstream special : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
+      EXPECT_EQ(cuStreamSynchronize(special), CUDA_ERROR_INVALID_CONTEXT);
+      EXPECT_EQ(cuMemAllocAsync(&p, 16, special), CUDA_ERROR_INVALID_CONTEXT);
+    }
+    EXPECT_EQ(cuStreamSynchronize_ptsz(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuMemFree_v2(0), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxPopCurrent_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);  // a no-op on an empty stack
+    int rt = -1;
+    EXPECT_EQ(cudaGetDevice(&rt), cudaSuccess);  // the runtime device; makes nothing current
+    EXPECT_EQ(rt, 0);
+    EXPECT_EQ(current_context(), nullptr);
+
+    // Retain + set, as a program using the driver API does.
+    CUcontext c0 = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+    ASSERT_NE(c0, nullptr);
+    CUcontext again = nullptr;
+    EXPECT_EQ(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    EXPECT_EQ(again, c0);  // one primary context per device
+    EXPECT_EQ(cuDevicePrimaryCtxRetain(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuDevicePrimaryCtxRetain(&again, devices_), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+    EXPECT_EQ(current_context(), c0);
+    EXPECT_EQ(cuCtxGetDevice(&d), CUDA_SUCCESS);
+    EXPECT_EQ(d, 0);
+    EXPECT_EQ(cuCtxGetDevice(nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuCtxSetCurrent(reinterpret_cast<CUcontext>(&d)), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(current_context(), c0);
+    EXPECT_EQ(cuCtxGetCurrent(nullptr), CUDA_ERROR_INVALID_VALUE);
+
+    // Push / pop; cuCtxSetCurrent replaces the top, cuCtxSetCurrent(NULL) pops.
+    EXPECT_EQ(cuCtxPushCurrent_v2(c0), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxPushCurrent_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxPushCurrent_v2(reinterpret_cast<CUcontext>(&d)), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext popped = nullptr;
+    EXPECT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+    EXPECT_EQ(popped, c0);
+    EXPECT_EQ(current_context(), c0);  // the one set first is still there
+    EXPECT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(current_context(), nullptr);
+    EXPECT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_ERROR_INVALID_CONTEXT);
+
+    // Release as often as retained, and no more.
+    EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(devices_), CUDA_ERROR_INVALID_DEVICE);
+  }).join();
+  // The main thread's context (from SetUp's cudaSetDevice) is untouched.
+  EXPECT_EQ(current_context(), primary_context(0));
+}
+
+TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent) {
+  std::thread([this] {
+    EXPECT_EQ(current_context(), nullptr);
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 16), cudaSuccess);  // as the real runtime: context first
+    EXPECT_EQ(current_context(), primary_context(0));
+    CUdevice d = -1;
+    EXPECT_EQ(cuCtxGetDevice(&d), CUDA_SUCCESS);
+    EXPECT_EQ(d, 0);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+    EXPECT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cudaFree(nullptr), cudaSuccess);  // initializes, as natively
+    EXPECT_EQ(current_context(), primary_context(0));
+    EXPECT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    EXPECT_EQ(current_context(), primary_context(0));
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+
+    if (devices_ < 2) return;
+    CUcontext const c0 = primary_context(0), c1 = primary_context(1);
+    EXPECT_NE(c0, c1);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(current_context(), c1);
+    EXPECT_EQ(cuCtxGetDevice(&d), CUDA_SUCCESS);
+    EXPECT_EQ(d, 1);
+    // cudaGetDevice follows a context the program made current itself ...
+    EXPECT_EQ(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+    int rt = -1;
+    EXPECT_EQ(cudaGetDevice(&rt), cudaSuccess);
+    EXPECT_EQ(rt, 0);
+    ASSERT_EQ(cudaMalloc(&p, 16), cudaSuccess);  // ... and so does the runtime's work
+    CUdevice owner = -1;
+    EXPECT_EQ(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, as_deviceptr(p)), CUDA_SUCCESS);
+    EXPECT_EQ(owner, 0);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+    // ... and falls back to the runtime device when no context is current.
+    EXPECT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cudaGetDevice(&rt), cudaSuccess);
+    EXPECT_EQ(rt, 1);
+    std::size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    EXPECT_EQ(current_context(), c1);
+    // cudaSetDevice replaces the top of the stack, like cuCtxSetCurrent.
+    EXPECT_EQ(cuCtxPushCurrent_v2(c0), CUDA_SUCCESS);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    CUcontext popped = nullptr;
+    EXPECT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+    EXPECT_EQ(popped, c1);
+    EXPECT_EQ(current_context(), c1);
+  }).join();
+}
+
+TEST_F(CudaDouble, DriverMemAllocAndFree) {
+  std::size_t const free0 = driver_free_memory();
+  EXPECT_EQ(free0, free_memory());  // one model
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);  // as documented in cuda.h
+  EXPECT_EQ(cuMemAlloc_v2(nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAlloc_v2(&p, 1000), CUDA_SUCCESS);
+  ASSERT_NE(p, 0u);
+  EXPECT_EQ(p % 256, 0u);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(p)), 3);
+  EXPECT_EQ(cuda_double_pointer_pool(as_pointer(p)), nullptr);
+  EXPECT_EQ(cuda_double_live_allocations(), live_ + 1);
+  EXPECT_EQ(driver_free_memory(), free0 - 1000);
+  EXPECT_EQ(free_memory(), free0 - 1000);
+
+  EXPECT_EQ(cuMemFree_v2(p + 8), CUDA_ERROR_INVALID_VALUE);  // interior
+  int host = 0;
+  EXPECT_EQ(cuMemFree_v2(as_deviceptr(&host)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);  // double free
+  EXPECT_EQ(cuMemFree_v2(0), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(p)), 0);
+  EXPECT_EQ(driver_free_memory(), free0);
+  EXPECT_EQ(cuMemAlloc_v2(&p, kPiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);  // the driver has no last error
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cuMemGetInfo_v2(&free, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 8589934592u);
+
+  auto const c = cuda_double_get_counters();
+  EXPECT_EQ(c.driver_mallocs, 1u);
+  EXPECT_EQ(c.driver_frees, 1u);
+  EXPECT_EQ(c.native_mallocs, 0u);
+  EXPECT_EQ(c.native_frees, 0u);
+  EXPECT_EQ(c.failed_calls, 7u);
+}
+
+TEST_F(CudaDouble, MemoryCanBeFreedThroughTheOtherLibrary) {
+  std::size_t const free0 = free_memory();
+  void* runtime = nullptr;
+  ASSERT_EQ(cudaMalloc(&runtime, 4096), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(runtime), 1);
+  CUdeviceptr driver = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&driver, 8192), CUDA_SUCCESS);
+  EXPECT_EQ(free_memory(), free0 - 4096 - 8192);
+
+  EXPECT_EQ(cuMemFree_v2(as_deviceptr(runtime)), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(runtime), 0);
+  EXPECT_EQ(cudaFree(runtime), cudaErrorInvalidValue);  // gone for both
+  EXPECT_EQ(cudaFree(as_pointer(driver)), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(driver)), 0);
+  EXPECT_EQ(cuMemFree_v2(driver), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(free_memory(), free0);
+
+  // Pool memory, in both directions, and through the plain frees.
+  void* a = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&a, 100, cudaStreamLegacy), cudaSuccess);
+  EXPECT_EQ(cuMemFreeAsync(as_deviceptr(a), CU_STREAM_LEGACY), CUDA_SUCCESS);
+  CUdeviceptr b = 0;
+  ASSERT_EQ(cuMemAllocAsync(&b, 100, CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(b)), 2);
+  EXPECT_EQ(cudaFreeAsync(as_pointer(b), cudaStreamLegacy), cudaSuccess);
+  ASSERT_EQ(cuMemAllocAsync(&b, 100, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cudaFree(as_pointer(b)), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&a, 100, nullptr), cudaSuccess);
+  EXPECT_EQ(cuMemFree_v2(as_deviceptr(a)), CUDA_SUCCESS);
+
+  auto const c = cuda_double_get_counters();
+  EXPECT_EQ(c.native_mallocs, 1u);
+  EXPECT_EQ(c.driver_mallocs, 1u);
+  EXPECT_EQ(c.native_frees, 2u);  // the cuMemAlloc_v2 pointer and a pool pointer
+  EXPECT_EQ(c.driver_frees, 2u);  // the cudaMalloc pointer and a pool pointer
+  EXPECT_EQ(c.pool_allocs, 4u);
+  EXPECT_EQ(c.pool_frees, 2u);
+  EXPECT_EQ(c.failed_calls, 2u);
+}
+
+TEST_F(CudaDouble, DriverMemcpyAndMemset) {
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&d, 64), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemsetD8_v2(d, 0x5a, 64), CUDA_SUCCESS);
+  unsigned char h[64] = {};
+  EXPECT_EQ(cuMemcpyDtoH_v2(h, d, 64), CUDA_SUCCESS);
+  EXPECT_EQ(h[0], 0x5a);
+  EXPECT_EQ(h[63], 0x5a);
+  std::memcpy(h, "hello", 6);
+  EXPECT_EQ(cuMemcpyHtoD_v2(d + 10, h, 6), CUDA_SUCCESS);
+  EXPECT_STREQ(static_cast<char const*>(as_pointer(d + 10)), "hello");
+  char back[6] = {};
+  EXPECT_EQ(cudaMemcpy(back, as_pointer(d + 10), 6, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_STREQ(back, "hello");
+
+  EXPECT_EQ(cuMemsetD8_v2(d + 60, 0, 5), CUDA_ERROR_INVALID_VALUE);  // runs past the end
+  EXPECT_EQ(cuMemsetD8_v2(as_deviceptr(h), 0, 4), CUDA_ERROR_INVALID_VALUE);  // host memory
+  EXPECT_EQ(cuMemcpyDtoH_v2(h, d + 32, 33), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD_v2(as_deviceptr(h), back, 4), CUDA_ERROR_INVALID_VALUE);  // not device memory
+  EXPECT_EQ(cuMemcpyDtoH_v2(nullptr, d, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD_v2(d, nullptr, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD_v2(0, nullptr, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemsetD8_v2(0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+}
+
+TEST_F(CudaDouble, DriverPointerAttributes) {
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&d, 1000), CUDA_SUCCESS);
+  int ordinal = -1;
+  EXPECT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d + 999), CUDA_SUCCESS);
+  EXPECT_EQ(ordinal, 0);
+  CUmemoryPool pool = reinterpret_cast<CUmemoryPool>(std::uintptr_t{1});
+  EXPECT_EQ(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, d), CUDA_SUCCESS);
+  EXPECT_EQ(pool, nullptr);
+  CUdeviceptr start = 0;
+  std::size_t size = 0;
+  EXPECT_EQ(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 10), CUDA_SUCCESS);
+  EXPECT_EQ(start, d);
+  EXPECT_EQ(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 10), CUDA_SUCCESS);
+  EXPECT_EQ(size, 1000u);
+  unsigned type = 0;
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_SUCCESS);
+  EXPECT_EQ(type, unsigned{CU_MEMORYTYPE_DEVICE});
+  CUcontext ctx = nullptr;
+  EXPECT_EQ(cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, d), CUDA_SUCCESS);
+  EXPECT_EQ(ctx, primary_context(0));
+  EXPECT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d + 1000), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuPointerGetAttribute(nullptr, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_BUFFER_ID, d), CUDA_ERROR_NOT_SUPPORTED);
+
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&p, 16, nullptr), cudaSuccess);
+  cudaMemPool_t default_pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  EXPECT_EQ(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, as_deviceptr(p)), CUDA_SUCCESS);
+  EXPECT_EQ(pool, default_pool);
+  EXPECT_EQ(cudaFreeAsync(p, nullptr), cudaSuccess);
+  EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+}
+
+TEST_F(CudaDouble, DriverPools) {
+  std::size_t const free0 = driver_free_memory();
+  CUmemoryPool pool = nullptr;
+  auto props = driver_pool_props(0);
+  EXPECT_EQ(cuMemPoolCreate(nullptr, &props), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolCreate(&pool, nullptr), CUDA_ERROR_INVALID_VALUE);
+  props.location.id = devices_;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
+  props = driver_pool_props(0, CU_MEM_HANDLE_TYPE_WIN32);
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_SUPPORTED);
+  props = driver_pool_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  ASSERT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUstream bad = nullptr;
+  EXPECT_EQ(cuStreamCreate(&bad, 0x10), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&a, 1000, pool, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(a)), 2);
+  EXPECT_EQ(cuda_double_pointer_pool(as_pointer(a)), pool);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), s);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 1000u);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 1000u);  // the same pool for the runtime
+  EXPECT_EQ(driver_free_memory(), free0 - 2 * kMiB);
+  CUmemoryPool owner = nullptr;
+  EXPECT_EQ(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a), CUDA_SUCCESS);
+  EXPECT_EQ(owner, pool);
+
+  // The runtime allocates from a pool the driver made, and the reverse.
+  void* b = nullptr;
+  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 3 * kMiB, pool, s), cudaSuccess);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * kMiB);
+
+  auto const bogus_stream = reinterpret_cast<CUstream>(std::uintptr_t{0x1234});
+  auto const bogus_pool = reinterpret_cast<CUmemoryPool>(std::uintptr_t{0x1234});
+  CUdeviceptr c = 0;
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&c, 16, bogus_pool, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&c, 16, pool, bogus_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(nullptr, 16, pool, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&c, kPiB, pool, s), CUDA_ERROR_OUT_OF_MEMORY);
+  c = 1;
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&c, 0, pool, s), CUDA_SUCCESS);
+  EXPECT_EQ(c, 0u);
+
+  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_free_stream(), s);
+  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeAsync(0, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeAsync(as_deviceptr(b), bogus_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuMemFreeAsync(as_deviceptr(b), s), CUDA_SUCCESS);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * kMiB);  // kept until a sync
+
+  // Attributes, shared with the runtime's view of the pool.
+  std::uint64_t threshold = 2 * kMiB;
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReleaseThreshold), 2 * kMiB);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * kMiB);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * kMiB + 1000);
+  std::uint64_t zero = 0, one = 1;
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), CUDA_SUCCESS);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &one), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &zero), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolGetAttribute(bogus_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &one), CUDA_ERROR_INVALID_VALUE);
+  int reuse = -1;
+  EXPECT_EQ(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse), CUDA_SUCCESS);
+  EXPECT_EQ(reuse, 1);
+  threshold = 0;
+  EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);  // trims the current context's device
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  EXPECT_EQ(driver_free_memory(), free0);
+
+  // Destroying frees what is left; default pools cannot be destroyed.
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&a, 64, pool, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(a)), 0);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);
+  cudaMemPool_t default_pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  EXPECT_EQ(cuMemPoolDestroy(default_pool), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+  for (CUstream special : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD})
+    EXPECT_EQ(cuStreamDestroy_v2(special), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(driver_free_memory(), free0);
+
+  auto const counters = cuda_double_get_counters();
+  EXPECT_EQ(counters.pools_created, 1u);
+  EXPECT_EQ(counters.pools_destroyed, 1u);
+  EXPECT_EQ(counters.pool_allocs, 3u);
+  EXPECT_EQ(counters.pool_frees, 2u);
+}
+
+TEST_F(CudaDouble, DriverMallocAsyncUsesTheStreamsDevicesDefaultPool) {
+  cudaMemPool_t default_pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAllocAsync(&p, 100, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_pool(as_pointer(p)), default_pool);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), nullptr);
+  EXPECT_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_free_stream(), nullptr);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(driver_pool_attr(default_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  if (devices_ < 2) return;
+  // A stream created in device 1's context: its allocations go to device 1's
+  // default pool whatever context is current, and no context is needed.
+  ASSERT_EQ(cuCtxSetCurrent(primary_context(1)), CUDA_SUCCESS);
+  CUstream s1 = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
+  cudaMemPool_t default1 = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default1, 1), cudaSuccess);
+  std::thread([&] {
+    CUdeviceptr q = 0;
+    ASSERT_EQ(cuMemAllocAsync(&q, 16, s1), CUDA_SUCCESS);
+    EXPECT_EQ(cuda_double_pointer_pool(as_pointer(q)), default1);
+    int ordinal = -1;
+    EXPECT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, q), CUDA_SUCCESS);
+    EXPECT_EQ(ordinal, 1);
+    EXPECT_EQ(cuMemFreeAsync(q, s1), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamSynchronize(s1), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamDestroy_v2(s1), CUDA_SUCCESS);
+  }).join();
+}
+
+TEST_F(CudaDouble, DriverPerThreadStreamEntryPoints) {
+  cudaMemPool_t default_pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  // The null stream is the per-thread stream for the _ptsz entry points ...
+  ASSERT_EQ(cuMemAllocAsync_ptsz(&p, 16, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), CU_STREAM_PER_THREAD);
+  EXPECT_EQ(cuda_double_pointer_pool(as_pointer(p)), default_pool);
+  ASSERT_EQ(cuMemFreeAsync_ptsz(p, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_free_stream(), CU_STREAM_PER_THREAD);
+  ASSERT_EQ(cuMemAllocFromPoolAsync_ptsz(&p, 16, default_pool, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), CU_STREAM_PER_THREAD);
+  EXPECT_EQ(cuStreamSynchronize_ptsz(nullptr), CUDA_SUCCESS);
+  // ... and any other stream is itself.
+  ASSERT_EQ(cuMemFreeAsync_ptsz(p, CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_free_stream(), CU_STREAM_LEGACY);
+  ASSERT_EQ(cuMemAllocAsync_ptsz(&p, 16, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), s);
+  ASSERT_EQ(cuMemFreeAsync_ptsz(p, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_free_stream(), s);
+  EXPECT_EQ(cuStreamSynchronize_ptsz(s), CUDA_SUCCESS);
+  // The plain ones keep the null stream.
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&p, 16, default_pool, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), nullptr);
+  ASSERT_EQ(cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_free_stream(), nullptr);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  auto const c = cuda_double_get_counters();
+  EXPECT_EQ(c.pool_allocs, 4u);
+  EXPECT_EQ(c.pool_frees, 4u);
+  EXPECT_EQ(c.failed_calls, 0u);
+}
+
+// cuGetProcAddress_v2 for one name; checks the status it reports.
+void* proc(char const* name, int version = 13000, cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT,
+           CUresult expected = CUDA_SUCCESS,
+           CUdriverProcAddressQueryResult expected_status = CU_GET_PROC_ADDRESS_SUCCESS) {
+  void* pfn = reinterpret_cast<void*>(std::uintptr_t{1});
+  auto status = static_cast<CUdriverProcAddressQueryResult>(-1);
+  EXPECT_EQ(cuGetProcAddress_v2(name, &pfn, version, flags, &status), expected) << name << " " << version;
+  EXPECT_EQ(status, expected_status) << name << " " << version;
+  if (expected != CUDA_SUCCESS) {
+    EXPECT_EQ(pfn, nullptr) << name;
+  }
+  return pfn;
+}
+
+TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
+  // Every base name the double knows, and the symbol it stands for (CUDA 13.0,
+  // default flags: the legacy-stream variants).
+  struct Row {
+    char const* base;
+    char const* symbol;
+  };
+  Row const rows[] = {
+      {"cuInit", "cuInit"},
+      {"cuDriverGetVersion", "cuDriverGetVersion"},
+      {"cuDeviceGet", "cuDeviceGet"},
+      {"cuDeviceGetCount", "cuDeviceGetCount"},
+      {"cuDeviceGetName", "cuDeviceGetName"},
+      {"cuDeviceGetAttribute", "cuDeviceGetAttribute"},
+      {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"},
+      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"},
+      {"cuCtxGetCurrent", "cuCtxGetCurrent"},
+      {"cuCtxSetCurrent", "cuCtxSetCurrent"},
+      {"cuCtxGetDevice", "cuCtxGetDevice"},
+      {"cuCtxPushCurrent", "cuCtxPushCurrent_v2"},
+      {"cuCtxPopCurrent", "cuCtxPopCurrent_v2"},
+      {"cuCtxSynchronize", "cuCtxSynchronize"},
+      {"cuMemAlloc", "cuMemAlloc_v2"},
+      {"cuMemFree", "cuMemFree_v2"},
+      {"cuMemGetInfo", "cuMemGetInfo_v2"},
+      {"cuMemcpyHtoD", "cuMemcpyHtoD_v2"},
+      {"cuMemcpyDtoH", "cuMemcpyDtoH_v2"},
+      {"cuMemsetD8", "cuMemsetD8_v2"},
+      {"cuMemAllocAsync", "cuMemAllocAsync"},
+      {"cuMemFreeAsync", "cuMemFreeAsync"},
+      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"},
+      {"cuMemPoolCreate", "cuMemPoolCreate"},
+      {"cuMemPoolDestroy", "cuMemPoolDestroy"},
+      {"cuMemPoolSetAttribute", "cuMemPoolSetAttribute"},
+      {"cuMemPoolGetAttribute", "cuMemPoolGetAttribute"},
+      {"cuStreamCreate", "cuStreamCreate"},
+      {"cuStreamDestroy", "cuStreamDestroy_v2"},
+      {"cuStreamSynchronize", "cuStreamSynchronize"},
+      {"cuPointerGetAttribute", "cuPointerGetAttribute"},
+      {"cuGetErrorName", "cuGetErrorName"},
+      {"cuGetErrorString", "cuGetErrorString"},
+      {"cuGetProcAddress", "cuGetProcAddress_v2"},
+  };
+  for (Row const& row : rows) {
+    void* const own = driver_symbol(row.symbol);
+    ASSERT_NE(own, nullptr) << row.symbol;
+    EXPECT_EQ(proc(row.base), own) << row.base;
+    EXPECT_EQ(proc(row.base, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM), own) << row.base;
+  }
+  // The stream-ordered entry points have per-thread-default-stream variants.
+  for (char const* base : {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cuStreamSynchronize"}) {
+    std::string const ptsz = std::string(base) + "_ptsz";
+    EXPECT_EQ(proc(base, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), driver_symbol(ptsz.c_str())) << base;
+  }
+  EXPECT_EQ(proc("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            reinterpret_cast<void*>(&cuMemAllocAsync_ptsz));
+  // Others ignore that flag.
+  EXPECT_EQ(proc("cuMemAlloc", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), driver_symbol("cuMemAlloc_v2"));
+  EXPECT_EQ(proc("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            driver_symbol("cuMemcpyHtoD_v2"));
+  // What the pointers do is what the exported functions do.
+  auto const alloc = reinterpret_cast<decltype(&cuMemAlloc_v2)>(proc("cuMemAlloc"));
+  auto const mem_free = reinterpret_cast<decltype(&cuMemFree_v2)>(proc("cuMemFree"));
+  CUdeviceptr p = 0;
+  ASSERT_EQ(alloc(&p, 64), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(as_pointer(p)), 3);
+  EXPECT_EQ(mem_free(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 0u);
+}
+
+TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi) {
+  // cuMemAlloc's _v2 ABI is that of CUDA 3.2; the older one is not provided.
+  EXPECT_EQ(proc("cuMemAlloc", 3020), driver_symbol("cuMemAlloc_v2"));
+  proc("cuMemAlloc", 3010, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  proc("cuMemAllocAsync", 11010, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  EXPECT_EQ(proc("cuMemAllocAsync", 11020), driver_symbol("cuMemAllocAsync"));
+  proc("cuDevicePrimaryCtxRelease", 10020, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // cuGetProcAddress: the CUDA 11.3 ABI (no symbolStatus) below 12.0, _v2 from 12.0.
+  void* const v1 = driver_symbol("cuGetProcAddress");
+  void* const v2 = driver_symbol("cuGetProcAddress_v2");
+  ASSERT_NE(v1, nullptr);
+  ASSERT_NE(v1, v2);
+  EXPECT_EQ(v1, reinterpret_cast<void*>(&cuGetProcAddress_v1));
+  EXPECT_EQ(proc("cuGetProcAddress", 11030), v1);
+  EXPECT_EQ(proc("cuGetProcAddress", 11080), v1);
+  EXPECT_EQ(proc("cuGetProcAddress", 12000), v2);
+  EXPECT_EQ(proc("cuGetProcAddress", 13000), v2);
+  proc("cuGetProcAddress", 11020, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+
+  // The self-lookup, used: cuGetProcAddress_v2 through itself ...
+  auto const self = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(proc("cuGetProcAddress"));
+  void* pfn = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  EXPECT_EQ(self("cuMemAlloc", &pfn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+  EXPECT_EQ(pfn, driver_symbol("cuMemAlloc_v2"));
+  // ... and the legacy ABI: the same answers without a status.
+  auto const legacy = reinterpret_cast<decltype(&cuGetProcAddress_v1)>(proc("cuGetProcAddress", 11030));
+  pfn = nullptr;
+  EXPECT_EQ(legacy("cuMemFree", &pfn, 11030, CU_GET_PROC_ADDRESS_DEFAULT), CUDA_SUCCESS);
+  EXPECT_EQ(pfn, driver_symbol("cuMemFree_v2"));
+  EXPECT_EQ(legacy("cuStreamSynchronize", &pfn, 11030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), CUDA_SUCCESS);
+  EXPECT_EQ(pfn, driver_symbol("cuStreamSynchronize_ptsz"));
+  EXPECT_EQ(legacy("cuNoSuchFunction", &pfn, 11030, CU_GET_PROC_ADDRESS_DEFAULT), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(pfn, nullptr);
+  EXPECT_EQ(legacy("cuMemAlloc", &pfn, 3000, CU_GET_PROC_ADDRESS_DEFAULT), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(pfn, nullptr);
+}
+
+TEST_F(CudaDouble, GetProcAddressUnknownNamesAndBadArguments) {
+  proc("cuNoSuchFunction", 13000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  // Exported names with a suffix are not base names.
+  proc("cuMemAlloc_v2", 13000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  proc("cuMemAllocAsync_ptsz", 13000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  proc("cuda_double_get_counters", 13000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  proc("", 13000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  // symbolStatus may be NULL.
+  void* pfn = reinterpret_cast<void*>(std::uintptr_t{1});
+  EXPECT_EQ(cuGetProcAddress_v2("cuNoSuchFunction", &pfn, 13000, 0, nullptr), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(pfn, nullptr);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 13000, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(pfn, driver_symbol("cuMemAlloc_v2"));
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 3000, 0, nullptr), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(pfn, nullptr);
+  // Bad arguments.
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+  EXPECT_EQ(cuGetProcAddress_v2(nullptr, &pfn, 13000, 0, &status), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", nullptr, 13000, 0, &status), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 13000, 4, &status), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v1("cuMemAlloc", &pfn, 13000, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 11u);
+}
+
+TEST_F(CudaDouble, GetProcAddressCountsLookupsByName) {
+  EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 0u);  // SetUp reset the counters
+  void* pfn = nullptr;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 13000, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuGetProcAddress_v1("cuMemAlloc", &pfn, 11030, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 1000, 0, nullptr), CUDA_ERROR_NOT_FOUND);  // counted too
+  EXPECT_EQ(cuGetProcAddress_v2("cuNoSuchFunction", &pfn, 13000, 0, nullptr), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 5u);
+  EXPECT_EQ(cuda_double_proc_lookups("cuNoSuchFunction"), 1u);
+  EXPECT_EQ(cuda_double_proc_lookups("cuMemFree"), 0u);
+  EXPECT_EQ(cuda_double_proc_lookups(nullptr), 0u);
+  cuda_double_reset_counters();
+  EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 0u);
+}
+
+TEST_F(CudaDouble, DriverCountersAreResetWithTheOthers) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 16), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+  auto c = cuda_double_get_counters();
+  EXPECT_EQ(c.driver_mallocs, 1u);
+  EXPECT_EQ(c.driver_frees, 1u);
+  EXPECT_EQ(c.failed_calls, 1u);
+  cuda_double_reset_counters();
+  c = cuda_double_get_counters();
+  EXPECT_EQ(c.driver_mallocs + c.driver_frees + c.failed_calls, 0u);
+}
+
 // ------------------------------------------------------------ Defaults
 
 TEST(Defaults, OneDeviceEightGiBFabricAndPosixHandles) {
@@ -559,6 +1293,74 @@ TEST(Defaults, OneDeviceEightGiBFabricAndPosixHandles) {
   int v = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMemoryPoolSupportedHandleTypes, 0), cudaSuccess);
   EXPECT_EQ(v, 9);
+}
+
+// ------------------------------------------------------------ DriverUninitialized
+
+// True while nothing in this process has initialized the driver.
+bool driver_uninitialized() {
+  int n = 0;
+  return cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED;
+}
+
+TEST(DriverUninitialized, OnlyCuInitWorksBeforeCuInit) {
+  REQUIRE_CONFIG(only_env() && driver_uninitialized(),
+                 "needs no CUDA_DOUBLE_* variable and a process of its own (run this test alone)");
+  int v = 0;
+  EXPECT_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, 13000);
+  char const* s = nullptr;
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &s), CUDA_SUCCESS);
+  EXPECT_EQ(proc("cuInit"), driver_symbol("cuInit"));
+  int n = -1;
+  EXPECT_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+  CUdevice d = -1;
+  EXPECT_EQ(cuDeviceGet(&d, 0), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuDeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), CUDA_ERROR_NOT_INITIALIZED);
+  CUcontext c = nullptr;
+  EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuCtxSetCurrent(nullptr), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuDevicePrimaryCtxRetain(&c, 0), CUDA_ERROR_NOT_INITIALIZED);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuMemFree_v2(0), CUDA_ERROR_NOT_INITIALIZED);
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuMemAllocAsync(&p, 16, nullptr), CUDA_ERROR_NOT_INITIALIZED);
+  auto const props = driver_pool_props(0);
+  CUmemoryPool pool = nullptr;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(cuPointerGetAttribute(&n, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, 256), CUDA_ERROR_NOT_INITIALIZED);
+
+  EXPECT_EQ(cuInit(2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(current_context(), nullptr);  // cuInit makes no context current
+  EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(c), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&p, 16), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 17u);
+}
+
+TEST(DriverUninitialized, TheRuntimeInitializesTheDriver) {
+  REQUIRE_CONFIG(only_env() && driver_uninitialized(),
+                 "needs no CUDA_DOUBLE_* variable and a process of its own (run this test alone)");
+  int n = -1;
+  EXPECT_EQ(cudaGetDeviceCount(&n), cudaSuccess);  // the real runtime calls cuInit first
+  EXPECT_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  EXPECT_EQ(current_context(), nullptr);  // counting devices makes no context current
+  EXPECT_EQ(cudaGetDevice(&n), cudaSuccess);
+  EXPECT_EQ(current_context(), nullptr);  // nor does asking for the device
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 16), cudaSuccess);
+  EXPECT_EQ(current_context(), primary_context(0));
+  EXPECT_EQ(cuMemFree_v2(as_deviceptr(p)), CUDA_SUCCESS);
 }
 
 // ------------------------------------------------------------ NoDevice / NoDriver
@@ -607,6 +1409,40 @@ TEST(NoDriver, EverythingFailsWithInsufficientDriver) {
   EXPECT_EQ(v, 0);
 }
 
+TEST(NoDevice, DriverInitFailsWithNoDevice) {
+  REQUIRE_CONFIG(only_env("CUDA_DOUBLE_DEVICES", "0"), "needs CUDA_DOUBLE_DEVICES=0 alone");
+  EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
+  int v = 0;
+  EXPECT_EQ(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, 13000);
+  EXPECT_EQ(cuDeviceGetCount(&v), CUDA_ERROR_NOT_INITIALIZED);  // cuInit failed: still uninitialized
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(proc("cuMemAlloc"), driver_symbol("cuMemAlloc_v2"));
+  EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+TEST(NoDriver, TheDriverIsAStubLibrary) {
+  REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_DRIVER", "1"), "needs CUDA_DOUBLE_NO_DRIVER=1 alone");
+  EXPECT_EQ(cuInit(0), CUDA_ERROR_STUB_LIBRARY);
+  int v = -1;
+  EXPECT_EQ(cuDriverGetVersion(&v), CUDA_ERROR_STUB_LIBRARY);
+  EXPECT_EQ(cuDeviceGetCount(&v), CUDA_ERROR_STUB_LIBRARY);
+  CUcontext c = nullptr;
+  EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_ERROR_STUB_LIBRARY);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_STUB_LIBRARY);
+  EXPECT_EQ(cuMemFree_v2(0), CUDA_ERROR_STUB_LIBRARY);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_STUB_LIBRARY);
+  // A program can still find cuInit and say what went wrong.
+  EXPECT_EQ(proc("cuInit"), driver_symbol("cuInit"));
+  char const* s = nullptr;
+  EXPECT_EQ(cuGetErrorName(CUDA_ERROR_STUB_LIBRARY, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA_ERROR_STUB_LIBRARY");
+  EXPECT_EQ(cuGetErrorString(CUDA_ERROR_STUB_LIBRARY, &s), CUDA_SUCCESS);
+  EXPECT_STREQ(s, "CUDA driver is a stub library");
+}
+
 // ------------------------------------------------------------ NoPools
 
 TEST(NoPools, PoolCallsAreNotSupported) {
@@ -624,6 +1460,26 @@ TEST(NoPools, PoolCallsAreNotSupported) {
   ASSERT_EQ(cudaMalloc(&p, 16), cudaSuccess);  // plain cudaMalloc still works
   EXPECT_EQ(cudaFreeAsync(p, nullptr), cudaErrorNotSupported);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST(NoPools, DriverPoolCallsAreNotSupported) {
+  REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_POOLS", "1"), "needs CUDA_DOUBLE_NO_POOLS=1 alone");
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
+  int v = -1;
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 0);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0), CUDA_SUCCESS);
+  EXPECT_EQ(v, 0);
+  CUmemoryPool pool = nullptr;
+  auto const props = driver_pool_props(0);
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_SUPPORTED);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAllocAsync(&p, 16, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemAllocAsync_ptsz(&p, 16, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  ASSERT_EQ(cuMemAlloc_v2(&p, 16), CUDA_SUCCESS);  // plain cuMemAlloc still works
+  EXPECT_EQ(cuMemFreeAsync(p, nullptr), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
 }
 
 // ------------------------------------------------------------ SmallMemory
@@ -673,6 +1529,26 @@ TEST(SmallMemory, AccountingCoversMallocAndPoolReservations) {
   ASSERT_EQ(cudaMallocFromPoolAsync(&q, kMiB, pool, nullptr), cudaSuccess);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
+  EXPECT_EQ(cuda_double_live_allocations(), 0);
+}
+
+TEST(SmallMemory, DriverAndRuntimeShareTheAccounting) {
+  REQUIRE_CONFIG(only_env("CUDA_DOUBLE_MEMORY", "16777216"), "needs CUDA_DOUBLE_MEMORY=16777216 alone");
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
+  CUdeviceptr all = 0, one = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&all, 16 * kMiB), CUDA_SUCCESS);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cuMemAlloc_v2(&one, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cudaFree(as_pointer(all)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 16 * kMiB), cudaSuccess);
+  EXPECT_EQ(cuMemAlloc_v2(&one, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  std::size_t free = 1, total = 0;
+  EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, 0u);
+  EXPECT_EQ(total, 16 * kMiB);
+  EXPECT_EQ(cuMemFree_v2(as_deviceptr(p)), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Checks what the two CUDA test doubles show to the programs they are loaded into:
+#  - the driver double is libcuda.so.1 (file and SONAME) and exports exactly
+#    the CUDA driver functions listed in cuda_double.h, the cuda_double_*
+#    introspection functions and, for the runtime double only, C++ functions in
+#    namespace cuda_double (no other C++ symbols);
+#  - the runtime double exports exactly the CUDA runtime functions listed in
+#    cuda_double.h, needs libcuda.so.1 and finds it through an RPATH (searched
+#    before LD_LIBRARY_PATH), not a RUNPATH;
+#  - neither needs a real CUDA library.
+# usage: check_doubles.sh path/to/driver/libcuda.so.1 path/to/libcudart_double.so
+set -euo pipefail
+driver=$1
+runtime=$2
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+dynamic() { readelf -d "$1" | awk -v tag="($2)" '$2 == tag {print $NF}' | tr -d '[]' | tr '\n' ' '; }
+exports() { nm -D --defined-only "$1" | awk '{print $NF}' | sort; }
+
+[[ "$(basename "$driver")" == libcuda.so.1 ]] || fail "driver double file is $(basename "$driver"), not libcuda.so.1"
+[[ "$(dynamic "$driver" SONAME)" == "libcuda.so.1 " ]] || fail "driver SONAME is '$(dynamic "$driver" SONAME)'"
+for lib in "$driver" "$runtime"; do
+  needed=$(dynamic "$lib" NEEDED)
+  echo "$(basename "$lib") NEEDED: $needed"
+  [[ "$needed" != *libcudart* ]] || fail "$(basename "$lib") needs a CUDA runtime"
+done
+[[ "$(dynamic "$driver" NEEDED)" != *libcuda* ]] || fail "the driver double needs a libcuda"
+[[ "$(dynamic "$runtime" NEEDED)" == *"libcuda.so.1 "* ]] || fail "the runtime double does not need libcuda.so.1"
+rpath=$(dynamic "$runtime" RPATH)
+[[ "$rpath" == *"$(dirname "$driver")"* ]] || fail "the runtime double's RPATH '$rpath' lacks $(dirname "$driver")"
+[[ -z "$(dynamic "$runtime" RUNPATH)" ]] || fail "the runtime double has a RUNPATH (LD_LIBRARY_PATH would win over it)"
+
+expected_driver="cuCtxGetCurrent cuCtxGetDevice cuCtxPopCurrent_v2 cuCtxPushCurrent_v2 cuCtxSetCurrent
+cuCtxSynchronize cuDeviceGet cuDeviceGetAttribute cuDeviceGetCount cuDeviceGetName cuDevicePrimaryCtxRelease_v2
+cuDevicePrimaryCtxRetain cuDriverGetVersion cuGetErrorName cuGetErrorString cuGetProcAddress cuGetProcAddress_v2
+cuInit cuMemAllocAsync cuMemAllocAsync_ptsz cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemAlloc_v2
+cuMemFreeAsync cuMemFreeAsync_ptsz cuMemFree_v2 cuMemGetInfo_v2 cuMemPoolCreate cuMemPoolDestroy
+cuMemPoolGetAttribute cuMemPoolSetAttribute cuMemcpyDtoH_v2 cuMemcpyHtoD_v2 cuMemsetD8_v2 cuPointerGetAttribute
+cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize cuStreamSynchronize_ptsz
+cuda_double_get_counters cuda_double_last_alloc_stream cuda_double_last_free_stream cuda_double_live_allocations
+cuda_double_pointer_kind cuda_double_pointer_pool cuda_double_proc_lookups cuda_double_reset_counters"
+expected_runtime="cudaDeviceGetAttribute cudaDeviceGetDefaultMemPool cudaDeviceSynchronize cudaDriverGetVersion
+cudaFree cudaFreeAsync cudaGetDevice cudaGetDeviceCount cudaGetErrorName cudaGetErrorString cudaGetLastError
+cudaMalloc cudaMallocAsync cudaMallocFromPoolAsync cudaMemGetInfo cudaMemPoolCreate cudaMemPoolDestroy
+cudaMemPoolGetAttribute cudaMemPoolSetAttribute cudaMemcpy cudaMemset cudaPeekAtLastError cudaRuntimeGetVersion
+cudaSetDevice cudaStreamCreate cudaStreamCreateWithFlags cudaStreamDestroy cudaStreamSynchronize"
+normalize() { tr ' \n' '\n\n' | sed '/^$/d' | sort | tr '\n' ' '; }
+
+driver_c=$(exports "$driver" | grep -v '^_Z' | normalize)
+[[ "$driver_c" == "$(echo "$expected_driver" | normalize)" ]] || fail "driver double exports '$driver_c'"
+driver_cxx=$(exports "$driver" | grep '^_Z' | c++filt | grep -v '^cuda_double::' || true)
+[[ -z "$driver_cxx" ]] || fail "C++ symbols outside namespace cuda_double in the driver double:"$'\n'"$driver_cxx"
+runtime_all=$(exports "$runtime" | normalize)
+[[ "$runtime_all" == "$(echo "$expected_runtime" | normalize)" ]] || fail "runtime double exports '$runtime_all'"
+
+if [[ $failed -ne 0 ]]; then exit 1; fi
+echo "CUDA doubles: OK"

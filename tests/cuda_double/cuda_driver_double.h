@@ -1,0 +1,38 @@
+// cuda_driver_double.h: the functions that the CUDA driver TEST DOUBLE
+// (libcuda.so.1 in the build tree's tests/cuda_double/driver/; see
+// cuda_double.h for what it models) exports but cuda.h does not declare under
+// their own names, for tests that call them directly:
+//   * the per-thread-default-stream variants (_ptsz), which cuda.h declares only
+//     when compiling with CUDA_API_PER_THREAD_DEFAULT_STREAM (and then under the
+//     plain names);
+//   * the legacy cuGetProcAddress without symbolStatus (the CUDA 11.3 ABI),
+//     which cuda.h hides behind "#define cuGetProcAddress cuGetProcAddress_v2";
+//     here it is cuGetProcAddress_v1, bound to the symbol "cuGetProcAddress".
+// Everything else the driver double exports is declared by cuda.h.
+#ifndef ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
+#define ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
+
+#include <stddef.h>
+
+#include <cuda.h>
+
+#include "cuda_double.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                              CUmemoryPool pool, CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion,
+                                                     cuuint64_t flags) __asm__("cuGetProcAddress");
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H

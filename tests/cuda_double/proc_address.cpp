@@ -1,0 +1,139 @@
+// proc_address.cpp: cuGetProcAddress (the CUDA 11.3 ABI) and cuGetProcAddress_v2
+// (CUDA 12.0) of the CUDA driver TEST DOUBLE, libcuda.so.1 (see cuda_double.h).
+//
+// A statically linked CUDA runtime dlopen()s libcuda.so.1, dlsym()s only
+// "cuGetProcAddress_v2" and fetches every other entry point through it, by
+// base name ("cuMemAlloc", not "cuMemAlloc_v2"), for its own CUDA version and
+// default-stream mode. The pointers handed out are the double's own
+// functions, never an interposer's: the library is linked with
+// -Bsymbolic-functions (CMakeLists.txt), so &cuMemAlloc_v2 below is bound at
+// link time, as the real driver's internal table is. An interposer that wants
+// the program's driver calls must therefore intercept cuGetProcAddress itself.
+#include <cstring>
+#include <mutex>
+
+#include "cuda_driver_double.h"
+#include "model.h"
+
+namespace {
+
+using Fn = void (*)();
+
+template <class F>
+Fn fn(F* f) {
+  return reinterpret_cast<Fn>(f);
+}
+
+// One ABI of one entry point: from cudaVersion `since` on (until the next row
+// of the same name), `legacy` is handed out, or `per_thread` (when not null)
+// for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. Rows of one name are in
+// increasing order of since.
+struct Entry {
+  char const* name;
+  int since;
+  Fn legacy;
+  Fn per_thread;
+};
+
+// The `since` versions are those of the real driver's ABIs that the double
+// provides; older ABIs of the same name (e.g. the 32-bit cuMemAlloc of CUDA
+// 2.x) are not provided, so asking for them is VERSION_NOT_SUFFICIENT.
+Entry const kTable[] = {
+    {"cuInit", 2000, fn(&cuInit), nullptr},
+    {"cuDriverGetVersion", 2020, fn(&cuDriverGetVersion), nullptr},
+    {"cuDeviceGet", 2000, fn(&cuDeviceGet), nullptr},
+    {"cuDeviceGetCount", 2000, fn(&cuDeviceGetCount), nullptr},
+    {"cuDeviceGetName", 2000, fn(&cuDeviceGetName), nullptr},
+    {"cuDeviceGetAttribute", 2000, fn(&cuDeviceGetAttribute), nullptr},
+    {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
+    {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
+    {"cuCtxGetCurrent", 4000, fn(&cuCtxGetCurrent), nullptr},
+    {"cuCtxSetCurrent", 4000, fn(&cuCtxSetCurrent), nullptr},
+    {"cuCtxGetDevice", 2000, fn(&cuCtxGetDevice), nullptr},
+    {"cuCtxPushCurrent", 4000, fn(&cuCtxPushCurrent_v2), nullptr},
+    {"cuCtxPopCurrent", 4000, fn(&cuCtxPopCurrent_v2), nullptr},
+    {"cuCtxSynchronize", 2000, fn(&cuCtxSynchronize), nullptr},
+    {"cuMemAlloc", 3020, fn(&cuMemAlloc_v2), nullptr},
+    {"cuMemFree", 3020, fn(&cuMemFree_v2), nullptr},
+    {"cuMemGetInfo", 3020, fn(&cuMemGetInfo_v2), nullptr},
+    {"cuMemcpyHtoD", 3020, fn(&cuMemcpyHtoD_v2), nullptr},  // no _v2_ptds in the double
+    {"cuMemcpyDtoH", 3020, fn(&cuMemcpyDtoH_v2), nullptr},  // no _v2_ptds in the double
+    {"cuMemsetD8", 3020, fn(&cuMemsetD8_v2), nullptr},      // no _v2_ptds in the double
+    {"cuMemAllocAsync", 11020, fn(&cuMemAllocAsync), fn(&cuMemAllocAsync_ptsz)},
+    {"cuMemFreeAsync", 11020, fn(&cuMemFreeAsync), fn(&cuMemFreeAsync_ptsz)},
+    {"cuMemAllocFromPoolAsync", 11020, fn(&cuMemAllocFromPoolAsync), fn(&cuMemAllocFromPoolAsync_ptsz)},
+    {"cuMemPoolCreate", 11020, fn(&cuMemPoolCreate), nullptr},
+    {"cuMemPoolDestroy", 11020, fn(&cuMemPoolDestroy), nullptr},
+    {"cuMemPoolSetAttribute", 11020, fn(&cuMemPoolSetAttribute), nullptr},
+    {"cuMemPoolGetAttribute", 11020, fn(&cuMemPoolGetAttribute), nullptr},
+    {"cuStreamCreate", 2000, fn(&cuStreamCreate), nullptr},
+    {"cuStreamDestroy", 4000, fn(&cuStreamDestroy_v2), nullptr},
+    {"cuStreamSynchronize", 2000, fn(&cuStreamSynchronize), fn(&cuStreamSynchronize_ptsz)},
+    {"cuPointerGetAttribute", 4000, fn(&cuPointerGetAttribute), nullptr},
+    {"cuGetErrorName", 6000, fn(&cuGetErrorName), nullptr},
+    {"cuGetErrorString", 6000, fn(&cuGetErrorString), nullptr},
+    {"cuGetProcAddress", 11030, fn(&cuGetProcAddress_v1), nullptr},
+    {"cuGetProcAddress", 12000, fn(&cuGetProcAddress_v2), nullptr},
+};
+
+constexpr cuuint64_t kKnownFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+
+// The shared body of both exported ABIs. status may be null.
+CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                CUdriverProcAddressQueryResult* status) noexcept {
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  try {
+    if (symbol != nullptr) {
+      auto& m = cuda_double::model();
+      std::lock_guard<std::mutex> lock(m.mu);
+      auto it = m.proc_lookups.find(symbol);
+      if (it == m.proc_lookups.end()) it = m.proc_lookups.emplace(symbol, 0).first;
+      ++it->second;
+    }
+    if (symbol == nullptr || pfn == nullptr || (flags & ~kKnownFlags) != 0) {
+      result = CUDA_ERROR_INVALID_VALUE;
+    } else {
+      *pfn = nullptr;
+      Entry const* best = nullptr;
+      bool named = false;
+      for (Entry const& e : kTable) {
+        if (std::strcmp(e.name, symbol) != 0) continue;
+        named = true;
+        if (e.since <= cudaVersion) best = &e;
+      }
+      if (best != nullptr) {
+        bool const per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+        Fn const f = per_thread && best->per_thread != nullptr ? best->per_thread : best->legacy;
+        *pfn = reinterpret_cast<void*>(f);
+        found = CU_GET_PROC_ADDRESS_SUCCESS;
+        result = CUDA_SUCCESS;
+      } else {
+        found = named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        result = CUDA_ERROR_NOT_FOUND;
+      }
+    }
+  } catch (...) {
+    result = CUDA_ERROR_OUT_OF_MEMORY;  // only the lookup counter can throw (std::bad_alloc)
+  }
+  if (status != nullptr) *status = found;
+  if (result != CUDA_SUCCESS) cuda_double::count_failure();
+  return result;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                                    cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
+  return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+// Exported as "cuGetProcAddress" (see cuda_driver_double.h).
+CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion,
+                                                    cuuint64_t flags) {
+  return lookup(symbol, pfn, cudaVersion, flags, nullptr);
+}
+
+}  // extern "C"
