@@ -63,6 +63,11 @@ std::string invalid_mode_message(std::string_view name, std::string_view value) 
   return fmt::format("{}={} is not a valid mode: expected one of pool, observe", name, quoted(value));
 }
 
+std::string invalid_intercept_message(std::string_view name, std::string_view value) {
+  return fmt::format("{}={} is not a valid interception level: expected one of runtime, driver, all", name,
+                     quoted(value));
+}
+
 std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
   return fmt::format(
       "{}={} is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off; no statistics table is "

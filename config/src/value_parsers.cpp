@@ -46,6 +46,12 @@ constexpr std::array<spelling<shim_mode>, 2> modes{{
     {"observe", shim_mode::observe},
 }};
 
+constexpr std::array<spelling<intercept_level>, 3> intercepts{{
+    {"runtime", intercept_level::runtime},
+    {"driver", intercept_level::driver},
+    {"all", intercept_level::all},
+}};
+
 constexpr std::array<spelling<log_level>, 8> log_levels{{
     {"trace", log_level::trace},
     {"debug", log_level::debug},
@@ -73,6 +79,7 @@ constexpr std::array<spelling<bool>, 8> booleans{{
 std::optional<handle_type> parse_handle_type(std::string_view text) { return lookup(handle_types, text); }
 std::optional<stream_choice> parse_stream(std::string_view text) { return lookup(streams, text); }
 std::optional<shim_mode> parse_mode(std::string_view text) { return lookup(modes, text); }
+std::optional<intercept_level> parse_intercept(std::string_view text) { return lookup(intercepts, text); }
 std::optional<log_level> parse_log_level(std::string_view text) { return lookup(log_levels, text); }
 std::optional<bool> parse_bool(std::string_view text) { return lookup(booleans, text); }
 
@@ -99,6 +106,15 @@ char const* to_string(shim_mode value) {
   switch (value) {
     case shim_mode::pool: return "pool";
     case shim_mode::observe: return "observe";
+  }
+  return "unknown";
+}
+
+char const* to_string(intercept_level value) {
+  switch (value) {
+    case intercept_level::runtime: return "runtime";
+    case intercept_level::driver: return "driver";
+    case intercept_level::all: return "all";
   }
   return "unknown";
 }

@@ -27,8 +27,8 @@ constexpr char const* disabled_many =
     "the native allocator unchanged";
 constexpr char const* known_list =
     "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_EXPORT_HANDLE_TYPE, ASYNCSHIM_STREAM, "
-    "ASYNCSHIM_MODE, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE, ASYNCSHIM_SHOW_STATS, "
-    "ASYNCSHIM_DISABLE";
+    "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE, "
+    "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_DISABLE";
 
 cfg::parse_result parse(std::vector<std::string> const& env) {
   std::vector<char const*> pointers;
@@ -52,9 +52,9 @@ void expect_defaults_except_disabled(cfg::settings const& s) {
 TEST(KnownVariables, FixedOrder) {
   std::vector<std::string> const expected{
       "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
-      "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_LOG_LEVEL",
-      "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",        "ASYNCSHIM_SHOW_STATS",
-      "ASYNCSHIM_DISABLE"};
+      "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_INTERCEPT",
+      "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
+      "ASYNCSHIM_SHOW_STATS",        "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
 }
 
@@ -481,6 +481,24 @@ TEST(ParseEnvironment, BadShowStatsOnlyReports) {
   EXPECT_EQ(result.diagnostics[0].text,
             "ASYNCSHIM_SHOW_STATS='maybe' is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off; "
             "no statistics table is printed");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(ParseEnvironment, InterceptLevels) {
+  EXPECT_EQ(parse({}).values.intercept, cfg::intercept_level::all);
+  EXPECT_EQ(parse({"ASYNCSHIM_INTERCEPT=runtime"}).values.intercept, cfg::intercept_level::runtime);
+  EXPECT_EQ(parse({"ASYNCSHIM_INTERCEPT=Driver"}).values.intercept, cfg::intercept_level::driver);
+  EXPECT_FALSE(parse({"ASYNCSHIM_INTERCEPT=driver"}).values.intercepts_runtime());
+  EXPECT_TRUE(parse({"ASYNCSHIM_INTERCEPT=driver"}).values.intercepts_driver());
+  EXPECT_FALSE(parse({"ASYNCSHIM_INTERCEPT=runtime"}).values.intercepts_driver());
+  auto const bad = parse({"ASYNCSHIM_INTERCEPT=both"});
+  EXPECT_TRUE(bad.values.disabled);
+  ASSERT_FALSE(bad.diagnostics.empty());
+  EXPECT_EQ(bad.diagnostics[0].text,
+            "ASYNCSHIM_INTERCEPT='both' is not a valid interception level: expected one of runtime, driver, all");
 }
 
 }  // namespace

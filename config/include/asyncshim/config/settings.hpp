@@ -43,6 +43,11 @@ enum class stream_choice { legacy, per_thread };
 // native allocator unchanged and are only counted (the A arm of an A/B run).
 enum class shim_mode { pool, observe };
 
+// Where allocations are caught: the exported runtime API (cudaMalloc/cudaFree),
+// the driver API (cuMemAlloc_v2/cuMemFree_v2, also as reached through dlsym and
+// cuGetProcAddress by statically linked runtimes), or both.
+enum class intercept_level { runtime, driver, all };
+
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
 struct settings {
@@ -54,6 +59,7 @@ struct settings {
   handle_type export_handle_type = handle_type::none;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
+  intercept_level intercept = intercept_level::all;
   log_level level = log_level::warn;
   std::string log_file;    // empty: standard error
   std::string stats_file;  // empty: no statistics file; "%p" stands for the process id
@@ -61,6 +67,8 @@ struct settings {
 
   // Whether the shim keeps statistics at all (they cost a little per call).
   [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty(); }
+  [[nodiscard]] bool intercepts_runtime() const { return intercept != intercept_level::driver; }
+  [[nodiscard]] bool intercepts_driver() const { return intercept != intercept_level::runtime; }
 };
 
 struct diagnostic {
@@ -84,12 +92,14 @@ struct parse_result {
 [[nodiscard]] std::optional<handle_type> parse_handle_type(std::string_view text);
 [[nodiscard]] std::optional<stream_choice> parse_stream(std::string_view text);
 [[nodiscard]] std::optional<shim_mode> parse_mode(std::string_view text);
+[[nodiscard]] std::optional<intercept_level> parse_intercept(std::string_view text);
 [[nodiscard]] std::optional<log_level> parse_log_level(std::string_view text);
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
 
 [[nodiscard]] char const* to_string(handle_type);
 [[nodiscard]] char const* to_string(stream_choice);
 [[nodiscard]] char const* to_string(shim_mode);
+[[nodiscard]] char const* to_string(intercept_level);
 [[nodiscard]] char const* to_string(log_level);
 
 // One line listing every effective setting, e.g. for the info-level banner.
