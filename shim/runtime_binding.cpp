@@ -1,11 +1,11 @@
 #include "runtime_binding.hpp"
 
+#include "bound_once.hpp"
+#include "real_dlsym.hpp"
+
 #include <dlfcn.h>
 #include <link.h>
 
-#include <pthread.h>
-
-#include <atomic>
 #include <cstring>
 
 namespace asyncshim::shim {
@@ -30,12 +30,12 @@ void* library_of(void const* symbol)
   return dlopen(is_main_program ? nullptr : map->l_name, RTLD_LAZY | RTLD_NOLOAD);
 }
 
-void* runtime_next_in_global_scope() { return library_of(dlsym(RTLD_NEXT, probe_symbol)); }
+void* runtime_next_in_global_scope() { return library_of(real_dlsym(RTLD_NEXT, probe_symbol)); }
 
 void* runtime_seen_by(void const* caller)
 {
   void* caller_library = library_of(caller);
-  return caller_library != nullptr ? library_of(dlsym(caller_library, probe_symbol)) : nullptr;
+  return caller_library != nullptr ? library_of(real_dlsym(caller_library, probe_symbol)) : nullptr;
 }
 
 struct found_name {
@@ -67,7 +67,7 @@ void* any_loaded_cudart()
 template <class Fn>
 void take(void* library, char const* name, Fn& out)
 {
-  out = reinterpret_cast<Fn>(dlsym(library, name));
+  out = reinterpret_cast<Fn>(real_dlsym(library, name));
 }
 
 runtime_functions bind(void const* caller)
@@ -100,24 +100,10 @@ runtime_functions bind(void const* caller)
 
 runtime_functions const& runtime(void const* caller) noexcept
 {
-  // Only a successful lookup is kept: a program may load its runtime after an
+  // Only a successful search is kept: a program may load its runtime after an
   // early call (dlsym finds this library's cudaFree before any runtime exists).
-  static std::atomic<runtime_functions const*> bound{nullptr};
-  static runtime_functions storage;
-  static runtime_functions const none;
-  static pthread_mutex_t binding = PTHREAD_MUTEX_INITIALIZER;  // never throws, unlike std::mutex
-  if (runtime_functions const* functions = bound.load(std::memory_order_acquire)) { return *functions; }
-  pthread_mutex_lock(&binding);
-  if (bound.load(std::memory_order_relaxed) == nullptr) {
-    runtime_functions const candidate = bind(caller);
-    if (candidate.found()) {
-      storage = candidate;
-      bound.store(&storage, std::memory_order_release);
-    }
-  }
-  pthread_mutex_unlock(&binding);
-  runtime_functions const* functions = bound.load(std::memory_order_acquire);
-  return functions != nullptr ? *functions : none;
+  struct tag {};
+  return bound_once<tag, runtime_functions>([caller] { return bind(caller); });
 }
 
 }  // namespace asyncshim::shim

@@ -33,6 +33,18 @@ char const* to_string(passthrough_reason reason) noexcept
   return "unknown";
 }
 
+char const* to_string(interposed_call call) noexcept
+{
+  switch (call) {
+    case interposed_call::malloc: return "cudaMalloc";
+    case interposed_call::free: return "cudaFree";
+    case interposed_call::driver_malloc: return "cuMemAlloc_v2";
+    case interposed_call::driver_free: return "cuMemFree_v2";
+    case interposed_call::count: break;
+  }
+  return "unknown";
+}
+
 device_counters* statistics::slot(int device) noexcept
 {
   if (device == unattributed) { return &unattributed_; }
@@ -45,12 +57,13 @@ device_counters const* statistics::device(int index) const noexcept
   return index >= 0 && index < max_devices ? &devices_[static_cast<std::size_t>(index)] : nullptr;
 }
 
-void statistics::allocation_served(int device, std::size_t bytes) noexcept
+void statistics::allocation_served(int device, std::size_t bytes, interposed_call call) noexcept
 {
   device_counters* c = slot(device);
   if (c == nullptr) { return; }
   c->used.store(true, relaxed);
   c->allocations.fetch_add(1, relaxed);
+  c->allocations_by_call[static_cast<std::size_t>(call)].fetch_add(1, relaxed);
   c->bytes_requested.fetch_add(bytes, relaxed);
   raise_to(c->peak_bytes_in_use, c->bytes_in_use.fetch_add(bytes, relaxed) + bytes);
 }

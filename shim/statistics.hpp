@@ -19,10 +19,14 @@ enum class passthrough_reason : int {
 };
 [[nodiscard]] char const* to_string(passthrough_reason reason) noexcept;
 
-enum class interposed_call : int { malloc, free, count };
+// The interposed entry points, as named in the statistics.
+enum class interposed_call : int { malloc, free, driver_malloc, driver_free, count };
+[[nodiscard]] char const* to_string(interposed_call call) noexcept;
 
 struct device_counters {
   std::atomic<std::uint64_t> allocations{0};  // served: by the pool, or counted in observe mode
+  // The same, by the entry point that caught them (cudaMalloc or cuMemAlloc_v2).
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> allocations_by_call{};
   std::atomic<std::uint64_t> frees{0};
   std::atomic<std::uint64_t> bytes_requested{0};
   std::atomic<std::uint64_t> bytes_in_use{0};
@@ -38,7 +42,7 @@ class statistics {
   static constexpr int max_devices = 64;
   static constexpr int unattributed = -1;  // a call that cannot be tied to a device
 
-  void allocation_served(int device, std::size_t bytes) noexcept;
+  void allocation_served(int device, std::size_t bytes, interposed_call call) noexcept;
   void free_served(int device, std::size_t bytes) noexcept;
   void allocation_failed(int device) noexcept;
   void allocation_passed_through(int device, passthrough_reason reason) noexcept;

@@ -76,11 +76,23 @@ std::uint64_t passed_through_total(device_counters const& c)
   return total;
 }
 
-std::string time_json(device_counters const& c)
+// {"cudaMalloc": n, "cudaFree": n, "cuMemAlloc_v2": n, "cuMemFree_v2": n} from one counter per entry point.
+template <class Counters>
+std::string per_call_json(Counters const& counters)
 {
-  return fmt::format("{{\"cudaMalloc\": {}, \"cudaFree\": {}}}",
-                     load(c.time_ns[static_cast<std::size_t>(interposed_call::malloc)]),
-                     load(c.time_ns[static_cast<std::size_t>(interposed_call::free)]));
+  std::string out = "{";
+  for (int call = 0; call < static_cast<int>(interposed_call::count); ++call) {
+    out += fmt::format("{}\"{}\": {}", call == 0 ? "" : ", ", to_string(static_cast<interposed_call>(call)),
+                       load(counters[static_cast<std::size_t>(call)]));
+  }
+  return out + "}";
+}
+
+std::string allocations_by_entry_point_json(device_counters const& c)
+{
+  return fmt::format("{{\"cudaMalloc\": {}, \"cuMemAlloc_v2\": {}}}",
+                     load(c.allocations_by_call[static_cast<std::size_t>(interposed_call::malloc)]),
+                     load(c.allocations_by_call[static_cast<std::size_t>(interposed_call::driver_malloc)]));
 }
 
 std::vector<int> used_devices(statistics const& stats)
@@ -129,19 +141,20 @@ std::string stats_json(report_sources const& sources, long pid)
     }
     out += fmt::format(
       "{}    {{\"device\": {}, \"allocations\": {}, \"frees\": {}, \"bytes_requested\": {}, \"bytes_in_use\": {}, "
-      "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"pool_reserved_high_water\": {}, "
+      "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"allocations_by_entry_point\": {}, "
+      "\"pool_reserved_high_water\": {}, "
       "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
-      optional_number(reserved_high_water(sources.pools, d)), passed_through_total(c), reasons,
-      load(c.failed_allocations), time_json(c));
+      allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)), passed_through_total(c), reasons,
+      load(c.failed_allocations), per_call_json(c.time_ns));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();
   out += fmt::format(
     "\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}}\n}}\n",
-    passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(), time_json(u));
+    passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(), per_call_json(u.time_ns));
   return out;
 }
 
@@ -152,7 +165,9 @@ std::string stats_table(report_sources const& sources)
                      "frees", "requested", "in use", "peak in use", "pool reserved", "passed", "failed",
                      "time in calls");
   auto row = [&](std::string const& name, device_counters const& c, std::optional<std::uint64_t> reserved) {
-    double const ms = static_cast<double>(load(c.time_ns[0]) + load(c.time_ns[1])) / 1e6;
+    std::uint64_t ns = 0;
+    for (auto const& t : c.time_ns) { ns += load(t); }
+    double const ms = static_cast<double>(ns) / 1e6;
     out += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8} {:>8} {:>9.1f} ms\n", name,
                        load(c.allocations), load(c.frees), approximate_bytes(load(c.bytes_requested)),
                        approximate_bytes(load(c.bytes_in_use)), approximate_bytes(load(c.peak_bytes_in_use)),

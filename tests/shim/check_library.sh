@@ -12,7 +12,7 @@ failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 
 exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | tr '\n' ' ')
-expected="cudaFree cudaMalloc "
+expected="cuGetProcAddress cuGetProcAddress_v2 cuMemAlloc_v2 cuMemFree_v2 cudaFree cudaMalloc dlsym "
 if [[ "$exported" != "$expected" ]]; then fail "exported symbols are '$exported', expected '$expected'"; fi
 
 needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]' | tr '\n' ' ')

@@ -3,6 +3,7 @@
 // reads its settings once per process.
 #include "cuda_double.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -299,6 +300,56 @@ TEST_F(ShimInfoLog, PrintsSettingsRedirectionAndTypoWarnings)
                      "ASYNCSHIM_INITIAL_POOL_SIZE?"),
             std::string::npos)
     << log;
+}
+
+// ---- both levels: ASYNCSHIM_INITIAL_POOL_SIZE=0 (and ASYNCSHIM_INTERCEPT=driver for the second suite)
+
+using ShimCrossLevel = ShimTest;
+
+TEST_F(ShimCrossLevel, MemoryFromEitherLevelIsFreedThroughTheOther)
+{
+  void* runtime_ptr = nullptr;
+  ASSERT_EQ(cudaMalloc(&runtime_ptr, 4096), cudaSuccess);  // also makes a context current
+  EXPECT_EQ(cuda_double_pointer_kind(runtime_ptr), pool);
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(cuMemFree_v2(reinterpret_cast<CUdeviceptr>(runtime_ptr)), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(runtime_ptr), unknown);
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 1);
+
+  CUdeviceptr driver_ptr = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&driver_ptr, 8192), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(reinterpret_cast<void*>(driver_ptr)), pool);
+  EXPECT_EQ(cudaFree(reinterpret_cast<void*>(driver_ptr)), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(reinterpret_cast<void*>(driver_ptr)), unknown);
+  EXPECT_EQ(cuMemFree_v2(driver_ptr), CUDA_ERROR_INVALID_VALUE);  // a double free, as natively
+}
+
+TEST_F(ShimCrossLevel, DriverEdgeCasesBehaveNatively)
+{
+  void* warm = nullptr;
+  ASSERT_EQ(cudaMalloc(&warm, 1), cudaSuccess);
+  EXPECT_EQ(cuMemAlloc_v2(nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(0), CUDA_SUCCESS);
+  p = 0xdead00;
+  EXPECT_EQ(cuMemAlloc_v2(&p, std::size_t{1} << 50), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(p, 0U);
+  EXPECT_EQ(cudaFree(warm), cudaSuccess);
+}
+
+using ShimDriverOnly = ShimTest;
+
+TEST_F(ShimDriverOnly, OnlyTheDriverLevelIsIntercepted)
+{
+  void* runtime_ptr = nullptr;
+  ASSERT_EQ(cudaMalloc(&runtime_ptr, 4096), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(runtime_ptr), native);  // (the double's runtime calls no driver export)
+  CUdeviceptr driver_ptr = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&driver_ptr, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pointer_kind(reinterpret_cast<void*>(driver_ptr)), pool);
+  EXPECT_EQ(cuMemFree_v2(driver_ptr), CUDA_SUCCESS);
+  EXPECT_EQ(cudaFree(runtime_ptr), cudaSuccess);
 }
 
 }  // namespace

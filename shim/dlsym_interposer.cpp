@@ -1,0 +1,67 @@
+// The exported dlsym. A statically linked CUDA runtime dlopen()s libcuda.so.1
+// and asks dlsym for cuGetProcAddress_v2; frameworks dlsym driver functions
+// directly. For a lookup in an explicit library handle, the real result is
+// returned unless it is one of the driver functions the shim replaces
+// (driver_entry_points.cpp), in which case the shim's entry point is.
+//
+// RTLD_NEXT and RTLD_DEFAULT lookups depend on *who calls* dlsym: glibc takes
+// the caller from the return address. A C wrapper that called the real dlsym
+// would make every RTLD_NEXT lookup relative to libasyncshim.so. So those two
+// handles are passed on with a tail jump, which leaves the caller's return
+// address in place: they resolve exactly as without the shim (and an
+// RTLD_DEFAULT lookup of a replaced name finds the shim's export, as any
+// global lookup does).
+#include "driver_interception.hpp"
+#include "real_dlsym.hpp"
+
+#include <dlfcn.h>
+
+extern "C" __attribute__((used)) void* asyncshim_dlsym_explicit(void* handle, char const* name) noexcept
+{
+  void* found = asyncshim::shim::real_dlsym(handle, name);
+  return asyncshim::shim::replacement_for_lookup(name, found);
+}
+
+#if defined(__x86_64__)
+// dlsym(handle, name): handle in %rdi, name in %rsi. RTLD_NEXT is -1,
+// RTLD_DEFAULT is 0.
+asm(R"(
+    .text
+    .globl dlsym
+    .type dlsym, @function
+dlsym:
+    cmpq $-1, %rdi
+    je 1f
+    testq %rdi, %rdi
+    je 1f
+    jmp asyncshim_dlsym_explicit
+1:
+    movq asyncshim_real_dlsym_pointer(%rip), %rax
+    testq %rax, %rax
+    jz 2f
+    jmp *%rax
+2:
+    pushq %rdi
+    pushq %rsi
+    subq $8, %rsp
+    call asyncshim_resolve_real_dlsym
+    addq $8, %rsp
+    popq %rsi
+    popq %rdi
+    testq %rax, %rax
+    jz 3f
+    jmp *%rax
+3:
+    xorl %eax, %eax
+    ret
+    .size dlsym, .-dlsym
+)");
+#else
+// Other architectures: a plain wrapper. RTLD_NEXT lookups made through it
+// resolve relative to libasyncshim.so (README, known limits).
+extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, char const* name)
+{
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) { return asyncshim::shim::real_dlsym(handle, name); }
+  return asyncshim_dlsym_explicit(handle, name);
+}
+#endif

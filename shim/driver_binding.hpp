@@ -1,0 +1,46 @@
+// Finding the CUDA driver (libcuda.so.1) the process uses, and the real
+// functions the shim needs from it: the driver entry points it replaces (to
+// pass calls through), and the pool API for its driver backend.
+//
+// libcuda is located on the first call that needs it: the next definition of
+// cuGetProcAddress_v2 after this library in the global scope (programs
+// linked with -lcuda), else an already loaded libcuda.so.1 (a runtime that
+// dlopen()ed it). Never loaded by the shim itself.
+#pragma once
+
+#include <cuda.h>
+
+namespace asyncshim::shim {
+
+// cuGetProcAddress before CUDA 12 (the v1 ABI, still exported as "cuGetProcAddress").
+using get_proc_address_v1_fn = CUresult (*)(char const*, void**, int, cuuint64_t);
+
+struct driver_functions {
+  get_proc_address_v1_fn get_proc_address_v1 = nullptr;
+  decltype(&::cuGetProcAddress_v2) get_proc_address_v2 = nullptr;
+  decltype(&::cuMemAlloc_v2) mem_alloc = nullptr;
+  decltype(&::cuMemFree_v2) mem_free = nullptr;
+  decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
+  decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
+  decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) device_primary_ctx_retain = nullptr;
+  decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
+  decltype(&::cuMemPoolCreate) mem_pool_create = nullptr;
+  decltype(&::cuMemPoolDestroy) mem_pool_destroy = nullptr;
+  decltype(&::cuMemPoolSetAttribute) mem_pool_set_attribute = nullptr;
+  decltype(&::cuMemPoolGetAttribute) mem_pool_get_attribute = nullptr;
+  decltype(&::cuMemAllocFromPoolAsync) mem_alloc_from_pool_async = nullptr;
+  decltype(&::cuMemFreeAsync) mem_free_async = nullptr;
+  decltype(&::cuGetErrorName) get_error_name = nullptr;
+  decltype(&::cuGetErrorString) get_error_string = nullptr;
+
+  [[nodiscard]] bool found() const noexcept { return mem_alloc != nullptr && mem_free != nullptr; }
+};
+
+// The process's driver; every pointer is null while none is loaded (looked
+// for again on the next call).
+[[nodiscard]] driver_functions const& driver() noexcept;
+
+}  // namespace asyncshim::shim
