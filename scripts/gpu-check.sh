@@ -4,8 +4,12 @@
 # -dev packages are missing), runs the CPU tier, the GPU tier, the PyTorch
 # same-losses check, and asyncshim-ab on the demo and on a PyTorch loop; keeps
 # full logs (and the A/B JSON exports) and prints a short summary last.
-#   scripts/gpu-check.sh            (logs go to $OUT, else ./gpu-check-logs)
+#   scripts/gpu-check.sh [--skip-ab]   (logs go to $OUT, else ./gpu-check-logs)
+# --skip-ab leaves out the A/B timing runs (several minutes) when only
+# correctness is being checked.
 set -uo pipefail
+skip_ab=0
+[[ "${1:-}" == "--skip-ab" ]] && skip_ab=1
 cd "$(dirname "$0")/.."
 logs=${OUT:-$PWD/gpu-check-logs}
 build=${BUILD_DIR:-build-gpu}
@@ -51,6 +55,19 @@ echo "$torch_out" >"$logs/torch.log"
 note "PyTorch same losses (exit $torch_status):"
 while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
 
+# Which driver entry points a static and a shared runtime fetch through
+# cuGetProcAddress, and which of them the shim replaced (trace log).
+for probe in shim_gpu_probe_static shim_gpu_probe; do
+  exe=$PWD/$build/tests/gpu/$probe
+  [[ -x $exe ]] || continue
+  LD_PRELOAD=$PWD/$build/shim/libasyncshim.so ASYNCSHIM_LOG_LEVEL=trace ASYNCSHIM_INITIAL_POOL_SIZE=0 \
+    ASYNCSHIM_LOG_FILE="$logs/trace-$probe.log" ASYNCSHIM_STATS_FILE="$logs/stats-$probe.json" "$exe" first-call >/dev/null 2>&1
+  lookups=$(grep -c 'cuGetProcAddress' "$logs/trace-$probe.log" 2>/dev/null)
+  replaced=$(grep 'replaced by asyncshim' "$logs/trace-$probe.log" 2>/dev/null | sed -E 's/.*(cuGetProcAddress[_v2]*\("[^"]*", version [0-9]+, flags [0-9]+\)).*/\1/' | sort -u | tr '\n' ' ')
+  by_entry=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["devices"][0]["allocations_by_entry_point"])' "$logs/stats-$probe.json" 2>/dev/null)
+  note "$probe: ${lookups:-0} driver lookups; replaced: ${replaced:-none}; allocations by entry point: ${by_entry:-none}"
+done
+
 # The A/B wrapper on the bundled demo and on an unmodified PyTorch loop with
 # its caching allocator off; the last lines of each (the summary) go to the summary.
 ab=$PWD/$build/bin/asyncshim-ab
@@ -65,10 +82,12 @@ ab_summary() {  # name, then the asyncshim-ab arguments
   while read -r l; do note "    $l"; done < <(echo "$text" | grep -E 'Time \(mean|GPU|ran$|times (faster|slower)|Mann-Whitney|bootstrap')
 }
 demo=$PWD/$build/tests/demo/alloc_per_request
-if [[ -x $demo ]]; then
+if [[ $skip_ab -eq 1 ]]; then
+  note "asyncshim-ab runs: skipped (--skip-ab)"
+elif [[ -x $demo ]]; then
   ASYNCSHIM_INITIAL_POOL_SIZE=1GiB ab_summary demo -- "$demo" 3000
 fi
-if python3 -c 'import torch' 2>/dev/null; then
+if [[ $skip_ab -eq 0 ]] && python3 -c 'import torch' 2>/dev/null; then
   # Each run is several seconds: 6 runs per arm bound the device time.
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_INITIAL_POOL_SIZE=4GiB ab_summary torch --runs 6 -- python3 tests/demo/torch_training_loop.py
 fi

@@ -1,10 +1,12 @@
 """GPU tier: the statistics of a real run agree with what the program
 allocated, and observe mode counts the same as pool mode.
 
-    python3 check_gpu_stats.py SHIM PROBE
+    python3 check_gpu_stats.py SHIM PROBE ENTRY_POINT
 
 Runs `PROBE kernels` (201 cudaMalloc and 201 cudaFree, sizes known) in pool
-and in observe mode. Prints "SKIP: ..." when there is no GPU.
+and in observe mode, and checks that ENTRY_POINT (cudaMalloc for a program
+with the shared runtime, cuMemAlloc_v2 for one with the static runtime)
+caught them all. Prints "SKIP: ..." when there is no GPU.
 """
 import json
 import os
@@ -37,7 +39,7 @@ def run(shim, probe, mode, directory):
 
 
 def main():
-    shim, probe = sys.argv[1], sys.argv[2]
+    shim, probe, entry_point = sys.argv[1], sys.argv[2], sys.argv[3]
     failures = []
     with tempfile.TemporaryDirectory() as d:
         results = {mode: run(shim, probe, mode, d) for mode in ("pool", "observe")}
@@ -48,6 +50,8 @@ def main():
                             ("bytes_in_use", 0), ("live_allocations", 0), ("failed_allocations", 0)]:
             if dev[field] != want:
                 failures.append(f"{mode}: {field} is {dev[field]}, expected {want}")
+        if dev["allocations_by_entry_point"][entry_point] != 201:
+            failures.append(f"{mode}: {entry_point} caught {dev['allocations_by_entry_point']}, expected all 201")
         if not 0 < dev["peak_bytes_in_use"] <= expected_bytes():
             failures.append(f"{mode}: peak_bytes_in_use {dev['peak_bytes_in_use']} out of range")
     pool, observe = results["pool"]["devices"][0], results["observe"]["devices"][0]
