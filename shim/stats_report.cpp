@@ -1,7 +1,9 @@
 #include "stats_report.hpp"
 
 #include "byte_text.hpp"
+#include "call_context.hpp"
 #include "log.hpp"
+#include "runtime_binding.hpp"
 
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -54,6 +56,9 @@ std::optional<std::uint64_t> reserved_high_water(device_pools const& pools, int 
 {
   cuda_async_memory_resource const* pool = pools.existing(device);
   if (pool == nullptr) { return std::nullopt; }
+  // At exit no entry point has chosen the API: a program with a static
+  // runtime has only the driver to ask.
+  api_level_scope level{runtime().found() ? api_level::runtime : api_level::driver};
   std::uint64_t value = 0;
   if (cudaMemPoolGetAttribute(pool->pool_handle(), cudaMemPoolAttrReservedMemHigh, &value) != cudaSuccess) {
     (void)cudaGetLastError();

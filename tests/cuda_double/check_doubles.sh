@@ -10,6 +10,7 @@
 #  - neither needs a real CUDA library.
 # usage: check_doubles.sh path/to/driver/libcuda.so.1 path/to/libcudart_double.so
 set -euo pipefail
+export LC_ALL=C  # one sort order everywhere
 driver=$1
 runtime=$2
 failed=0

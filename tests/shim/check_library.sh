@@ -7,6 +7,7 @@
 #  - it runs no C++ static constructors at load time.
 # usage: check_library.sh path/to/libasyncshim.so
 set -euo pipefail
+export LC_ALL=C  # one sort order everywhere
 lib=$1
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
