@@ -114,16 +114,19 @@ class owner_device_scope {
   owner_device_scope(api_level level, int owner) noexcept : level_{level}
   {
     if (level_ == api_level::driver) {
+      // The owner's primary context is pushed for the free and popped after,
+      // so the context stack is left exactly as it was; the retain is
+      // released again.
       auto const& drv = driver();
       int device = owner;
-      if (drv.ctx_get_current(&previous_context_) != CUDA_SUCCESS || drv.ctx_get_device(&device) != CUDA_SUCCESS ||
-          device == owner) {
-        return;
-      }
+      if (drv.ctx_get_device(&device) != CUDA_SUCCESS || device == owner) { return; }
       CUcontext primary = nullptr;
       status_ = static_cast<cudaError_t>(drv.device_primary_ctx_retain(&primary, owner));
-      if (status_ == cudaSuccess) { status_ = static_cast<cudaError_t>(drv.ctx_set_current(primary)); }
+      if (status_ != cudaSuccess) { return; }
+      owner_ = owner;
+      status_ = static_cast<cudaError_t>(drv.ctx_push_current(primary));
       switched_ = status_ == cudaSuccess;
+      if (!switched_) { (void)drv.device_primary_ctx_release(owner); }
       return;
     }
     auto const& rt = runtime();
@@ -136,7 +139,9 @@ class owner_device_scope {
   {
     if (!switched_) { return; }
     if (level_ == api_level::driver) {
-      (void)driver().ctx_set_current(previous_context_);
+      CUcontext popped = nullptr;
+      (void)driver().ctx_pop_current(&popped);
+      (void)driver().device_primary_ctx_release(owner_);
     } else {
       (void)runtime().set_device(previous_device_);
     }
@@ -150,7 +155,7 @@ class owner_device_scope {
  private:
   api_level level_;
   int previous_device_ = 0;
-  CUcontext previous_context_ = nullptr;
+  int owner_ = 0;
   bool switched_ = false;
   cudaError_t status_ = cudaSuccess;
 };
@@ -278,7 +283,16 @@ cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
       timer.device = record->device;
       result = s->settings.mode == config::shim_mode::observe ? api.free(ptr)
                                                               : free_to_pool(*s, api.level, ptr, *record);
-      if (s->stats != nullptr && result == cudaSuccess) { s->stats->free_served(record->device, record->bytes); }
+      if (result != cudaSuccess) {
+        // Still allocated (e.g. no current context at the driver level, as
+        // natively an error): keep it ours, so a retry frees it to the pool.
+        try {
+          s->registry.insert(ptr, *record);
+        } catch (...) {
+        }
+      } else if (s->stats != nullptr) {
+        s->stats->free_served(record->device, record->bytes);
+      }
       log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record->device, record->bytes);
     }
   }

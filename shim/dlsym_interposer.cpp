@@ -30,6 +30,8 @@ asm(R"(
     .globl dlsym
     .type dlsym, @function
 dlsym:
+    .cfi_startproc
+    endbr64
     cmpq $-1, %rdi
     je 1f
     testq %rdi, %rdi
@@ -42,18 +44,25 @@ dlsym:
     jmp *%rax
 2:
     pushq %rdi
+    .cfi_adjust_cfa_offset 8
     pushq %rsi
+    .cfi_adjust_cfa_offset 8
     subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
     call asyncshim_resolve_real_dlsym
     addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
     popq %rsi
+    .cfi_adjust_cfa_offset -8
     popq %rdi
+    .cfi_adjust_cfa_offset -8
     testq %rax, %rax
     jz 3f
     jmp *%rax
 3:
     xorl %eax, %eax
     ret
+    .cfi_endproc
     .size dlsym, .-dlsym
 )");
 #else

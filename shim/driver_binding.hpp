@@ -2,10 +2,9 @@
 // functions the shim needs from it: the driver entry points it replaces (to
 // pass calls through), and the pool API for its driver backend.
 //
-// libcuda is located on the first call that needs it: the next definition of
-// cuGetProcAddress_v2 after this library in the global scope (programs
-// linked with -lcuda), else an already loaded libcuda.so.1 (a runtime that
-// dlopen()ed it). Never loaded by the shim itself.
+// libcuda.so.1 is located on the first call that needs it, among the loaded
+// objects (linked with -lcuda, or dlopen()ed by a runtime). Never loaded by
+// the shim itself.
 #pragma once
 
 #include <cuda.h>
@@ -24,6 +23,9 @@ struct driver_functions {
   decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) device_primary_ctx_retain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease_v2) device_primary_ctx_release = nullptr;
+  decltype(&::cuCtxPushCurrent_v2) ctx_push_current = nullptr;
+  decltype(&::cuCtxPopCurrent_v2) ctx_pop_current = nullptr;
   decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
   decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
   decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;

@@ -65,7 +65,11 @@ extern "C" CUresult asyncshim_entry_get_proc_address_v2(char const* symbol, void
                                                         cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus)
 {
   auto const real = driver().get_proc_address_v2;
-  if (real == nullptr) { return CUDA_ERROR_NOT_INITIALIZED; }
+  if (real == nullptr) {  // no driver loaded: answer as a lookup that found nothing
+    if (pfn != nullptr) { *pfn = nullptr; }
+    if (symbolStatus != nullptr) { *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; }
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
   return substitute("cuGetProcAddress_v2", symbol, cudaVersion, flags,
                     real(symbol, pfn, cudaVersion, flags, symbolStatus), pfn);
 }
@@ -84,6 +88,9 @@ extern "C" CUresult asyncshim_entry_get_proc_address_v1(char const* symbol, void
                                                         cuuint64_t flags)
 {
   auto const real = driver().get_proc_address_v1;
-  if (real == nullptr) { return CUDA_ERROR_NOT_INITIALIZED; }
+  if (real == nullptr) {
+    if (pfn != nullptr) { *pfn = nullptr; }
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
   return substitute("cuGetProcAddress", symbol, cudaVersion, flags, real(symbol, pfn, cudaVersion, flags), pfn);
 }

@@ -40,7 +40,13 @@ struct replacement_table {
   replacement get_proc_address_v2;
   replacement get_proc_address_v1;
 
-  [[nodiscard]] bool found() const noexcept { return mem_alloc.real[0] != nullptr; }
+  // Complete only when the driver answered every lookup that matters; a
+  // partial table (a lookup failing at a bad moment) is not kept.
+  [[nodiscard]] bool found() const noexcept
+  {
+    return mem_alloc.real[0] != nullptr && mem_alloc.real[1] != nullptr && mem_free.real[0] != nullptr &&
+           mem_free.real[1] != nullptr && get_proc_address_v2.real[1] != nullptr;
+  }
 };
 
 void* looked_up(char const* name, int version, cuuint64_t flags) noexcept
@@ -77,17 +83,30 @@ replacement_table search() noexcept
   return t;
 }
 
+// Set while this thread builds the table: the driver (or another
+// interposer in between) may look things up meanwhile, and those nested
+// lookups get the real answers.
+thread_local bool searching = false;
+
+replacement_table search_guarded() noexcept
+{
+  searching = true;
+  replacement_table t = search();
+  searching = false;
+  return t;
+}
+
 replacement_table const& table() noexcept
 {
   struct tag {};
-  return bound_once<tag, replacement_table>(search);
+  return bound_once<tag, replacement_table>(search_guarded);
 }
 
 }  // namespace
 
 void* replacement_for_pointer(void* found) noexcept
 {
-  if (found == nullptr || !driver_interception_active()) { return found; }
+  if (found == nullptr || searching || !driver_interception_active()) { return found; }
   replacement_table const& t = table();
   for (replacement const* r : {&t.mem_alloc, &t.mem_free, &t.get_proc_address_v2, &t.get_proc_address_v1}) {
     if (r->matches(found)) { return r->ours; }
