@@ -1,16 +1,18 @@
 // driver_api.cpp: the CUDA driver API functions of the driver TEST DOUBLE,
 // libcuda.so.1 (see cuda_double.h), with the CUDA 13.0 signatures of cuda.h.
 // Argument checking and the CUresult codes live here; the state lives in the
-// model (model.cpp), shared with the runtime double. No function here calls
-// another exported function: shared code is internal.
+// model (model.cpp), shared with the runtime double, and what the runtime API
+// offers too is done once in operations.cpp, whose Outcome is mapped to a
+// CUresult here. No function here calls another exported function: shared
+// code is internal.
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <new>
 
 #include "cuda_driver_double.h"
 #include "model.h"
+#include "operations.h"
 
 #ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
 #error "the driver double defines the plain and the _ptsz names itself"
@@ -21,7 +23,8 @@ using cuda_double::config;
 using cuda_double::Context;
 using cuda_double::Model;
 using cuda_double::model;
-using cuda_double::Pool;
+using cuda_double::Outcome;
+namespace operations = cuda_double::operations;
 
 // The driver's and the runtime's enumerations that the model shares.
 static_assert(int{CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES} == int{cudaMemPoolReuseFollowEventDependencies});
@@ -34,6 +37,11 @@ static_assert(int{CU_MEMPOOL_ATTR_USED_MEM_CURRENT} == int{cudaMemPoolAttrUsedMe
 static_assert(int{CU_MEMPOOL_ATTR_USED_MEM_HIGH} == int{cudaMemPoolAttrUsedMemHigh});
 static_assert(unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR} == unsigned{cudaMemHandleTypePosixFileDescriptor});
 static_assert(unsigned{CU_MEM_HANDLE_TYPE_FABRIC} == unsigned{cudaMemHandleTypeFabric});
+static_assert(int{CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED} == int{cudaDevAttrMemoryPoolsSupported});
+static_assert(int{CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES} == int{cudaDevAttrMemoryPoolSupportedHandleTypes});
+static_assert(int{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR} == int{cudaDevAttrComputeCapabilityMajor});
+static_assert(int{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR} == int{cudaDevAttrComputeCapabilityMinor});
+static_assert(unsigned{CU_STREAM_NON_BLOCKING} == unsigned{cudaStreamNonBlocking});
 
 namespace {
 
@@ -71,112 +79,56 @@ CUresult run_driver(Gate gate, Body&& body) noexcept {
   return result;
 }
 
-// The model speaks cudaError_t; these are the driver's names for its answers.
-CUresult to_cu(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return CUDA_SUCCESS;
-    case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
-    case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
-    case cudaErrorNotSupported: return CUDA_ERROR_NOT_SUPPORTED;
-    case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
-    case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
-    case cudaErrorNoDevice: return CUDA_ERROR_NO_DEVICE;
-    default: return CUDA_ERROR_UNKNOWN;
+// The driver's names for the model's answers.
+CUresult to_cu_result(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::ok: return CUDA_SUCCESS;
+    case Outcome::invalid_value: return CUDA_ERROR_INVALID_VALUE;
+    case Outcome::out_of_memory: return CUDA_ERROR_OUT_OF_MEMORY;
+    case Outcome::invalid_device: return CUDA_ERROR_INVALID_DEVICE;
+    case Outcome::not_supported: return CUDA_ERROR_NOT_SUPPORTED;
+    case Outcome::invalid_handle: return CUDA_ERROR_INVALID_HANDLE;
+    case Outcome::invalid_context: return CUDA_ERROR_INVALID_CONTEXT;
   }
+  return CUDA_ERROR_UNKNOWN;
 }
 
 void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
 CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
-
-CUresult pools_supported() { return config().no_pools ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS; }
-
-// The device a stream stands for; a special stream (0, legacy, per-thread)
-// needs a current context. m.mu must be held.
-CUresult stream_device(Model const& m, CUstream stream, int& device) {
-  if (!m.valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (Model::is_special_stream(stream)) {
-    Context const* c = cuda_double::current_context();
-    if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-    device = c->device;
-  } else {
-    device = m.stream_device(stream, 0);
-  }
-  return CUDA_SUCCESS;
-}
 
 // The _ptsz entry points see the null stream as the per-thread default stream.
 CUstream per_thread(CUstream stream) { return stream == nullptr ? CU_STREAM_PER_THREAD : stream; }
 
 // ---- shared bodies of the plain and _ptsz entry points
 
+// operations.h writes the pointer for ok and out_of_memory only; *dptr follows.
+CUresult store_allocation(Outcome outcome, void* p, CUdeviceptr* dptr) {
+  if (outcome == Outcome::ok || outcome == Outcome::out_of_memory) *dptr = as_deviceptr(p);
+  return to_cu_result(outcome);
+}
+
 CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
   return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    int device = 0;
-    if (CUresult e = stream_device(m, stream, device)) return e;
-    *dptr = 0;
-    if (bytesize != 0) {
-      void* p = nullptr;
-      if (cudaError_t e = m.allocate_from_pool(*m.device(device).default_pool, bytesize, &p)) return to_cu(e);
-      *dptr = as_deviceptr(p);
-      m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
-    }
-    m.last_alloc_stream = stream;
-    return CUDA_SUCCESS;
+    void* p = nullptr;
+    Outcome const o = operations::allocate_async(bytesize, stream, dptr != nullptr ? &p : nullptr);
+    return store_allocation(o, p, dptr);
   });
 }
 
-CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool handle, CUstream stream) {
+CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
   return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool* pool = m.find_pool(handle);
-    if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    int device = 0;
-    if (CUresult e = stream_device(m, stream, device)) return e;
-    *dptr = 0;
-    if (bytesize != 0) {
-      void* p = nullptr;
-      if (cudaError_t e = m.allocate_from_pool(*pool, bytesize, &p)) return to_cu(e);
-      *dptr = as_deviceptr(p);
-      m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
-    }
-    m.last_alloc_stream = stream;
-    return CUDA_SUCCESS;
+    void* p = nullptr;
+    Outcome const o = operations::allocate_from_pool_async(pool, bytesize, stream, dptr != nullptr ? &p : nullptr);
+    return store_allocation(o, p, dptr);
   });
 }
 
 CUresult mem_free_async(CUdeviceptr dptr, CUstream stream) {
-  return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    Model& m = model();
-    Lock lock(m.mu);
-    int device = 0;
-    if (CUresult e = stream_device(m, stream, device)) return e;
-    void* p = as_pointer(dptr);
-    auto const* a = m.find_allocation(p);
-    if (p == nullptr || a == nullptr || a->pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    m.release(p);
-    m.counters.pool_frees.fetch_add(1, std::memory_order_relaxed);
-    m.last_free_stream = stream;
-    return CUDA_SUCCESS;
-  });
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::free_async(as_pointer(dptr), stream)); });
 }
 
 CUresult stream_synchronize(CUstream stream) {
-  return run_driver(Gate::initialized, [&] {
-    Model& m = model();
-    Lock lock(m.mu);
-    int device = 0;
-    if (CUresult e = stream_device(m, stream, device)) return e;
-    m.trim_pools(device);
-    return CUDA_SUCCESS;
-  });
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::synchronize_stream(stream)); });
 }
 
 }  // namespace
@@ -234,18 +186,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice d
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
   return run_driver(Gate::initialized, [&] {
-    if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (!model().valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    switch (attrib) {
-      case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = config().no_pools ? 0 : 1; break;
-      case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-        *pi = config().no_pools ? 0 : static_cast<int>(config().pool_handle_types);
-        break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = cuda_double::kComputeCapabilityMajor; break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = cuda_double::kComputeCapabilityMinor; break;
-      default: *pi = 0; break;
-    }
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::device_attribute(dev, attrib, pi));
   });
 }
 
@@ -340,9 +281,9 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesiz
     Model& m = model();
     Lock lock(m.mu);
     void* p = nullptr;
-    cudaError_t const e =
+    Outcome const o =
         m.allocate_native(cuda_double::current_context()->device, bytesize, AllocationKind::driver, &p);
-    if (e != cudaSuccess) return to_cu(e);
+    if (o != Outcome::ok) return to_cu_result(o);
     *dptr = as_deviceptr(p);
     m.counters.driver_mallocs.fetch_add(1, std::memory_order_relaxed);
     return CUDA_SUCCESS;
@@ -378,43 +319,21 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
   return run_driver(Gate::context, [&] {
-    if (ByteCount == 0) return CUDA_SUCCESS;
-    void* dst = as_pointer(dstDevice);
-    if (srcHost == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (m.allocation_containing(dst).second == nullptr || !m.range_ok(dst, ByteCount) ||
-        !m.range_ok(srcHost, ByteCount))
-      return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(dst, srcHost, ByteCount);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::copy(as_pointer(dstDevice), srcHost, ByteCount,
+                                         operations::CopyDirection::host_to_device));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
   return run_driver(Gate::context, [&] {
-    if (ByteCount == 0) return CUDA_SUCCESS;
-    void const* src = as_pointer(srcDevice);
-    if (dstHost == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (m.allocation_containing(src).second == nullptr || !m.range_ok(src, ByteCount) ||
-        !m.range_ok(dstHost, ByteCount))
-      return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(dstHost, src, ByteCount);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::copy(dstHost, as_pointer(srcDevice), ByteCount,
+                                         operations::CopyDirection::device_to_host));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
   return run_driver(Gate::context, [&] {
-    if (N == 0) return CUDA_SUCCESS;
-    void* dst = as_pointer(dstDevice);
-    Model& m = model();
-    Lock lock(m.mu);
-    if (m.allocation_containing(dst).second == nullptr || !m.range_ok(dst, N)) return CUDA_ERROR_INVALID_VALUE;
-    std::memset(dst, uc, N);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::fill(as_pointer(dstDevice), uc, N));
   });
 }
 
@@ -449,20 +368,13 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_att
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
   return run_driver(Gate::context, [&] {
-    if (phStream == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if ((Flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    *phStream = m.create_stream(cuda_double::current_context()->device, Flags);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::create_stream(cuda_double::current_context()->device, Flags, phStream));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
   return run_driver(Gate::initialized, [&] {
-    Model& m = model();
-    Lock lock(m.mu);
-    return m.destroy_stream(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return to_cu_result(operations::destroy_stream(hStream));
   });
 }
 
@@ -476,56 +388,27 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    if (pool == nullptr || poolProps == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    if (poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
-    if (poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !m.valid_device(poolProps->location.id))
-      return CUDA_ERROR_INVALID_VALUE;
-    auto const handle_types = static_cast<unsigned>(poolProps->handleTypes);
-    if ((handle_types & ~config().pool_handle_types) != 0) return CUDA_ERROR_NOT_SUPPORTED;
-    Lock lock(m.mu);
-    Pool& p = m.create_pool(poolProps->location.id, handle_types, poolProps->maxSize, /*is_default=*/false);
-    *pool = reinterpret_cast<CUmemoryPool>(&p);
-    m.counters.pools_created.fetch_add(1, std::memory_order_relaxed);
-    return CUDA_SUCCESS;
+    if (poolProps == nullptr) return to_cu_result(operations::create_pool(nullptr, pool));
+    auto const properties = operations::pool_properties(*poolProps, CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE);
+    return to_cu_result(operations::create_pool(&properties, pool));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool* p = m.find_pool(pool);
-    if (p == nullptr || p->is_default) return CUDA_ERROR_INVALID_VALUE;
-    m.destroy_pool(*p);
-    m.counters.pools_destroyed.fetch_add(1, std::memory_order_relaxed);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::destroy_pool(pool));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool* p = m.find_pool(pool);
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    return to_cu(Model::set_pool_attribute(*p, attr, value));
+    return to_cu_result(operations::set_pool_attribute(pool, attr, value));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   return run_driver(Gate::initialized, [&] {
-    if (CUresult e = pools_supported()) return e;
-    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool const* p = m.find_pool(pool);
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    return to_cu(Model::get_pool_attribute(*p, attr, value));
+    return to_cu_result(operations::get_pool_attribute(pool, attr, value));
   });
 }
 

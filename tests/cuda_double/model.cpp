@@ -142,34 +142,34 @@ void Model::insert_allocation(void* p, Allocation const& a) {
   }
 }
 
-cudaError_t Model::allocate_native(int d, std::size_t size, AllocationKind kind, void** out) {
-  if (size > free_bytes(d)) return cudaErrorMemoryAllocation;
+Outcome Model::allocate_native(int d, std::size_t size, AllocationKind kind, void** out) {
+  if (size > free_bytes(d)) return Outcome::out_of_memory;
   void* p = host_allocate(size);
-  if (p == nullptr) return cudaErrorMemoryAllocation;
+  if (p == nullptr) return Outcome::out_of_memory;
   insert_allocation(p, Allocation{size, d, nullptr, kind});
   device(d).used += size;
   *out = p;
-  return cudaSuccess;
+  return Outcome::ok;
 }
 
-cudaError_t Model::allocate_from_pool(Pool& pool, std::size_t size, void** out) {
-  if (size > kMax64 - pool.used) return cudaErrorMemoryAllocation;
+Outcome Model::allocate_from_pool(Pool& pool, std::size_t size, void** out) {
+  if (size > kMax64 - pool.used) return Outcome::out_of_memory;
   std::uint64_t const needed = pool.used + size;
   std::uint64_t new_reserved = pool.reserved;
   if (needed > pool.reserved) {
-    if (pool.max_size != 0 && needed > pool.max_size) return cudaErrorMemoryAllocation;
-    if (!round_up(needed, kPoolGranularity, new_reserved)) return cudaErrorMemoryAllocation;
+    if (pool.max_size != 0 && needed > pool.max_size) return Outcome::out_of_memory;
+    if (!round_up(needed, kPoolGranularity, new_reserved)) return Outcome::out_of_memory;
     if (pool.max_size != 0) new_reserved = std::min(new_reserved, pool.max_size);
-    if (new_reserved - pool.reserved > free_bytes(pool.device)) return cudaErrorMemoryAllocation;
+    if (new_reserved - pool.reserved > free_bytes(pool.device)) return Outcome::out_of_memory;
   }
   void* p = host_allocate(size);
-  if (p == nullptr) return cudaErrorMemoryAllocation;
+  if (p == nullptr) return Outcome::out_of_memory;
   insert_allocation(p, Allocation{size, pool.device, &pool, AllocationKind::pool});
   set_reserved(pool, new_reserved);
   pool.used = needed;
   pool.used_high = std::max(pool.used_high, pool.used);
   *out = p;
-  return cudaSuccess;
+  return Outcome::ok;
 }
 
 void Model::release(void* p) {
@@ -234,7 +234,7 @@ void Model::trim_pools(int d) {
   }
 }
 
-cudaError_t Model::set_pool_attribute(Pool& pool, int attr, void const* value) {
+Outcome Model::set_pool_attribute(Pool& pool, int attr, void const* value) {
   auto const as_int = [value] { return *static_cast<int const*>(value); };
   auto const as_u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
   switch (static_cast<cudaMemPoolAttr>(attr)) {
@@ -243,19 +243,19 @@ cudaError_t Model::set_pool_attribute(Pool& pool, int attr, void const* value) {
     case cudaMemPoolReuseAllowInternalDependencies: pool.reuse_allow_internal_dependencies = as_int() != 0; break;
     case cudaMemPoolAttrReleaseThreshold: pool.release_threshold = as_u64(); break;
     case cudaMemPoolAttrReservedMemHigh:  // only a reset (to the current value) is allowed
-      if (as_u64() != 0) return cudaErrorInvalidValue;
+      if (as_u64() != 0) return Outcome::invalid_value;
       pool.reserved_high = pool.reserved;
       break;
     case cudaMemPoolAttrUsedMemHigh:
-      if (as_u64() != 0) return cudaErrorInvalidValue;
+      if (as_u64() != 0) return Outcome::invalid_value;
       pool.used_high = pool.used;
       break;
-    default: return cudaErrorInvalidValue;  // the *Current ones are read-only
+    default: return Outcome::invalid_value;  // the *Current ones are read-only
   }
-  return cudaSuccess;
+  return Outcome::ok;
 }
 
-cudaError_t Model::get_pool_attribute(Pool const& pool, int attr, void* value) {
+Outcome Model::get_pool_attribute(Pool const& pool, int attr, void* value) {
   auto const as_int = [value] { return static_cast<int*>(value); };
   auto const as_u64 = [value] { return static_cast<std::uint64_t*>(value); };
   switch (static_cast<cudaMemPoolAttr>(attr)) {
@@ -267,9 +267,9 @@ cudaError_t Model::get_pool_attribute(Pool const& pool, int attr, void* value) {
     case cudaMemPoolAttrReservedMemHigh: *as_u64() = pool.reserved_high; break;
     case cudaMemPoolAttrUsedMemCurrent: *as_u64() = pool.used; break;
     case cudaMemPoolAttrUsedMemHigh: *as_u64() = pool.used_high; break;
-    default: return cudaErrorInvalidValue;
+    default: return Outcome::invalid_value;
   }
-  return cudaSuccess;
+  return Outcome::ok;
 }
 
 bool Model::is_special_stream(cudaStream_t s) {

@@ -8,7 +8,7 @@
 // names) for one user only: the runtime double (libcudart_double.so), so that
 // both libraries work on the same devices, allocations, pools and streams. The
 // exported CUDA functions of either library never call each other; they share
-// code only through this namespace, so an interposer sees exactly the CUDA
+// code only through this namespace (here and in operations.h), so an interposer sees exactly the CUDA
 // calls that the program makes.
 #ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
 #define ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_double.h"
+#include "outcome.h"
 
 // Exported by libcuda.so.1 for libcudart_double.so only (see above).
 #define CUDA_DOUBLE_INTERNAL __attribute__((visibility("default")))
@@ -146,10 +147,10 @@ class CUDA_DOUBLE_INTERNAL Model {
   std::pair<void*, Allocation const*> allocation_containing(void const* p) const;
   // A range [p, p + count) that starts inside a live allocation ends inside it.
   bool range_ok(void const* p, std::size_t count) const;
-  // Accounting plus host memory; cudaErrorMemoryAllocation if either says no.
+  // Accounting plus host memory; Outcome::out_of_memory if either says no.
   // kind: runtime (cudaMalloc) or driver (cuMemAlloc).
-  cudaError_t allocate_native(int device, std::size_t size, AllocationKind kind, void** out);
-  cudaError_t allocate_from_pool(Pool& pool, std::size_t size, void** out);
+  Outcome allocate_native(int device, std::size_t size, AllocationKind kind, void** out);
+  Outcome allocate_from_pool(Pool& pool, std::size_t size, void** out);
   // Releases a live allocation (of any kind) found by find_allocation.
   void release(void* p);
 
@@ -160,9 +161,9 @@ class CUDA_DOUBLE_INTERNAL Model {
   void set_reserved(Pool& pool, std::uint64_t reserved);
   void trim_pools(int device);  // the "synchronization event": reserved -> max(used, threshold)
   // attr: a cudaMemPoolAttr (the CUmemPool_attribute values are the same).
-  // cudaErrorInvalidValue for attributes that cannot be set / read.
-  static cudaError_t set_pool_attribute(Pool& pool, int attr, void const* value);
-  static cudaError_t get_pool_attribute(Pool const& pool, int attr, void* value);
+  // Outcome::invalid_value for attributes that cannot be set / read.
+  static Outcome set_pool_attribute(Pool& pool, int attr, void const* value);
+  static Outcome get_pool_attribute(Pool const& pool, int attr, void* value);
 
   // Streams (cudaStream_t and CUstream are the same type).
   static bool is_special_stream(cudaStream_t s);  // 0, legacy or per-thread

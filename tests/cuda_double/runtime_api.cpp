@@ -3,8 +3,9 @@
 // cuda_runtime_api.h. Argument checking, error reporting and the runtime's own
 // per-thread state (current device, last error) live here; the state they work
 // on is the driver double's model (model.h), reached through its internal API,
-// never through an exported CUDA driver function.
-#include <cstring>
+// never through an exported CUDA driver function. What the driver API offers
+// too is done once in operations.h; here it is only called and its Outcome
+// mapped to a cudaError_t.
 #include <mutex>
 #include <new>
 
@@ -12,18 +13,19 @@
 
 #include "cuda_double.h"
 #include "model.h"
+#include "operations.h"
 
 #ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
 #error "the CUDA double exports the legacy-default-stream names (cudaMemcpy, not cudaMemcpy_ptds)"
 #endif
 
-using cuda_double::Allocation;
 using cuda_double::AllocationKind;
 using cuda_double::config;
 using cuda_double::Context;
 using cuda_double::Model;
 using cuda_double::model;
-using cuda_double::Pool;
+using cuda_double::Outcome;
+namespace operations = cuda_double::operations;
 
 namespace {
 
@@ -81,8 +83,21 @@ cudaError_t run_api(bool gated, Body&& body) noexcept {
   return record(result);
 }
 
-cudaError_t pools_supported() {
-  return config().no_pools ? cudaErrorNotSupported : cudaSuccess;
+// The runtime's names for the model's answers.
+cudaError_t to_cuda_error(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::ok: return cudaSuccess;
+    case Outcome::invalid_value: return cudaErrorInvalidValue;
+    case Outcome::out_of_memory: return cudaErrorMemoryAllocation;
+    case Outcome::invalid_device: return cudaErrorInvalidDevice;
+    case Outcome::not_supported: return cudaErrorNotSupported;
+    case Outcome::invalid_handle: return cudaErrorInvalidResourceHandle;
+    // The runtime's name for CUDA_ERROR_INVALID_CONTEXT. Not expected here:
+    // every call makes a context current (context_device) before the model
+    // looks for one.
+    case Outcome::invalid_context: return cudaErrorDeviceUninitialized;
+  }
+  return cudaErrorUnknown;
 }
 
 }  // namespace
@@ -150,18 +165,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaSetDevice(int device) {
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   return run_api(kGated, [&] {
-    if (value == nullptr) return cudaErrorInvalidValue;
-    if (!model().valid_device(device)) return cudaErrorInvalidDevice;
-    switch (attr) {
-      case cudaDevAttrMemoryPoolsSupported: *value = config().no_pools ? 0 : 1; break;
-      case cudaDevAttrMemoryPoolSupportedHandleTypes:
-        *value = config().no_pools ? 0 : static_cast<int>(config().pool_handle_types);
-        break;
-      case cudaDevAttrComputeCapabilityMajor: *value = cuda_double::kComputeCapabilityMajor; break;
-      case cudaDevAttrComputeCapabilityMinor: *value = cuda_double::kComputeCapabilityMinor; break;
-      default: *value = 0; break;
-    }
-    return cudaSuccess;
+    return to_cuda_error(operations::device_attribute(device, attr, value));
   });
 }
 
@@ -197,9 +201,9 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
     if (size == 0) return cudaSuccess;
     Model& m = model();
     Lock lock(m.mu);
-    cudaError_t const e = m.allocate_native(device, size, AllocationKind::runtime, devPtr);
-    if (e == cudaSuccess) m.counters.native_mallocs.fetch_add(1, std::memory_order_relaxed);
-    return e;
+    Outcome const o = m.allocate_native(device, size, AllocationKind::runtime, devPtr);
+    if (o == Outcome::ok) m.counters.native_mallocs.fetch_add(1, std::memory_order_relaxed);
+    return to_cuda_error(o);
   });
 }
 
@@ -229,27 +233,15 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, siz
       case cudaMemcpyDefault: break;
       default: return cudaErrorInvalidMemcpyDirection;
     }
-    if (count == 0) return cudaSuccess;
-    if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (!m.range_ok(dst, count) || !m.range_ok(src, count)) return cudaErrorInvalidValue;
-    std::memmove(dst, src, count);
-    return cudaSuccess;
+    return to_cuda_error(operations::copy(dst, src, count, operations::CopyDirection::unchecked));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
   return run_api(kGated, [&] {
     context_device();
-    if (count == 0) return cudaSuccess;
-    if (devPtr == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (m.allocation_containing(devPtr).second == nullptr || !m.range_ok(devPtr, count))
-      return cudaErrorInvalidValue;
-    std::memset(devPtr, value, count);
-    return cudaSuccess;
+    // memset's conversion: only the low byte of value is written.
+    return to_cuda_error(operations::fill(devPtr, static_cast<unsigned char>(value), count));
   });
 }
 
@@ -258,12 +250,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   return run_api(kGated, [&] {
     int const device = context_device();
-    if (pStream == nullptr) return cudaErrorInvalidValue;
-    if ((flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    *pStream = m.create_stream(device, flags);
-    return cudaSuccess;
+    return to_cuda_error(operations::create_stream(device, flags, pStream));
   });
 }
 
@@ -271,31 +258,21 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
   // Not through cudaStreamCreateWithFlags: a failure must be recorded once.
   return run_api(kGated, [&] {
     int const device = context_device();
-    if (pStream == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    *pStream = m.create_stream(device, cudaStreamDefault);
-    return cudaSuccess;
+    return to_cuda_error(operations::create_stream(device, cudaStreamDefault, pStream));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
   return run_api(kGated, [&] {
     context_device();
-    Model& m = model();
-    Lock lock(m.mu);
-    return m.destroy_stream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+    return to_cuda_error(operations::destroy_stream(stream));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   return run_api(kGated, [&] {
-    int const device = context_device();
-    Model& m = model();
-    Lock lock(m.mu);
-    if (!m.valid_stream(stream)) return cudaErrorInvalidResourceHandle;
-    m.trim_pools(m.stream_device(stream, device));
-    return cudaSuccess;
+    context_device();  // the special streams stand for its device
+    return to_cuda_error(operations::synchronize_stream(stream));
   });
 }
 
@@ -304,7 +281,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
+    if (Outcome o = operations::pools_supported(); o != Outcome::ok) return to_cuda_error(o);
     if (memPool == nullptr) return cudaErrorInvalidValue;
     Model& m = model();
     if (!m.valid_device(device)) return cudaErrorInvalidDevice;
@@ -317,59 +294,30 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t*
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, const struct cudaMemPoolProps* poolProps) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    if (memPool == nullptr || poolProps == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    if (poolProps->allocType != cudaMemAllocationTypePinned) return cudaErrorInvalidValue;
-    if (poolProps->location.type != cudaMemLocationTypeDevice || !m.valid_device(poolProps->location.id))
-      return cudaErrorInvalidValue;
-    auto const handle_types = static_cast<unsigned>(poolProps->handleTypes);
-    if ((handle_types & ~config().pool_handle_types) != 0) return cudaErrorNotSupported;
-    Lock lock(m.mu);
-    Pool& pool = m.create_pool(poolProps->location.id, handle_types, poolProps->maxSize, /*is_default=*/false);
-    *memPool = reinterpret_cast<cudaMemPool_t>(&pool);
-    m.counters.pools_created.fetch_add(1, std::memory_order_relaxed);
-    return cudaSuccess;
+    if (poolProps == nullptr) return to_cuda_error(operations::create_pool(nullptr, memPool));
+    auto const properties = operations::pool_properties(*poolProps, cudaMemAllocationTypePinned, cudaMemLocationTypeDevice);
+    return to_cuda_error(operations::create_pool(&properties, memPool));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool* pool = m.find_pool(memPool);
-    if (pool == nullptr || pool->is_default) return cudaErrorInvalidValue;
-    m.destroy_pool(*pool);
-    m.counters.pools_destroyed.fetch_add(1, std::memory_order_relaxed);
-    return cudaSuccess;
+    return to_cuda_error(operations::destroy_pool(memPool));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    if (value == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool* pool = m.find_pool(memPool);
-    if (pool == nullptr) return cudaErrorInvalidValue;
-    return Model::set_pool_attribute(*pool, attr, value);
+    return to_cuda_error(operations::set_pool_attribute(memPool, attr, value));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    if (value == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool const* pool = m.find_pool(memPool);
-    if (pool == nullptr) return cudaErrorInvalidValue;
-    return Model::get_pool_attribute(*pool, attr, value);
+    return to_cuda_error(operations::get_pool_attribute(memPool, attr, value));
   });
 }
 
@@ -378,56 +326,21 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memP
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    if (ptr == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    Pool* pool = m.find_pool(memPool);
-    if (pool == nullptr) return cudaErrorInvalidValue;
-    if (!m.valid_stream(stream)) return cudaErrorInvalidResourceHandle;
-    *ptr = nullptr;
-    if (size != 0) {
-      if (cudaError_t e = m.allocate_from_pool(*pool, size, ptr)) return e;
-      m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
-    }
-    m.last_alloc_stream = stream;
-    return cudaSuccess;
+    return to_cuda_error(operations::allocate_from_pool_async(memPool, size, stream, ptr));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
   return run_api(kGated, [&] {
-    int const current = context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    if (devPtr == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (!m.valid_stream(hStream)) return cudaErrorInvalidResourceHandle;
-    *devPtr = nullptr;
-    if (size != 0) {
-      Pool& pool = *m.device(m.stream_device(hStream, current)).default_pool;
-      if (cudaError_t e = m.allocate_from_pool(pool, size, devPtr)) return e;
-      m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
-    }
-    m.last_alloc_stream = hStream;
-    return cudaSuccess;
+    context_device();
+    return to_cuda_error(operations::allocate_async(size, hStream, devPtr));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
   return run_api(kGated, [&] {
     context_device();
-    if (cudaError_t e = pools_supported()) return e;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (!m.valid_stream(hStream)) return cudaErrorInvalidResourceHandle;
-    // Unlike cudaFree, a null pointer is an error (as cuMemFreeAsync treats it).
-    Allocation const* a = m.find_allocation(devPtr);
-    if (devPtr == nullptr || a == nullptr || a->pool == nullptr) return cudaErrorInvalidValue;
-    m.release(devPtr);
-    m.counters.pool_frees.fetch_add(1, std::memory_order_relaxed);
-    m.last_free_stream = hStream;
-    return cudaSuccess;
+    return to_cuda_error(operations::free_async(devPtr, hStream));
   });
 }
 

@@ -1,0 +1,25 @@
+// outcome.h: the result of the CUDA TEST DOUBLES' shared model operations
+// (model.h, operations.h), in neither API's vocabulary.
+//
+// INTERNAL. The model serves both the runtime double (cudaError_t) and the
+// driver double (CUresult); it answers with an Outcome and each API maps it to
+// its own error code (to_cuda_error in runtime_api.cpp, to_cu_result in
+// driver_api.cpp), so neither API's codes leak into the other.
+#ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_OUTCOME_H
+#define ASYNCSHIM_TESTS_CUDA_DOUBLE_OUTCOME_H
+
+namespace cuda_double {
+
+enum class Outcome {
+  ok,
+  invalid_value,    // a bad argument, or a handle/pointer the model does not know
+  out_of_memory,    // the device (or the pool) has not enough memory left
+  invalid_device,   // not a device ordinal of the model
+  not_supported,    // memory pools are configured off, or an unsupported handle type
+  invalid_handle,   // a stream that is not a live one
+  invalid_context,  // a special stream needs a current context and there is none
+};
+
+}  // namespace cuda_double
+
+#endif  // ASYNCSHIM_TESTS_CUDA_DOUBLE_OUTCOME_H
