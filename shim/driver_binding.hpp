@@ -20,8 +20,6 @@ struct driver_functions {
   decltype(&::cuMemAlloc_v2) mem_alloc = nullptr;
   decltype(&::cuMemFree_v2) mem_free = nullptr;
   decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
-  decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
-  decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) device_primary_ctx_retain = nullptr;
   decltype(&::cuDevicePrimaryCtxRelease_v2) device_primary_ctx_release = nullptr;
   decltype(&::cuCtxPushCurrent_v2) ctx_push_current = nullptr;

@@ -1,6 +1,7 @@
 #include "runtime_binding.hpp"
 
 #include "bound_once.hpp"
+#include "loaded_library.hpp"
 #include "real_dlsym.hpp"
 
 #include <dlfcn.h>
@@ -38,61 +39,31 @@ void* runtime_seen_by(void const* caller)
   return caller_library != nullptr ? library_of(real_dlsym(caller_library, probe_symbol)) : nullptr;
 }
 
-struct found_name {
-  char path[4096];
-  bool found;
-};
-
-// Only copies the name: dlopen must not be called while dl_iterate_phdr holds
-// the loader's lock.
-int remember_cudart(dl_phdr_info* info, std::size_t /*size*/, void* out)
-{
-  auto* found = static_cast<found_name*>(out);
-  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "libcudart") == nullptr ||
-      std::strlen(info->dlpi_name) >= sizeof found->path) {
-    return 0;
-  }
-  std::strcpy(found->path, info->dlpi_name);
-  found->found = true;
-  return 1;
-}
-
-void* any_loaded_cudart()
-{
-  found_name found{};
-  dl_iterate_phdr(remember_cudart, &found);
-  return found.found ? dlopen(found.path, RTLD_LAZY | RTLD_NOLOAD) : nullptr;
-}
-
-template <class Fn>
-void take(void* library, char const* name, Fn& out)
-{
-  out = reinterpret_cast<Fn>(real_dlsym(library, name));
-}
+bool is_libcudart(char const* path) { return std::strstr(path, "libcudart") != nullptr; }
 
 runtime_functions bind(void const* caller)
 {
   void* library = runtime_next_in_global_scope();
   if (library == nullptr) { library = runtime_seen_by(caller); }
-  if (library == nullptr) { library = any_loaded_cudart(); }
+  if (library == nullptr) { library = loaded_library(is_libcudart); }
   runtime_functions f;
   if (library == nullptr) { return f; }
-  take(library, "cudaMalloc", f.malloc);
-  take(library, "cudaFree", f.free);
-  take(library, "cudaGetDevice", f.get_device);
-  take(library, "cudaSetDevice", f.set_device);
-  take(library, "cudaDeviceGetAttribute", f.device_get_attribute);
-  take(library, "cudaDriverGetVersion", f.driver_get_version);
-  take(library, "cudaMemGetInfo", f.mem_get_info);
-  take(library, "cudaMemPoolCreate", f.mem_pool_create);
-  take(library, "cudaMemPoolDestroy", f.mem_pool_destroy);
-  take(library, "cudaMemPoolSetAttribute", f.mem_pool_set_attribute);
-  take(library, "cudaMemPoolGetAttribute", f.mem_pool_get_attribute);
-  take(library, "cudaMallocFromPoolAsync", f.malloc_from_pool_async);
-  take(library, "cudaFreeAsync", f.free_async);
-  take(library, "cudaGetLastError", f.get_last_error);
-  take(library, "cudaGetErrorName", f.get_error_name);
-  take(library, "cudaGetErrorString", f.get_error_string);
+  take_function(library, "cudaMalloc", f.malloc);
+  take_function(library, "cudaFree", f.free);
+  take_function(library, "cudaGetDevice", f.get_device);
+  take_function(library, "cudaSetDevice", f.set_device);
+  take_function(library, "cudaDeviceGetAttribute", f.device_get_attribute);
+  take_function(library, "cudaDriverGetVersion", f.driver_get_version);
+  take_function(library, "cudaMemGetInfo", f.mem_get_info);
+  take_function(library, "cudaMemPoolCreate", f.mem_pool_create);
+  take_function(library, "cudaMemPoolDestroy", f.mem_pool_destroy);
+  take_function(library, "cudaMemPoolSetAttribute", f.mem_pool_set_attribute);
+  take_function(library, "cudaMemPoolGetAttribute", f.mem_pool_get_attribute);
+  take_function(library, "cudaMallocFromPoolAsync", f.malloc_from_pool_async);
+  take_function(library, "cudaFreeAsync", f.free_async);
+  take_function(library, "cudaGetLastError", f.get_last_error);
+  take_function(library, "cudaGetErrorName", f.get_error_name);
+  take_function(library, "cudaGetErrorString", f.get_error_string);
   return f;
 }
 
