@@ -28,6 +28,7 @@ enum variable : std::size_t {
   var_stream,
   var_mode,
   var_intercept,
+  var_ordering,
   var_log_level,
   var_log_file,
   var_stats_file,
@@ -63,7 +64,7 @@ std::vector<std::string> const& known_variables() {
   static std::vector<std::string> const names{
       "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
       "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_INTERCEPT",
-      "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
+      "ASYNCSHIM_ORDERING",          "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
       "ASYNCSHIM_SHOW_STATS",        "ASYNCSHIM_DISABLE",
   };
   return names;
@@ -127,6 +128,7 @@ parse_result parse_environment(char const* const* envp) {
   choice_variable(var_stream, parse_stream, detail::invalid_stream_message, values.stream);
   choice_variable(var_mode, parse_mode, detail::invalid_mode_message, values.mode);
   choice_variable(var_intercept, parse_intercept, detail::invalid_intercept_message, values.intercept);
+  choice_variable(var_ordering, parse_ordering, detail::invalid_ordering_message, values.ordering);
 
   // A bad level only affects messages: keep the default, do not disable.
   if (auto const& text = found[var_log_level]) {

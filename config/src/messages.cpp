@@ -68,6 +68,10 @@ std::string invalid_intercept_message(std::string_view name, std::string_view va
                      quoted(value));
 }
 
+std::string invalid_ordering_message(std::string_view name, std::string_view value) {
+  return fmt::format("{}={} is not a valid ordering: expected one of device, stream, sync", name, quoted(value));
+}
+
 std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
   return fmt::format(
       "{}={} is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off; no statistics table is "

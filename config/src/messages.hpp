@@ -17,6 +17,7 @@ namespace asyncshim::config::detail {
 [[nodiscard]] std::string invalid_stream_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_mode_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_intercept_message(std::string_view name, std::string_view value);
+[[nodiscard]] std::string invalid_ordering_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_show_stats_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_bool_message(std::string_view name, std::string_view value);
 // The level stays at its default, and the message says so.

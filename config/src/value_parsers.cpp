@@ -52,6 +52,12 @@ constexpr std::array<spelling<intercept_level>, 3> intercepts{{
     {"all", intercept_level::all},
 }};
 
+constexpr std::array<spelling<ordering_mode>, 3> orderings{{
+    {"device", ordering_mode::device},
+    {"stream", ordering_mode::stream},
+    {"sync", ordering_mode::sync},
+}};
+
 constexpr std::array<spelling<log_level>, 8> log_levels{{
     {"trace", log_level::trace},
     {"debug", log_level::debug},
@@ -80,6 +86,8 @@ std::optional<handle_type> parse_handle_type(std::string_view text) { return loo
 std::optional<stream_choice> parse_stream(std::string_view text) { return lookup(streams, text); }
 std::optional<shim_mode> parse_mode(std::string_view text) { return lookup(modes, text); }
 std::optional<intercept_level> parse_intercept(std::string_view text) { return lookup(intercepts, text); }
+
+std::optional<ordering_mode> parse_ordering(std::string_view text) { return lookup(orderings, text); }
 std::optional<log_level> parse_log_level(std::string_view text) { return lookup(log_levels, text); }
 std::optional<bool> parse_bool(std::string_view text) { return lookup(booleans, text); }
 
@@ -115,6 +123,15 @@ char const* to_string(intercept_level value) {
     case intercept_level::runtime: return "runtime";
     case intercept_level::driver: return "driver";
     case intercept_level::all: return "all";
+  }
+  return "unknown";
+}
+
+char const* to_string(ordering_mode value) {
+  switch (value) {
+    case ordering_mode::device: return "device";
+    case ordering_mode::stream: return "stream";
+    case ordering_mode::sync: return "sync";
   }
   return "unknown";
 }

@@ -14,7 +14,7 @@ namespace cfg = asyncshim::config;
 TEST(Describe, Defaults) {
   EXPECT_EQ(cfg::describe(cfg::settings{}),
             "initial_pool_size=half of free memory (default) release_threshold=total device memory (default) "
-            "export_handle_type=none stream=legacy mode=pool intercept=all log_level=warn log_file=stderr stats_file=none show_stats=no "
+            "export_handle_type=none stream=legacy mode=pool intercept=all ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no "
             "disabled=no");
 }
 
@@ -32,7 +32,7 @@ TEST(Describe, ExplicitValues) {
   s.disabled = true;
   EXPECT_EQ(cfg::describe(s),
             "initial_pool_size=1536MiB release_threshold=12.5% export_handle_type=posix_file_descriptor "
-            "stream=per-thread mode=observe intercept=all log_level=debug log_file=/var/log/asyncshim.log stats_file=/tmp/stats-%p.json "
+            "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log stats_file=/tmp/stats-%p.json "
             "show_stats=yes disabled=yes");
 }
 
@@ -43,7 +43,7 @@ TEST(Describe, FromTheEnvironment) {
   std::string const line = cfg::describe(result.values);
   EXPECT_EQ(line,
             "initial_pool_size=0B release_threshold=2GiB export_handle_type=fabric stream=legacy mode=pool intercept=all "
-            "log_level=warn log_file=stderr stats_file=none show_stats=no disabled=no");
+            "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no disabled=no");
   EXPECT_EQ(line.find('\n'), std::string::npos);
 }
 

@@ -27,7 +27,7 @@ constexpr char const* disabled_many =
     "the native allocator unchanged";
 constexpr char const* known_list =
     "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_EXPORT_HANDLE_TYPE, ASYNCSHIM_STREAM, "
-    "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE, "
+    "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE, "
     "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_DISABLE";
 
 cfg::parse_result parse(std::vector<std::string> const& env) {
@@ -53,7 +53,7 @@ TEST(KnownVariables, FixedOrder) {
   std::vector<std::string> const expected{
       "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
       "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_INTERCEPT",
-      "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
+      "ASYNCSHIM_ORDERING",          "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
       "ASYNCSHIM_SHOW_STATS",        "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
 }
@@ -499,6 +499,21 @@ TEST(ParseEnvironment, InterceptLevels) {
   ASSERT_FALSE(bad.diagnostics.empty());
   EXPECT_EQ(bad.diagnostics[0].text,
             "ASYNCSHIM_INTERCEPT='both' is not a valid interception level: expected one of runtime, driver, all");
+}
+
+TEST(ParseEnvironment, OrderingModes) {
+  EXPECT_EQ(parse({}).values.ordering, cfg::ordering_mode::device);
+  EXPECT_EQ(parse({"ASYNCSHIM_ORDERING=device"}).values.ordering, cfg::ordering_mode::device);
+  EXPECT_EQ(parse({"ASYNCSHIM_ORDERING=stream"}).values.ordering, cfg::ordering_mode::stream);
+  EXPECT_EQ(parse({"ASYNCSHIM_ORDERING=SYNC"}).values.ordering, cfg::ordering_mode::sync);
+  EXPECT_FALSE(parse({"ASYNCSHIM_ORDERING=sync"}).values.disabled);
+  auto const bad = parse({"ASYNCSHIM_ORDERING=fast"});
+  EXPECT_TRUE(bad.values.disabled);
+  EXPECT_EQ(bad.values.ordering, cfg::ordering_mode::device);
+  ASSERT_EQ(bad.diagnostics.size(), 2u);
+  EXPECT_EQ(bad.diagnostics[0].text,
+            "ASYNCSHIM_ORDERING='fast' is not a valid ordering: expected one of device, stream, sync");
+  EXPECT_EQ(bad.diagnostics[1].text, disabled_one);
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ SHOW = ["sh", "-c", 'echo "LD_PRELOAD=$LD_PRELOAD"; env | grep "^ASYNCSHIM_" | s
 class Environment(unittest.TestCase):
     def test_options_become_variables_and_the_shim_is_preloaded(self):
         out = launch("--initial-pool-size", "4GiB", "--release-threshold=25%", "--export-handle-type", "posix_fd",
-                     "--stream", "per-thread", "--mode", "observe", "--intercept=driver", "--stats=/tmp/s-%p.json",
+                     "--stream", "per-thread", "--mode", "observe", "--intercept=driver", "--ordering", "sync",
+                     "--stats=/tmp/s-%p.json",
                      "--verbose", "--", *SHOW)
         self.assertEqual(out.returncode, 0, out.stderr)
         lines = out.stdout.splitlines()
@@ -34,7 +35,7 @@ class Environment(unittest.TestCase):
         self.assertEqual(lines[1:], sorted([
             "ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd", "ASYNCSHIM_INITIAL_POOL_SIZE=4GiB", "ASYNCSHIM_INTERCEPT=driver",
             "ASYNCSHIM_LOG_LEVEL=info",
-            "ASYNCSHIM_MODE=observe", "ASYNCSHIM_RELEASE_THRESHOLD=25%", "ASYNCSHIM_STATS_FILE=/tmp/s-%p.json",
+            "ASYNCSHIM_MODE=observe", "ASYNCSHIM_ORDERING=sync", "ASYNCSHIM_RELEASE_THRESHOLD=25%", "ASYNCSHIM_STATS_FILE=/tmp/s-%p.json",
             "ASYNCSHIM_STREAM=per-thread"]))
         self.assertEqual(out.stderr, "")
 
@@ -78,7 +79,8 @@ class Checks(unittest.TestCase):
                            (["--export-handle-type", "ipc"], "--export-handle-type='ipc' is not a valid export handle type"),
                            (["--stream", "fast"], "--stream='fast' is not a valid stream"),
                            (["--mode", "watch"], "--mode='watch' is not a valid mode"),
-                           (["--intercept", "both"], "--intercept='both' is not a valid interception level")]:
+                           (["--intercept", "both"], "--intercept='both' is not a valid interception level"),
+                           (["--ordering", "fast"], "--ordering='fast' is not a valid ordering")]:
             out = launch(*args, "true")
             self.assertEqual(out.returncode, 2, args)
             self.assertIn(text, out.stderr)

@@ -48,6 +48,16 @@ enum class shim_mode { pool, observe };
 // cuGetProcAddress by statically linked runtimes), or both.
 enum class intercept_level { runtime, driver, all };
 
+// How a free is ordered against the program's GPU work (README, "Ordering"):
+//   device: as native cudaFree/cudaMalloc: freed memory is not reused before
+//           all work submitted to any stream before the free has finished,
+//           and allocated memory is usable from any stream at once.
+//   stream: ordered on the allocation stream only (fastest; correct for
+//           programs that use only the legacy default stream and blocking
+//           streams).
+//   sync:   cudaFree synchronizes the device first, as native cudaFree does.
+enum class ordering_mode { device, stream, sync };
+
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
 struct settings {
@@ -60,6 +70,7 @@ struct settings {
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
   intercept_level intercept = intercept_level::all;
+  ordering_mode ordering = ordering_mode::device;
   log_level level = log_level::warn;
   std::string log_file;    // empty: standard error
   std::string stats_file;  // empty: no statistics file; "%p" stands for the process id
@@ -93,6 +104,7 @@ struct parse_result {
 [[nodiscard]] std::optional<stream_choice> parse_stream(std::string_view text);
 [[nodiscard]] std::optional<shim_mode> parse_mode(std::string_view text);
 [[nodiscard]] std::optional<intercept_level> parse_intercept(std::string_view text);
+[[nodiscard]] std::optional<ordering_mode> parse_ordering(std::string_view text);
 [[nodiscard]] std::optional<log_level> parse_log_level(std::string_view text);
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
 
@@ -100,6 +112,7 @@ struct parse_result {
 [[nodiscard]] char const* to_string(stream_choice);
 [[nodiscard]] char const* to_string(shim_mode);
 [[nodiscard]] char const* to_string(intercept_level);
+[[nodiscard]] char const* to_string(ordering_mode);
 [[nodiscard]] char const* to_string(log_level);
 
 // One line listing every effective setting, e.g. for the info-level banner.
