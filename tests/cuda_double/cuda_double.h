@@ -12,13 +12,28 @@
 // production library path.
 //
 // Both libraries work on ONE model (one set of devices, contexts, allocations,
-// pools, streams and counters per process): memory from cudaMalloc can be
-// freed with cuMemFree_v2 and memory from cuMemAlloc_v2 with cudaFree. The
-// model lives in the driver double; libcudart_double.so links against it
-// (NEEDED libcuda.so.1) and reaches it through an internal C++ API (model.h),
-// never through an exported CUDA function: no exported function of either
-// library calls another exported one, so an interposer (the shim) sees
-// exactly the calls the program and the shim make.
+// pools, streams, events, captures and counters per process): memory from
+// cudaMalloc can be freed with cuMemFree_v2 and memory from cuMemAlloc_v2 with
+// cudaFree. The model lives in the driver double; libcudart_double.so links
+// against it (NEEDED libcuda.so.1) and reaches it in two ways, as the real
+// runtime reaches the real driver:
+//   * memory, pools, copies (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
+//     cudaMemPool* and stream-ordered calls, cudaMemGetInfo, ...): through an
+//     internal C++ API (model.h, operations.h), never through an exported
+//     CUDA function;
+//   * streams, events, stream capture, graphs, synchronization and reset
+//     (cudaStreamCreate*, cudaStreamDestroy, cudaStreamGetFlags,
+//     cudaStreamSynchronize, cudaStreamQuery, cudaStreamWaitEvent,
+//     cudaEvent*, cudaStreamBeginCapture/EndCapture/IsCapturing,
+//     cudaThreadExchangeStreamCaptureMode, cudaGraphDestroy/GetNodes,
+//     cudaDeviceSynchronize, cudaDeviceReset): through driver function
+//     pointers that it fetched once with cuGetProcAddress_v2 (see "The
+//     runtime's driver entry points" below).
+// No exported function of either library calls an exported one by its
+// symbol, so an interposer (the shim) sees exactly the calls the program and
+// the shim make, plus the driver calls that the runtime makes through the
+// pointers cuGetProcAddress_v2 handed out (which an interposer answering
+// cuGetProcAddress lookups can replace, as with the real runtime).
 //
 // The driver double is built as <build>/tests/cuda_double/driver/libcuda.so.1
 // (SONAME libcuda.so.1), a folder of its own so that nothing loads it by
@@ -33,8 +48,13 @@
 //   cudaDeviceGetAttribute cudaMemGetInfo cudaDeviceGetDefaultMemPool
 //   cudaMemPoolCreate cudaMemPoolDestroy cudaMemPoolSetAttribute
 //   cudaMemPoolGetAttribute cudaMallocFromPoolAsync cudaMallocAsync
-//   cudaFreeAsync cudaStreamCreate cudaStreamCreateWithFlags cudaStreamDestroy
-//   cudaStreamSynchronize cudaDeviceSynchronize cudaGetLastError
+//   cudaFreeAsync cudaStreamCreate cudaStreamCreateWithFlags
+//   cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamGetFlags
+//   cudaStreamSynchronize cudaStreamQuery cudaStreamWaitEvent cudaEventCreate
+//   cudaEventCreateWithFlags cudaEventRecord cudaEventDestroy cudaEventQuery
+//   cudaEventSynchronize cudaStreamBeginCapture cudaStreamEndCapture
+//   cudaStreamIsCapturing cudaThreadExchangeStreamCaptureMode cudaGraphDestroy
+//   cudaGraphGetNodes cudaDeviceSynchronize cudaDeviceReset cudaGetLastError
 //   cudaPeekAtLastError cudaGetErrorName cudaGetErrorString
 //   cudaDriverGetVersion cudaRuntimeGetVersion cudaMemcpy cudaMemset
 //
@@ -77,10 +97,12 @@
 //     below). cudaSetDevice(d) makes device d the runtime device and d's
 //     primary context current (replacing the top of the stack). cudaMalloc,
 //     cudaFree (also of nullptr), cudaMemGetInfo, cudaDeviceSynchronize,
-//     cudaMemcpy, cudaMemset and the stream, pool and stream-ordered calls
-//     first make the runtime device's primary context current if no context
-//     is (after the no-driver/no-device check, before anything else), and
-//     then work on the current context's device. cudaGetDevice reports the
+//     cudaMemcpy, cudaMemset and the stream, event, capture, graph, pool and
+//     stream-ordered calls first make the runtime device's primary context
+//     current if no context is (after the no-driver/no-device check, before
+//     anything else), and then work on the current context's device.
+//     cudaDeviceReset resets the primary context of the device cudaGetDevice
+//     would report (cuDevicePrimaryCtxReset_v2) and makes no context current. cudaGetDevice reports the
 //     current context's device, or the runtime device while no context is
 //     current; it, cudaGetDeviceCount and cudaDeviceGetAttribute make no
 //     context current. So after any runtime call cuCtxGetDevice and
@@ -105,16 +127,49 @@
 //     the bytes to the pool; reserved stays. cudaFreeAsync of nullptr, or of
 //     anything but a live pool allocation, fails with cudaErrorInvalidValue.
 //     cudaStreamSynchronize and cudaDeviceSynchronize (nothing else, not even
-//     cudaFree) trim every pool of the stream's (current) device to
+//     cudaFree or cudaStreamQuery) trim every pool of the stream's (current)
+//     device to
 //     min(reserved, max(used, release threshold)). Destroying a pool frees
 //     whatever was still allocated from it; its pointers are then unknown
 //     (cudaErrorInvalidValue). A default pool cannot be destroyed.
 //     cudaMallocAsync takes the default pool of the stream's device.
 //   * Streams: 0, cudaStreamLegacy, cudaStreamPerThread and live handles from
-//     cudaStreamCreate(WithFlags) are accepted; anything else fails with
-//     cudaErrorInvalidResourceHandle. A created stream belongs to the device
-//     of the context that was current when it was created; the special
-//     streams stand for the current context's device.
+//     cudaStreamCreate(WithFlags/WithPriority) are accepted; anything else
+//     fails with cudaErrorInvalidResourceHandle. A created stream belongs to
+//     the device of the context that was current when it was created; the
+//     special streams stand for the current context's device. 0 is the legacy
+//     stream for every runtime function (this runtime exports the legacy
+//     default-stream names). Events, stream capture, graphs and reset follow
+//     the driver's rules (below): these runtime functions are the driver's,
+//     with the runtime's error codes.
+//   * The runtime's error codes for the driver's: CUDA_ERROR_X becomes the
+//     cudaErrorX of the same meaning (INVALID_VALUE -> InvalidValue,
+//     OUT_OF_MEMORY -> MemoryAllocation, INVALID_HANDLE ->
+//     InvalidResourceHandle, INVALID_DEVICE -> InvalidDevice, NOT_SUPPORTED ->
+//     NotSupported, ILLEGAL_STATE -> IllegalState, STREAM_CAPTURE_UNSUPPORTED/
+//     INVALIDATED/IMPLICIT/WRONG_THREAD/MERGE -> StreamCaptureUnsupported/
+//     Invalidated/Implicit/WrongThread/Merge, CAPTURED_EVENT -> CapturedEvent),
+//     recorded as the last error as every runtime failure is.
+//   * The runtime's driver entry points: at the first call that needs one,
+//     the runtime double dlopen()s "libcuda.so.1" with RTLD_NOLOAD (the loaded
+//     one: it needs it), dlsym()s "cuGetProcAddress_v2" and through it fetches,
+//     once and thread-safely, with cudaVersion 13000 and flags 0 (legacy
+//     default stream): cuStreamCreate, cuStreamCreateWithPriority,
+//     cuStreamDestroy, cuStreamGetFlags, cuStreamSynchronize, cuStreamQuery,
+//     cuStreamWaitEvent, cuEventCreate, cuEventDestroy, cuEventRecord,
+//     cuEventQuery, cuEventSynchronize, cuStreamBeginCapture,
+//     cuStreamEndCapture, cuStreamIsCapturing,
+//     cuThreadExchangeStreamCaptureMode, cuGraphDestroy, cuGraphGetNodes,
+//     cuCtxSynchronize and cuDevicePrimaryCtxReset (each looked up once per
+//     process, see cuda_double_proc_lookups). cudaStreamCreate(WithFlags)
+//     calls cuStreamCreate, cudaStreamCreateWithPriority
+//     cuStreamCreateWithPriority, cudaEventCreate(WithFlags) cuEventCreate,
+//     cudaDeviceSynchronize cuCtxSynchronize, cudaDeviceReset
+//     cuDevicePrimaryCtxReset, and every other one of these runtime functions
+//     the driver function of the same name. An entry point that could not be
+//     fetched: cudaErrorCallRequiresNewerDriver.
+//   * A runtime function that fails counts once in failed_calls, also when it
+//     failed because the driver function it called failed.
 //   * cudaMemcpy copies (memmove) whatever the kind; cudaMemset needs a range
 //     inside one live allocation. Either fails with cudaErrorInvalidValue when
 //     a range starts inside a live allocation and runs past its end.
@@ -129,8 +184,8 @@
 //     cudaErrorNotSupported. cudaStreamDestroy of 0, cudaStreamLegacy or
 //     cudaStreamPerThread: cudaErrorInvalidResourceHandle. A cudaMemcpyKind
 //     outside 0..4: cudaErrorInvalidMemcpyDirection.
-//   * No exported function calls another exported one, so an interposer (the
-//     shim) sees exactly the calls the program and the shim make.
+//   * No exported function calls another exported one by its symbol (see the
+//     top of this file).
 //   * One mutex guards everything; every call is thread-safe. The state is
 //     never destroyed, so calls made during process exit still work.
 //
@@ -141,17 +196,26 @@
 //   cuInit cuDriverGetVersion cuDeviceGet cuDeviceGetCount cuDeviceGetName
 //   cuDeviceGetAttribute cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2
 //   cuCtxGetCurrent cuCtxSetCurrent cuCtxGetDevice cuCtxPushCurrent_v2
-//   cuCtxPopCurrent_v2 cuCtxSynchronize cuMemAlloc_v2 cuMemFree_v2
+//   cuDevicePrimaryCtxReset_v2 cuCtxPopCurrent_v2 cuCtxSynchronize
+//   cuMemAlloc_v2 cuMemFree_v2
 //   cuMemGetInfo_v2 cuMemcpyHtoD_v2 cuMemcpyDtoH_v2 cuMemsetD8_v2
 //   cuMemAllocAsync cuMemAllocAsync_ptsz cuMemFreeAsync cuMemFreeAsync_ptsz
 //   cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemPoolCreate
 //   cuMemPoolDestroy cuMemPoolSetAttribute cuMemPoolGetAttribute
-//   cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize
-//   cuStreamSynchronize_ptsz cuPointerGetAttribute cuGetErrorName
+//   cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy (CUDA 2.0 ABI)
+//   cuStreamDestroy_v2 cuStreamGetFlags cuStreamGetFlags_ptsz
+//   cuStreamSynchronize cuStreamSynchronize_ptsz cuStreamQuery
+//   cuStreamQuery_ptsz cuStreamWaitEvent cuStreamWaitEvent_ptsz cuEventCreate
+//   cuEventDestroy_v2 cuEventRecord cuEventRecord_ptsz cuEventQuery
+//   cuEventSynchronize cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz
+//   cuStreamEndCapture cuStreamEndCapture_ptsz cuStreamIsCapturing
+//   cuStreamIsCapturing_ptsz cuThreadExchangeStreamCaptureMode cuGraphDestroy
+//   cuGraphGetNodes cuPointerGetAttribute cuGetErrorName
 //   cuGetErrorString cuGetProcAddress (CUDA 11.3 ABI, no symbolStatus)
 //   cuGetProcAddress_v2
-// cuda_driver_double.h declares those cuda.h does not (the _ptsz ones, and
-// cuGetProcAddress as cuGetProcAddress_v1).
+// cuda_driver_double.h declares those cuda.h does not (the _ptsz ones,
+// cuGetProcAddress as cuGetProcAddress_v1 and cuStreamDestroy as
+// cuStreamDestroy_v1).
 //
 // The driver model, in short (same devices, pools, streams and allocations as
 // the runtime's; cudaStream_t/CUstream and cudaMemPool_t/CUmemoryPool are the
@@ -180,15 +244,31 @@
 //     (pctx may be NULL; empty stack: CUDA_ERROR_INVALID_CONTEXT).
 //     cuDevicePrimaryCtxRetain counts up and gives the device's primary
 //     context; cuDevicePrimaryCtxRelease_v2 counts down
-//     (CUDA_ERROR_INVALID_CONTEXT below zero). A context is never destroyed
-//     or reset, not even at zero retains: its memory stays.
+//     (CUDA_ERROR_INVALID_CONTEXT below zero). A context is never destroyed,
+//     not even at zero retains: its memory stays until a reset.
+//   * cuDevicePrimaryCtxReset_v2(dev) (bad dev: CUDA_ERROR_INVALID_DEVICE;
+//     needs no context): destroys every live allocation of the device,
+//     whatever made it (its pointers become unknown: frees fail with
+//     CUDA_ERROR_INVALID_VALUE), every pool created on it (their handles then
+//     fail with CUDA_ERROR_INVALID_VALUE), its created streams and events
+//     (then CUDA_ERROR_INVALID_HANDLE) and the captures on its streams (ended,
+//     no graph); its default pool stays, emptied, with reserved 0, high
+//     watermarks 0 and default attributes. Graphs already made stay valid
+//     (their memory on the device is gone). The context keeps its handle, its
+//     retain count and its place on every thread's stack: the double has no
+//     "inactive" state, the next use simply works (as the real driver
+//     re-activates a reset primary context on its next use). Not a
+//     potentially unsafe call.
 //   * "Needs a current context" (CUDA_ERROR_INVALID_CONTEXT without one):
 //     cuCtxGetDevice, cuCtxSynchronize, cuMemAlloc_v2, cuMemGetInfo_v2,
 //     cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, cuMemsetD8_v2, cuStreamCreate,
-//     cuMemFree_v2 of a non-zero pointer, and every call given a special
-//     stream (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD), which stands for the
-//     current context's device. The pool calls, cuDevice*, cuStreamDestroy_v2,
-//     cuPointerGetAttribute and calls given a created stream need none.
+//     cuStreamCreateWithPriority, cuEventCreate, cuMemFree_v2 of a non-zero
+//     pointer, and every call given a special stream (0, CU_STREAM_LEGACY,
+//     CU_STREAM_PER_THREAD), which stands for the current context's device.
+//     The pool calls, cuDevice* (the reset included), cuStreamDestroy(_v2),
+//     cuEventDestroy_v2/Query/Synchronize, cuThreadExchangeStreamCaptureMode,
+//     cuGraph*, cuPointerGetAttribute and calls given a created stream need
+//     none.
 //   * cuMemAlloc_v2: bytesize 0 or dptr NULL: CUDA_ERROR_INVALID_VALUE (as
 //     cuda.h documents); memory accounting as cudaMalloc's, on the current
 //     context's device; no room: CUDA_ERROR_OUT_OF_MEMORY. The pointer is of
@@ -206,11 +286,98 @@
 //     Error codes: unknown pool, bad properties: CUDA_ERROR_INVALID_VALUE;
 //     handle types the device lacks: CUDA_ERROR_NOT_SUPPORTED; a stream that
 //     is neither special nor live: CUDA_ERROR_INVALID_HANDLE (also for
-//     cuStreamDestroy_v2 of a special one); cuStreamCreate flags other than
-//     CU_STREAM_NON_BLOCKING: CUDA_ERROR_INVALID_VALUE.
+//     cuStreamDestroy(_v2) of a special one); cuStreamCreate(WithPriority)
+//     flags other than CU_STREAM_NON_BLOCKING: CUDA_ERROR_INVALID_VALUE.
+//   * Streams: cuStreamCreateWithPriority clamps the priority into [-5, 0]
+//     (an H200's range; not observable). cuStreamDestroy (the CUDA 2.0 ABI)
+//     and cuStreamDestroy_v2 are the same; destroying a capturing stream ends
+//     its capture without a graph (what it allocated is released).
+//     cuStreamGetFlags: a created stream's flags, 0 for the special streams
+//     (flags NULL: CUDA_ERROR_INVALID_VALUE). cuStreamQuery is
+//     cuStreamSynchronize without the trimming: everything is complete
+//     (CUDA_SUCCESS, never CUDA_ERROR_NOT_READY).
+//   * Events (CUevent == cudaEvent_t): cuEventCreate makes one on the current
+//     context's device; flags: CU_EVENT_BLOCKING_SYNC, _DISABLE_TIMING,
+//     _INTERPROCESS (only with _DISABLE_TIMING), else CUDA_ERROR_INVALID_VALUE.
+//     Nothing is asynchronous, so an event is complete as soon as recorded,
+//     and before its first record too: cuEventQuery and cuEventSynchronize
+//     succeed, unless the event was last recorded in a capture
+//     (CUDA_ERROR_CAPTURED_EVENT). An event or stream handle that is not live
+//     (unknown, destroyed, NULL event): CUDA_ERROR_INVALID_HANDLE.
+//     cuEventRecord(ev, s): ev and s must be of the same device, else
+//     CUDA_ERROR_INVALID_HANDLE. cuStreamWaitEvent(s, ev, flags): ev may be of
+//     another device (as cuda.h says); flags 0 or CU_EVENT_WAIT_EXTERNAL (the
+//     latter only on a capturing stream), else CUDA_ERROR_INVALID_VALUE.
+//     Outside a capture it has nothing to wait for; waiting on an event last
+//     recorded in a capture: CUDA_ERROR_NOT_SUPPORTED while that capture is
+//     ongoing (a stream joining a capture is not modelled),
+//     CUDA_ERROR_CAPTURED_EVENT after it ended.
+//   * cuCtxSynchronize (and so cudaDeviceSynchronize) trims the pools of the
+//     current context's device, cuStreamSynchronize those of the stream's.
+//   * Stream capture. cuStreamBeginCapture_v2(s, mode): mode a
+//     CUstreamCaptureMode, else CUDA_ERROR_INVALID_VALUE; the legacy stream (0
+//     for the plain entry points, CU_STREAM_LEGACY) cannot be captured
+//     (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); a stream already capturing
+//     (even an invalidated capture not yet ended): CUDA_ERROR_ILLEGAL_STATE.
+//     Created streams and the per-thread default stream (a separate stream
+//     per thread and device) can be captured. While capturing, work enqueued
+//     on the stream (cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync,
+//     cuEventRecord, cuStreamWaitEvent, and their runtime counterparts) is
+//     not executed: each successful call adds one node to the capture
+//     (captured_operations). A captured allocation is a fresh allocation of
+//     the pool (a live pool pointer, usable by the program) that belongs to
+//     the graph: it is released when the graph is destroyed, or at once if
+//     the capture ends without a graph. A captured free frees nothing (the
+//     memory stays live; a second free of the same pointer in the same
+//     capture: CUDA_ERROR_INVALID_VALUE). A captured record makes the event
+//     "last recorded in a capture". Waiting, in a capture, on an event of
+//     another ongoing capture: CUDA_ERROR_STREAM_CAPTURE_MERGE. Work for an
+//     invalidated capture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (nothing
+//     done). The copies and fills (cuMemcpyHtoD_v2, cudaMemcpy, ...) are
+//     synchronous and not subject to capture in the double.
+//     cuStreamEndCapture(s, &graph): graph NULL: CUDA_ERROR_INVALID_VALUE; s
+//     not capturing: CUDA_ERROR_ILLEGAL_STATE; a capture not begun in
+//     CU_STREAM_CAPTURE_MODE_RELAXED ended from another thread:
+//     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD (the capture goes on); an
+//     invalidated capture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, the capture
+//     ends, *graph = NULL; else the capture ends and *graph is a new graph.
+//     cuStreamIsCapturing: CU_STREAM_CAPTURE_STATUS_NONE/ACTIVE/INVALIDATED;
+//     for the legacy stream while a blocking stream (created without
+//     CU_STREAM_NON_BLOCKING, or a per-thread default stream) of the same
+//     device is capturing: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (nothing
+//     invalidated). cuThreadExchangeStreamCaptureMode swaps the calling
+//     thread's mode (per thread; CU_STREAM_CAPTURE_MODE_GLOBAL at start; NULL
+//     or a value that is no mode: CUDA_ERROR_INVALID_VALUE).
+//   * Potentially unsafe calls: cuMemAlloc_v2, cuMemFree_v2 of a non-zero
+//     pointer, cuCtxSynchronize, cuStreamSynchronize, cuStreamQuery,
+//     cuEventSynchronize and cuEventQuery (of any stream or event), and
+//     cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync and
+//     cuEventRecord on the legacy stream; on the runtime side cudaMalloc,
+//     cudaFree of a non-null pointer, cudaMallocAsync, cudaMallocFromPoolAsync
+//     and cudaFreeAsync on the legacy stream, and the runtime functions that
+//     call the listed driver ones. The calling thread's capture mode decides
+//     whether one is prohibited: GLOBAL: if the thread has an ongoing capture
+//     (active or invalidated, not yet ended) not begun in RELAXED mode, or
+//     another thread has one begun in GLOBAL mode; THREAD_LOCAL: only if the
+//     thread has one not begun in RELAXED mode; RELAXED: never. A prohibited
+//     call does nothing, invalidates every capture that prohibits it
+//     (captures_invalidated counts each capture once) and fails with
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, or with
+//     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT when it works on the legacy stream
+//     and one of those captures is of a blocking stream of the same device.
+//     A call that is not prohibited works normally, except that a capturing
+//     stream can never be synchronized or queried (CUDA_ERROR_STREAM_CAPTURE_
+//     UNSUPPORTED, its capture invalidated).
+//   * Graphs (CUgraph == cudaGraph_t): opaque handles. cuGraphGetNodes(g,
+//     nodes, &n): n = the number of captured operations when nodes is NULL;
+//     else at most n opaque non-NULL node handles, the rest of the n entries
+//     NULL, and n = how many were written (as cuda.h says). cuGraphDestroy
+//     releases the graph's captured allocations that are still live. Unknown
+//     or destroyed graph, n NULL: CUDA_ERROR_INVALID_VALUE. Graphs cannot be
+//     instantiated or launched.
 //   * The _ptsz entry points behave like the plain ones, except that a null
 //     stream is taken (and recorded, see cuda_double_last_alloc_stream) as
-//     CU_STREAM_PER_THREAD.
+//     CU_STREAM_PER_THREAD, the calling thread's per-thread default stream.
 //   * cuMemcpyHtoD_v2 / cuMemcpyDtoH_v2 / cuMemsetD8_v2: the device side must
 //     lie inside one live allocation, and any range that starts inside one
 //     must end inside it, else CUDA_ERROR_INVALID_VALUE; 0 bytes: success.
@@ -230,20 +397,31 @@
 //     double's own function (never an interposer's, as the real driver):
 //       cuMemAlloc, cuMemFree, cuMemGetInfo, cuMemcpyHtoD, cuMemcpyDtoH,
 //       cuMemsetD8 (since 3020), cuCtxPushCurrent, cuCtxPopCurrent,
-//       cuStreamDestroy (since 4000), cuDevicePrimaryCtxRelease (since 11000)
-//         -> the _v2 function;
+//       cuEventDestroy (since 4000), cuDevicePrimaryCtxRelease,
+//       cuDevicePrimaryCtxReset (since 11000) -> the _v2 function;
+//       cuStreamDestroy -> cuStreamDestroy (the CUDA 2.0 ABI) for 2000..3999,
+//         cuStreamDestroy_v2 from 4000;
 //       cuGetProcAddress -> cuGetProcAddress (v1) for 11030..11999,
 //         cuGetProcAddress_v2 from 12000;
+//       cuStreamBeginCapture (since 10010) -> cuStreamBeginCapture_v2, or
+//         cuStreamBeginCapture_v2_ptsz with
+//         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM in flags;
 //       cuMemAllocAsync, cuMemFreeAsync, cuMemAllocFromPoolAsync (since
-//       11020), cuStreamSynchronize (since 2000) -> the _ptsz function with
-//         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM in flags, else the
-//         plain one;
+//       11020), cuStreamSynchronize, cuStreamQuery, cuEventRecord (since
+//       2000), cuStreamWaitEvent (since 3020), cuStreamGetFlags (since 5050),
+//       cuStreamEndCapture, cuStreamIsCapturing (since 10000) -> the _ptsz
+//         function with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM in
+//         flags, else the plain one;
 //       every other exported name -> itself (cuInit, cuDeviceGet,
 //         cuDeviceGetCount, cuDeviceGetName, cuDeviceGetAttribute,
-//         cuCtxGetDevice, cuCtxSynchronize, cuStreamCreate since 2000;
-//         cuDriverGetVersion since 2020; cuCtxGetCurrent, cuCtxSetCurrent,
-//         cuPointerGetAttribute since 4000; cuGetErrorName/String since 6000;
-//         cuDevicePrimaryCtxRetain since 7000; cuMemPool* since 11020).
+//         cuCtxGetDevice, cuCtxSynchronize, cuStreamCreate, cuEventCreate,
+//         cuEventQuery, cuEventSynchronize since 2000; cuDriverGetVersion
+//         since 2020; cuCtxGetCurrent, cuCtxSetCurrent, cuPointerGetAttribute
+//         since 4000; cuStreamCreateWithPriority since 5050;
+//         cuGetErrorName/String since 6000; cuDevicePrimaryCtxRetain since
+//         7000; cuGraphDestroy, cuGraphGetNodes since 10000;
+//         cuThreadExchangeStreamCaptureMode since 10010; cuMemPool* since
+//         11020).
 //     A cudaVersion below a name's first version: *pfn = NULL, status
 //     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CUDA_ERROR_NOT_FOUND (the
 //     older ABIs are not provided). An unknown name (a suffixed one
@@ -254,8 +432,9 @@
 //     (v1) is the same without symbolStatus. The _v2_ptds memcpy/memset
 //     variants do not exist here: the per-thread flag gives the plain _v2.
 //     Every call is counted per symbol (cuda_double_proc_lookups).
-//   * Failing driver calls count in failed_calls; the driver has no "last
-//     error" (the runtime's is not touched by driver calls).
+//   * Failing driver calls count in failed_calls (except those the runtime
+//     double makes for a runtime call: that one counts); the driver has no
+//     "last error" (the runtime's is not touched by driver calls).
 #ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_H
 #define ASYNCSHIM_TESTS_CUDA_DOUBLE_H
 
@@ -291,18 +470,44 @@ struct cuda_double_counters {
   unsigned long long pools_destroyed;  // cudaMemPoolDestroy + cuMemPoolDestroy
   unsigned long long failed_calls;     // calls of any exported CUDA function, runtime or
                                        // driver, that returned an error (cudaGetLastError/
-                                       // Peek never count)
+                                       // Peek never count; a driver function that the
+                                       // runtime double called for a runtime function does
+                                       // not count, that runtime function does)
   unsigned long long driver_mallocs;   // cuMemAlloc_v2 calls that allocated
   unsigned long long driver_frees;     // cuMemFree_v2 calls that freed something (a pool or
                                        // cudaMalloc pointer included); cuMemFree_v2(0) is not
                                        // counted
+  // Work is counted only when executed: the same calls on a capturing stream
+  // count in captured_operations instead (for pool_allocs and pool_frees too).
+  unsigned long long streams_created;    // cuStreamCreate + cuStreamCreateWithPriority (so
+                                         // cudaStreamCreate*) successes
+  unsigned long long streams_destroyed;  // cuStreamDestroy + cuStreamDestroy_v2 successes (the
+                                         // streams a reset destroys are not counted)
+  unsigned long long events_recorded;    // cuEventRecord(_ptsz) executed
+  unsigned long long stream_waits;       // cuStreamWaitEvent(_ptsz) executed
+  unsigned long long context_synchronizes;  // cuCtxSynchronize (so cudaDeviceSynchronize)
+                                            // successes
+  unsigned long long stream_synchronizes;   // cuStreamSynchronize(_ptsz) (so
+                                            // cudaStreamSynchronize) successes
+  unsigned long long captures_begun;        // cuStreamBeginCapture_v2(_ptsz) successes
+  unsigned long long captures_invalidated;  // captures invalidated (each once)
+  unsigned long long captured_operations;   // nodes added to captures (calls on a capturing
+                                            // stream that succeeded)
+  unsigned long long primary_context_resets;  // cuDevicePrimaryCtxReset_v2 (so cudaDeviceReset)
+                                              // successes
+  // cuMemFreeAsync(_ptsz) successes (captured ones included; not cudaFreeAsync)
+  // by the stream they were given (a _ptsz call given 0: per-thread):
+  unsigned long long free_async_legacy_stream;        // 0 (plain) or CU_STREAM_LEGACY
+  unsigned long long free_async_per_thread_stream;    // CU_STREAM_PER_THREAD
+  unsigned long long free_async_blocking_stream;      // created without CU_STREAM_NON_BLOCKING
+  unsigned long long free_async_non_blocking_stream;  // created with CU_STREAM_NON_BLOCKING
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);
 
 // Zeroes every counter (cuda_double_proc_lookups included) and forgets the last
-// alloc/free streams. Allocations, pools, streams, contexts and the last errors
-// are left alone.
+// alloc/free/wait streams. Allocations, pools, streams, events, captures,
+// graphs, contexts, capture modes and the last errors are left alone.
 CUDA_DOUBLE_API void cuda_double_reset_counters(void);
 
 // 0: p is not the start of a live allocation (unknown, freed, interior or host
@@ -324,7 +529,21 @@ CUDA_DOUBLE_API cudaMemPool_t cuda_double_pointer_pool(void const* p);
 CUDA_DOUBLE_API cudaStream_t cuda_double_last_free_stream(void);
 CUDA_DOUBLE_API cudaStream_t cuda_double_last_alloc_stream(void);
 
-// Number of live allocations, of every kind together.
+// The stream passed to the last successful cuStreamWaitEvent(_ptsz) (so
+// cudaStreamWaitEvent), captured or not, on any thread (a _ptsz call given 0
+// records CU_STREAM_PER_THREAD); CUDA_DOUBLE_NO_STREAM if none since start-up
+// or the last reset.
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void);
+
+// What cuStreamIsCapturing would report for stream, without its rules and
+// without being a CUDA call (an interposer does not see it): 0 (none: also
+// the legacy stream, an unknown handle, and cudaStreamPerThread on a thread
+// without a current context), 1 (active) or 2 (invalidated, not yet ended).
+// cudaStreamPerThread is the calling thread's, on its current context's device.
+CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream);
+
+// Number of live allocations, of every kind together (captured allocations
+// that belong to a graph or an ongoing capture included).
 CUDA_DOUBLE_API int cuda_double_live_allocations(void);
 
 // Number of cuGetProcAddress and cuGetProcAddress_v2 calls that asked for

@@ -7,7 +7,9 @@
 //     plain names);
 //   * the legacy cuGetProcAddress without symbolStatus (the CUDA 11.3 ABI),
 //     which cuda.h hides behind "#define cuGetProcAddress cuGetProcAddress_v2";
-//     here it is cuGetProcAddress_v1, bound to the symbol "cuGetProcAddress".
+//     here it is cuGetProcAddress_v1, bound to the symbol "cuGetProcAddress";
+//   * likewise the CUDA 2.0 cuStreamDestroy ("#define cuStreamDestroy
+//     cuStreamDestroy_v2"): here cuStreamDestroy_v1, bound to "cuStreamDestroy".
 // Everything else the driver double exports is declared by cuda.h.
 #ifndef ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
 #define ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
@@ -27,9 +29,17 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
                                                               CUmemoryPool pool, CUstream hStream);
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus);
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion,
                                                      cuuint64_t flags) __asm__("cuGetProcAddress");
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v1(CUstream hStream) __asm__("cuStreamDestroy");
 
 #ifdef __cplusplus
 }  // extern "C"

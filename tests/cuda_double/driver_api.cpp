@@ -42,6 +42,16 @@ static_assert(int{CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES} == int{cud
 static_assert(int{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR} == int{cudaDevAttrComputeCapabilityMajor});
 static_assert(int{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR} == int{cudaDevAttrComputeCapabilityMinor});
 static_assert(unsigned{CU_STREAM_NON_BLOCKING} == unsigned{cudaStreamNonBlocking});
+static_assert(unsigned{CU_EVENT_BLOCKING_SYNC} == unsigned{cudaEventBlockingSync});
+static_assert(unsigned{CU_EVENT_DISABLE_TIMING} == unsigned{cudaEventDisableTiming});
+static_assert(unsigned{CU_EVENT_INTERPROCESS} == unsigned{cudaEventInterprocess});
+static_assert(unsigned{CU_EVENT_WAIT_EXTERNAL} == unsigned{cudaEventWaitExternal});
+static_assert(int{CU_STREAM_CAPTURE_MODE_GLOBAL} == cuda_double::kCaptureModeGlobal);
+static_assert(int{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL} == cuda_double::kCaptureModeThreadLocal);
+static_assert(int{CU_STREAM_CAPTURE_MODE_RELAXED} == cuda_double::kCaptureModeRelaxed);
+static_assert(int{CU_STREAM_CAPTURE_STATUS_NONE} == cuda_double::kCaptureStatusNone);
+static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == cuda_double::kCaptureStatusActive);
+static_assert(int{CU_STREAM_CAPTURE_STATUS_INVALIDATED} == cuda_double::kCaptureStatusInvalidated);
 
 namespace {
 
@@ -89,6 +99,13 @@ CUresult to_cu_result(Outcome outcome) {
     case Outcome::not_supported: return CUDA_ERROR_NOT_SUPPORTED;
     case Outcome::invalid_handle: return CUDA_ERROR_INVALID_HANDLE;
     case Outcome::invalid_context: return CUDA_ERROR_INVALID_CONTEXT;
+    case Outcome::capture_unsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    case Outcome::capture_implicit: return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    case Outcome::capture_invalidated: return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    case Outcome::capture_wrong_thread: return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    case Outcome::capture_merge: return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    case Outcome::captured_event: return CUDA_ERROR_CAPTURED_EVENT;
+    case Outcome::illegal_state: return CUDA_ERROR_ILLEGAL_STATE;
   }
   return CUDA_ERROR_UNKNOWN;
 }
@@ -124,11 +141,50 @@ CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryP
 }
 
 CUresult mem_free_async(CUdeviceptr dptr, CUstream stream) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::free_async(as_pointer(dptr), stream)); });
+  return run_driver(Gate::initialized, [&] {
+    return to_cu_result(operations::free_async(as_pointer(dptr), stream, /*from_driver=*/true));
+  });
 }
 
 CUresult stream_synchronize(CUstream stream) {
   return run_driver(Gate::initialized, [&] { return to_cu_result(operations::synchronize_stream(stream)); });
+}
+
+CUresult stream_query(CUstream stream) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::query_stream(stream)); });
+}
+
+CUresult stream_get_flags(CUstream stream, unsigned* flags) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::stream_flags(stream, flags)); });
+}
+
+CUresult stream_destroy(CUstream stream) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::destroy_stream(stream)); });
+}
+
+CUresult event_record(CUevent event, CUstream stream) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::record_event(event, stream)); });
+}
+
+CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::wait_event(stream, event, flags)); });
+}
+
+CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::begin_capture(stream, mode)); });
+}
+
+CUresult stream_end_capture(CUstream stream, CUgraph* graph) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::end_capture(stream, graph)); });
+}
+
+CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
+  return run_driver(Gate::initialized, [&] {
+    int s = 0;
+    Outcome const o = operations::capture_status(stream, status != nullptr ? &s : nullptr);
+    if (o == Outcome::ok) *status = static_cast<CUstreamCaptureStatus>(s);
+    return to_cu_result(o);
+  });
 }
 
 }  // namespace
@@ -264,11 +320,12 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize(void) {
   return run_driver(Gate::context, [&] {
-    Model& m = model();
-    Lock lock(m.mu);
-    m.trim_pools(cuda_double::current_context()->device);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::synchronize_device(cuda_double::current_context()->device));
   });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::reset_device(dev)); });
 }
 
 // ---------------------------------------------------------------- cuMemAlloc / cuMemFree
@@ -278,14 +335,11 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesiz
     if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (bytesize == 0) return CUDA_ERROR_INVALID_VALUE;  // as documented in cuda.h
     *dptr = 0;
-    Model& m = model();
-    Lock lock(m.mu);
     void* p = nullptr;
     Outcome const o =
-        m.allocate_native(cuda_double::current_context()->device, bytesize, AllocationKind::driver, &p);
+        operations::allocate(cuda_double::current_context()->device, bytesize, AllocationKind::driver, &p);
     if (o != Outcome::ok) return to_cu_result(o);
     *dptr = as_deviceptr(p);
-    m.counters.driver_mallocs.fetch_add(1, std::memory_order_relaxed);
     return CUDA_SUCCESS;
   });
 }
@@ -294,13 +348,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   return run_driver(Gate::initialized, [&] {
     if (dptr == 0) return CUDA_SUCCESS;  // as the real driver answers (cuda.h does not say)
     if (cuda_double::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-    Model& m = model();
-    Lock lock(m.mu);
-    void* p = as_pointer(dptr);
-    if (m.find_allocation(p) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    m.release(p);
-    m.counters.driver_frees.fetch_add(1, std::memory_order_relaxed);
-    return CUDA_SUCCESS;
+    return to_cu_result(operations::release(as_pointer(dptr), AllocationKind::driver));
   });
 }
 
@@ -368,20 +416,117 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_att
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
   return run_driver(Gate::context, [&] {
-    return to_cu_result(operations::create_stream(cuda_double::current_context()->device, Flags, phStream));
+    return to_cu_result(operations::create_stream(cuda_double::current_context()->device, Flags, 0, phStream));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
-  return run_driver(Gate::initialized, [&] {
-    return to_cu_result(operations::destroy_stream(hStream));
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  return run_driver(Gate::context, [&] {
+    return to_cu_result(operations::create_stream(cuda_double::current_context()->device, flags, priority, phStream));
   });
+}
+
+// Exported as "cuStreamDestroy" (see cuda_driver_double.h): the CUDA 2.0 ABI.
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v1(CUstream hStream) { return stream_destroy(hStream); }
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+  return stream_get_flags(hStream, flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags) {
+  return stream_get_flags(per_thread(hStream), flags);
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) { return stream_synchronize(hStream); }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
   return stream_synchronize(per_thread(hStream));
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamQuery(CUstream hStream) { return stream_query(hStream); }
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return stream_query(per_thread(hStream)); }
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return stream_wait_event(hStream, hEvent, Flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return stream_wait_event(per_thread(hStream), hEvent, Flags);
+}
+
+// ---------------------------------------------------------------- events
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  return run_driver(Gate::context, [&] {
+    return to_cu_result(operations::create_event(cuda_double::current_context()->device, Flags, phEvent));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::destroy_event(hEvent)); });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  return event_record(hEvent, hStream);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
+  return event_record(hEvent, per_thread(hStream));
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, false)); });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, true)); });
+}
+
+// ---------------------------------------------------------------- stream capture, graphs
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  return stream_begin_capture(hStream, mode);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  return stream_begin_capture(per_thread(hStream), mode);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+  return stream_end_capture(hStream, phGraph);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+  return stream_end_capture(per_thread(hStream), phGraph);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  return stream_is_capturing(hStream, captureStatus);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  return stream_is_capturing(per_thread(hStream), captureStatus);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  return run_driver(Gate::initialized, [&] {
+    if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    int m = *mode;
+    Outcome const o = operations::exchange_capture_mode(&m);
+    if (o == Outcome::ok) *mode = static_cast<CUstreamCaptureMode>(m);
+    return to_cu_result(o);
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::destroy_graph(hGraph)); });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::graph_nodes(hGraph, nodes, numNodes)); });
 }
 
 // ---------------------------------------------------------------- pools

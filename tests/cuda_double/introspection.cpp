@@ -2,6 +2,7 @@
 // cuda_double.h), for tests to look inside the model. Exported by the driver
 // double, libcuda.so.1. They never fail, never touch the last error or the
 // context stack, and ignore the environment controls.
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -17,29 +18,23 @@ using Lock = std::lock_guard<std::mutex>;
 extern "C" {
 
 CUDA_DOUBLE_API cuda_double_counters cuda_double_get_counters(void) {
-  auto const& c = model().counters;
+  // Counters::all() lists them in the order of the struct's fields, all of
+  // them unsigned long long (model.h checks the size).
+  unsigned long long values[cuda_double::Counters::kCount];
+  auto const all = model().counters.all();
+  for (std::size_t i = 0; i < all.size(); ++i) values[i] = all[i]->load();
   cuda_double_counters out{};
-  out.native_mallocs = c.native_mallocs.load();
-  out.native_frees = c.native_frees.load();
-  out.pool_allocs = c.pool_allocs.load();
-  out.pool_frees = c.pool_frees.load();
-  out.pools_created = c.pools_created.load();
-  out.pools_destroyed = c.pools_destroyed.load();
-  out.failed_calls = c.failed_calls.load();
-  out.driver_mallocs = c.driver_mallocs.load();
-  out.driver_frees = c.driver_frees.load();
+  std::memcpy(&out, values, sizeof out);
   return out;
 }
 
 CUDA_DOUBLE_API void cuda_double_reset_counters(void) {
   auto& m = model();
   Lock lock(m.mu);
-  for (auto* c : {&m.counters.native_mallocs, &m.counters.native_frees, &m.counters.pool_allocs,
-                  &m.counters.pool_frees, &m.counters.pools_created, &m.counters.pools_destroyed,
-                  &m.counters.failed_calls, &m.counters.driver_mallocs, &m.counters.driver_frees})
-    c->store(0);
+  for (auto* c : m.counters.all()) c->store(0);
   m.last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_free_stream = CUDA_DOUBLE_NO_STREAM;
+  m.last_wait_stream = CUDA_DOUBLE_NO_STREAM;
   m.proc_lookups.clear();
 }
 
@@ -67,6 +62,22 @@ CUDA_DOUBLE_API cudaStream_t cuda_double_last_alloc_stream(void) {
   auto& m = model();
   Lock lock(m.mu);
   return m.last_alloc_stream;
+}
+
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void) {
+  auto& m = model();
+  Lock lock(m.mu);
+  return m.last_wait_stream;
+}
+
+CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream) {
+  auto& m = model();
+  Lock lock(m.mu);
+  cuda_double::Context const* c = cuda_double::current_context();
+  if (stream == cudaStreamPerThread && c == nullptr) return cuda_double::kCaptureStatusNone;
+  cuda_double::Capture const* capture = m.capture_of(stream, c != nullptr ? c->device : 0);
+  if (capture == nullptr) return cuda_double::kCaptureStatusNone;
+  return capture->invalidated ? cuda_double::kCaptureStatusInvalidated : cuda_double::kCaptureStatusActive;
 }
 
 CUDA_DOUBLE_API int cuda_double_live_allocations(void) {

@@ -1,12 +1,13 @@
 // model.cpp: the state of the CUDA TEST DOUBLES: devices, primary contexts,
-// memory accounting, the allocation registry, pools, streams and the
-// per-thread context stack (see cuda_double.h for the model). Part of the
+// memory accounting, the allocation registry, pools, streams, events,
+// captures, graphs and the per-thread state (see cuda_double.h for the model). Part of the
 // driver double, libcuda.so.1; the runtime double reaches it through the
 // internal API of model.h.
 #include "model.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 
 namespace cuda_double {
@@ -33,6 +34,12 @@ struct ContextStack {
   std::size_t depth;
 };
 thread_local ContextStack t_contexts{};
+
+// The rest of the per-thread state; trivially destructible too.
+thread_local int t_runtime_calls = 0;  // RuntimeCall nesting
+thread_local std::uint64_t t_thread_token = 0;  // 0 until first asked for
+thread_local int t_capture_mode = kCaptureModeGlobal;
+std::atomic<std::uint64_t> g_next_thread_token{1};
 
 std::atomic<bool> g_initialized{false};
 
@@ -68,7 +75,19 @@ cudaError_t availability() {
   return cudaSuccess;
 }
 
+RuntimeCall::RuntimeCall() { ++t_runtime_calls; }
+RuntimeCall::~RuntimeCall() { --t_runtime_calls; }
+
+std::uint64_t thread_token() {
+  if (t_thread_token == 0) t_thread_token = g_next_thread_token.fetch_add(1, std::memory_order_relaxed);
+  return t_thread_token;
+}
+
+int capture_mode() { return t_capture_mode; }
+void set_capture_mode(int mode) { t_capture_mode = mode; }
+
 void count_failure() noexcept {
+  if (t_runtime_calls != 0) return;  // the runtime function counts it
   // model() is built on first use; counting must not fail, so a model that
   // cannot be built (out of memory) is not counted in.
   try {
@@ -146,13 +165,13 @@ Outcome Model::allocate_native(int d, std::size_t size, AllocationKind kind, voi
   if (size > free_bytes(d)) return Outcome::out_of_memory;
   void* p = host_allocate(size);
   if (p == nullptr) return Outcome::out_of_memory;
-  insert_allocation(p, Allocation{size, d, nullptr, kind});
+  insert_allocation(p, Allocation{size, d, nullptr, kind, 0});
   device(d).used += size;
   *out = p;
   return Outcome::ok;
 }
 
-Outcome Model::allocate_from_pool(Pool& pool, std::size_t size, void** out) {
+Outcome Model::allocate_from_pool(Pool& pool, std::size_t size, void** out, std::uint64_t capture) {
   if (size > kMax64 - pool.used) return Outcome::out_of_memory;
   std::uint64_t const needed = pool.used + size;
   std::uint64_t new_reserved = pool.reserved;
@@ -164,7 +183,7 @@ Outcome Model::allocate_from_pool(Pool& pool, std::size_t size, void** out) {
   }
   void* p = host_allocate(size);
   if (p == nullptr) return Outcome::out_of_memory;
-  insert_allocation(p, Allocation{size, pool.device, &pool, AllocationKind::pool});
+  insert_allocation(p, Allocation{size, pool.device, &pool, AllocationKind::pool, capture});
   set_reserved(pool, new_reserved);
   pool.used = needed;
   pool.used_high = std::max(pool.used_high, pool.used);
@@ -182,6 +201,13 @@ void Model::release(void* p) {
   else
     device(a.device).used -= a.size;
   std::free(p);
+}
+
+void Model::release_captured(std::uint64_t capture) {
+  std::vector<void*> doomed;
+  for (auto const& [address, a] : allocations_)
+    if (a.capture == capture) doomed.push_back(reinterpret_cast<void*>(address));
+  for (void* p : doomed) release(p);
 }
 
 Pool* Model::find_pool(void const* handle) {
@@ -284,10 +310,16 @@ int Model::stream_device(cudaStream_t s, int current_device) const {
   return is_special_stream(s) ? current_device : reinterpret_cast<Stream const*>(s)->device;
 }
 
-cudaStream_t Model::create_stream(int d, unsigned flags) {
+Stream* Model::find_stream(cudaStream_t s) {
+  auto* stream = reinterpret_cast<Stream*>(s);
+  return !is_special_stream(s) && live_streams_.count(stream) != 0 ? stream : nullptr;
+}
+
+cudaStream_t Model::create_stream(int d, unsigned flags, int priority) {
   auto stream = std::make_unique<Stream>();
   stream->device = d;
   stream->flags = flags;
+  stream->priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
   Stream* raw = stream.get();
   all_streams_.push_back(std::move(stream));
   live_streams_.insert(raw);
@@ -295,7 +327,126 @@ cudaStream_t Model::create_stream(int d, unsigned flags) {
 }
 
 bool Model::destroy_stream(cudaStream_t s) {
-  return !is_special_stream(s) && live_streams_.erase(reinterpret_cast<Stream*>(s)) != 0;
+  Stream* stream = find_stream(s);
+  if (stream == nullptr) return false;
+  if (Capture* c = find_capture(stream->capture)) end_capture(*c, /*release_allocations=*/true);
+  live_streams_.erase(stream);
+  return true;
+}
+
+Event* Model::find_event(void const* handle) {
+  auto* event = static_cast<Event*>(const_cast<void*>(handle));
+  return live_events_.count(event) != 0 ? event : nullptr;
+}
+
+void* Model::create_event(int d, unsigned flags) {
+  auto event = std::make_unique<Event>();
+  event->device = d;
+  event->flags = flags;
+  Event* raw = event.get();
+  all_events_.push_back(std::move(event));
+  live_events_.insert(raw);
+  return raw;
+}
+
+bool Model::destroy_event(void const* handle) {
+  return live_events_.erase(static_cast<Event*>(const_cast<void*>(handle))) != 0;
+}
+
+Capture* Model::capture_of(cudaStream_t s, int d) {
+  if (is_legacy_stream(s)) return nullptr;
+  if (s == cudaStreamPerThread) {
+    std::uint64_t const me = thread_token();
+    for (auto& [id, c] : captures_)
+      if (c.stream == nullptr && c.thread == me && c.device == d) return &c;
+    return nullptr;
+  }
+  Stream* stream = find_stream(s);
+  return stream == nullptr ? nullptr : find_capture(stream->capture);
+}
+
+Capture* Model::find_capture(std::uint64_t id) {
+  auto it = captures_.find(id);
+  return it == captures_.end() ? nullptr : &it->second;
+}
+
+Capture& Model::begin_capture(cudaStream_t s, int d, int mode) {
+  std::uint64_t const id = next_capture_id_++;
+  Capture& c = captures_[id];
+  c.id = id;
+  c.device = d;
+  c.thread = thread_token();
+  c.mode = mode;
+  if (s != cudaStreamPerThread) {
+    c.stream = find_stream(s);
+    c.stream->capture = id;
+    c.blocking = (c.stream->flags & cudaStreamNonBlocking) == 0;
+  }
+  return c;
+}
+
+void Model::end_capture(Capture& capture, bool release_allocations) {
+  std::uint64_t const id = capture.id;
+  if (capture.stream != nullptr) capture.stream->capture = 0;
+  captures_.erase(id);
+  if (release_allocations) release_captured(id);
+}
+
+void Model::invalidate(Capture& capture) {
+  if (capture.invalidated) return;
+  capture.invalidated = true;
+  counters.captures_invalidated.fetch_add(1, std::memory_order_relaxed);
+}
+
+void* Model::create_graph(Capture const& capture) {
+  auto graph = std::make_unique<Graph>();
+  graph->capture = capture.id;
+  graph->nodes.resize(static_cast<std::size_t>(capture.nodes));
+  Graph* raw = graph.get();
+  all_graphs_.push_back(std::move(graph));
+  live_graphs_.insert(raw);
+  return raw;
+}
+
+Graph* Model::find_graph(void const* handle) {
+  auto* graph = static_cast<Graph*>(const_cast<void*>(handle));
+  return live_graphs_.count(graph) != 0 ? graph : nullptr;
+}
+
+void Model::destroy_graph(Graph& graph) {
+  release_captured(graph.capture);
+  live_graphs_.erase(&graph);
+  std::vector<char>().swap(graph.nodes);
+}
+
+void Model::reset_device(int d) {
+  // Captures first (they point at streams), then streams and events.
+  std::vector<std::uint64_t> doomed_captures;
+  for (auto const& [id, c] : captures_)
+    if (c.device == d) doomed_captures.push_back(id);
+  for (std::uint64_t id : doomed_captures) end_capture(captures_.at(id), /*release_allocations=*/false);
+  for (auto it = live_streams_.begin(); it != live_streams_.end();)
+    it = (*it)->device == d ? live_streams_.erase(it) : std::next(it);
+  for (auto it = live_events_.begin(); it != live_events_.end();)
+    it = (*it)->device == d ? live_events_.erase(it) : std::next(it);
+  // Every allocation of the device, whatever made it.
+  std::vector<void*> doomed;
+  for (auto const& [address, a] : allocations_)
+    if (a.device == d) doomed.push_back(reinterpret_cast<void*>(address));
+  for (void* p : doomed) release(p);
+  // Its pools: the created ones are destroyed, the default one starts over.
+  std::vector<Pool*> pools;
+  for (Pool* pool : live_pools_)
+    if (pool->device == d && !pool->is_default) pools.push_back(pool);
+  for (Pool* pool : pools) destroy_pool(*pool);
+  if (Pool* pool = device(d).default_pool) {
+    set_reserved(*pool, 0);
+    Pool fresh;
+    fresh.device = pool->device;
+    fresh.handle_types = pool->handle_types;
+    fresh.is_default = true;
+    *pool = fresh;
+  }
 }
 
 }  // namespace cuda_double

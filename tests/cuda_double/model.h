@@ -1,18 +1,23 @@
 // model.h: the state of the CUDA TEST DOUBLES (see cuda_double.h): configuration,
-// devices and their primary contexts, pools, streams, the allocation registry,
-// counters and the per-thread context stack.
+// devices and their primary contexts, pools, streams, events, stream captures
+// and the graphs they end in, the allocation registry, counters and the
+// per-thread state (context stack, capture mode).
 //
 // INTERNAL. This is not CUDA and not an API for tests or programs. The model
 // lives in the driver double (libcuda.so.1), which exports what is declared
 // CUDA_DOUBLE_INTERNAL below (C++ names in namespace cuda_double, never CUDA
 // names) for one user only: the runtime double (libcudart_double.so), so that
 // both libraries work on the same devices, allocations, pools and streams. The
-// exported CUDA functions of either library never call each other; they share
-// code only through this namespace (here and in operations.h), so an interposer sees exactly the CUDA
-// calls that the program makes.
+// exported CUDA functions of either library never call each other by name;
+// they share code through this namespace (here and in operations.h), and the
+// runtime double reaches the driver's stream, event, capture, synchronization
+// and reset functions only through pointers it fetched with
+// cuGetProcAddress_v2 (as the real runtime does), so an interposer sees
+// exactly the CUDA calls that the program and the real runtime would make.
 #ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
 #define ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -45,6 +51,18 @@ inline constexpr int kRuntimeVersion = 13000;
 inline constexpr int kComputeCapabilityMajor = 9;  // an H200
 inline constexpr int kComputeCapabilityMinor = 0;
 inline constexpr std::size_t kMaxContextStackDepth = 256;  // per thread
+// Stream priorities (lower is higher), as cuCtxGetStreamPriorityRange reports
+// on an H200; others are clamped into the range.
+inline constexpr int kLeastStreamPriority = 0;
+inline constexpr int kGreatestStreamPriority = -5;
+// Capture modes and statuses: CUstreamCaptureMode / cudaStreamCaptureMode and
+// CUstreamCaptureStatus / cudaStreamCaptureStatus (same values in both APIs).
+inline constexpr int kCaptureModeGlobal = 0;
+inline constexpr int kCaptureModeThreadLocal = 1;
+inline constexpr int kCaptureModeRelaxed = 2;
+inline constexpr int kCaptureStatusNone = 0;
+inline constexpr int kCaptureStatusActive = 1;
+inline constexpr int kCaptureStatusInvalidated = 2;
 
 // The environment controls, parsed once (thread-safely) at first use.
 struct Config {
@@ -75,6 +93,41 @@ struct Pool {
 struct Stream {
   int device = 0;
   unsigned flags = 0;
+  int priority = 0;
+  std::uint64_t capture = 0;  // id of its ongoing capture, 0 if none
+};
+
+// A device pointer as a key. Its own (hidden) type keeps the containers'
+// code out of the libraries' dynamic symbol tables (a std::set<void*> would
+// be exported).
+enum class Address : std::uintptr_t {};
+inline Address address_of(void const* p) { return static_cast<Address>(reinterpret_cast<std::uintptr_t>(p)); }
+
+// An ongoing stream capture (from cuStreamBeginCapture_v2 until
+// cuStreamEndCapture, or until its stream or device goes away).
+struct Capture {
+  std::uint64_t id = 0;  // never 0, never reused
+  int device = 0;
+  Stream* stream = nullptr;     // nullptr: the per-thread default stream of (thread, device)
+  std::uint64_t thread = 0;     // thread_token() of the thread that began it
+  int mode = kCaptureModeGlobal;
+  bool blocking = true;         // its stream synchronizes with the legacy stream
+  bool invalidated = false;
+  std::uint64_t nodes = 0;      // operations captured
+  std::set<Address> freed;      // pointers freed by captured frees
+};
+
+struct Event {
+  int device = 0;
+  unsigned flags = 0;
+  std::uint64_t captured_in = 0;  // the capture it was last recorded in; 0: recorded outside (or never)
+};
+
+// What cuStreamEndCapture hands out. Allocations captured in its capture
+// (tagged with capture) live until the graph is destroyed.
+struct Graph {
+  std::uint64_t capture = 0;
+  std::vector<char> nodes;  // one byte per node; the CUgraphNode tokens are their addresses
 };
 
 // What cuda_double_pointer_kind reports.
@@ -85,6 +138,7 @@ struct Allocation {
   int device = 0;
   Pool* pool = nullptr;  // set exactly for AllocationKind::pool
   AllocationKind kind = AllocationKind::runtime;
+  std::uint64_t capture = 0;  // the capture that allocated it (a graph's memory); 0: none
 };
 
 // A device's primary context; CUcontext is a pointer to one of these. Contexts
@@ -110,11 +164,27 @@ struct NameLess {
   bool operator()(char const* a, std::string const& b) const { return b.compare(a) > 0; }
 };
 
+// In the order of struct cuda_double_counters; all() lists every one of them.
 struct Counters {
   std::atomic<unsigned long long> native_mallocs{0}, native_frees{0}, pool_allocs{0},
       pool_frees{0}, pools_created{0}, pools_destroyed{0}, failed_calls{0}, driver_mallocs{0},
-      driver_frees{0};
+      driver_frees{0}, streams_created{0}, streams_destroyed{0}, events_recorded{0}, stream_waits{0},
+      context_synchronizes{0}, stream_synchronizes{0}, captures_begun{0}, captures_invalidated{0},
+      captured_operations{0}, primary_context_resets{0}, free_async_legacy_stream{0},
+      free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0};
+  static constexpr std::size_t kCount = 23;
+  std::array<std::atomic<unsigned long long>*, kCount> all() {
+    return {&native_mallocs,        &native_frees,           &pool_allocs,
+            &pool_frees,            &pools_created,          &pools_destroyed,
+            &failed_calls,          &driver_mallocs,         &driver_frees,
+            &streams_created,       &streams_destroyed,      &events_recorded,
+            &stream_waits,          &context_synchronizes,   &stream_synchronizes,
+            &captures_begun,        &captures_invalidated,   &captured_operations,
+            &primary_context_resets, &free_async_legacy_stream, &free_async_per_thread_stream,
+            &free_async_blocking_stream, &free_async_non_blocking_stream};
+  }
 };
+static_assert(sizeof(cuda_double_counters) == Counters::kCount * sizeof(unsigned long long));
 
 // Everything but the counters, the contexts' device fields and the
 // thread-locals is guarded by mu. The class is exported whole (its non-inline
@@ -127,6 +197,7 @@ class CUDA_DOUBLE_INTERNAL Model {
   Counters counters;
   cudaStream_t last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_free_stream = CUDA_DOUBLE_NO_STREAM;
+  cudaStream_t last_wait_stream = CUDA_DOUBLE_NO_STREAM;
   std::map<std::string, unsigned long long, NameLess> proc_lookups;  // cuGetProcAddress calls by symbol
 
   int device_count() const { return static_cast<int>(devices_.size()); }
@@ -150,9 +221,12 @@ class CUDA_DOUBLE_INTERNAL Model {
   // Accounting plus host memory; Outcome::out_of_memory if either says no.
   // kind: runtime (cudaMalloc) or driver (cuMemAlloc).
   Outcome allocate_native(int device, std::size_t size, AllocationKind kind, void** out);
-  Outcome allocate_from_pool(Pool& pool, std::size_t size, void** out);
+  // capture: the id of the capture that makes it (a graph's memory), or 0.
+  Outcome allocate_from_pool(Pool& pool, std::size_t size, void** out, std::uint64_t capture = 0);
   // Releases a live allocation (of any kind) found by find_allocation.
   void release(void* p);
+  // Releases every live allocation tagged with capture id `capture`.
+  void release_captured(std::uint64_t capture);
 
   // Pools.
   Pool* find_pool(void const* handle);  // live pools only
@@ -170,8 +244,38 @@ class CUDA_DOUBLE_INTERNAL Model {
   bool valid_stream(cudaStream_t s) const;
   // The device of a valid stream; the special streams stand for current_device.
   int stream_device(cudaStream_t s, int current_device) const;
-  cudaStream_t create_stream(int device, unsigned flags);
-  bool destroy_stream(cudaStream_t s);  // false: not a live created stream
+  static bool is_legacy_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
+  Stream* find_stream(cudaStream_t s);  // live created streams only
+  cudaStream_t create_stream(int device, unsigned flags, int priority);
+  bool destroy_stream(cudaStream_t s);  // false: not a live created stream; drops its capture
+
+  // Events (cudaEvent_t and CUevent are the same type).
+  Event* find_event(void const* handle);  // live events only
+  void* create_event(int device, unsigned flags);
+  bool destroy_event(void const* handle);  // false: not a live event
+
+  // Stream captures. The capture of a valid stream: a created stream's own,
+  // the calling thread's per-thread default stream of `device` for
+  // cudaStreamPerThread; never one for the legacy stream. nullptr if none.
+  Capture* capture_of(cudaStream_t s, int device);
+  Capture* find_capture(std::uint64_t id);  // ongoing captures only
+  // Starts a capture on a valid, non-legacy stream that has none.
+  Capture& begin_capture(cudaStream_t s, int device, int mode);
+  // Forgets an ongoing capture (the stream is no longer capturing); with
+  // release_allocations, what it allocated is released too.
+  void end_capture(Capture& capture, bool release_allocations);
+  std::map<std::uint64_t, Capture>& captures() { return captures_; }
+  // Marks a capture invalidated, counting it the first time.
+  void invalidate(Capture& capture);
+
+  // Graphs.
+  void* create_graph(Capture const& capture);
+  Graph* find_graph(void const* handle);  // live graphs only
+  void destroy_graph(Graph& graph);       // releases the allocations of its capture
+
+  // cuDevicePrimaryCtxReset: every allocation, non-default pool, created
+  // stream, event and capture of the device goes; the default pool starts over.
+  void reset_device(int device);
 
  private:
   std::vector<Device> devices_;
@@ -179,10 +283,17 @@ class CUDA_DOUBLE_INTERNAL Model {
   std::map<std::uintptr_t, Allocation> allocations_;
   std::unordered_set<Pool*> live_pools_;
   std::unordered_set<Stream*> live_streams_;
-  // Every pool and stream ever created, destroyed ones included: their memory
-  // is never reused, so a stale handle can never alias a newer object.
+  std::unordered_set<Event*> live_events_;
+  std::unordered_set<Graph*> live_graphs_;
+  std::map<std::uint64_t, Capture> captures_;  // the ongoing ones, by id
+  std::uint64_t next_capture_id_ = 1;
+  // Every pool, stream, event and graph ever created, destroyed ones
+  // included: their memory is never reused, so a stale handle can never alias
+  // a newer object.
   std::vector<std::unique_ptr<Pool>> all_pools_;
   std::vector<std::unique_ptr<Stream>> all_streams_;
+  std::vector<std::unique_ptr<Event>> all_events_;
+  std::vector<std::unique_ptr<Graph>> all_graphs_;
 
   void* host_allocate(std::size_t size);
   void insert_allocation(void* p, Allocation const& a);
@@ -201,8 +312,27 @@ CUDA_DOUBLE_INTERNAL cudaError_t availability();
 CUDA_DOUBLE_INTERNAL void initialize();
 CUDA_DOUBLE_INTERNAL bool initialized();
 
-// Counts one failed call of an exported CUDA function (either library).
+// Counts one failed call of an exported CUDA function (either library),
+// except inside a runtime call (see RuntimeCall): a driver function that the
+// runtime double called for the program does not count on its own, the
+// runtime function that failed with it does.
 CUDA_DOUBLE_INTERNAL void count_failure() noexcept;
+
+// Marks the calling thread as inside a runtime double function while alive.
+class CUDA_DOUBLE_INTERNAL RuntimeCall {
+ public:
+  RuntimeCall();
+  ~RuntimeCall();
+  RuntimeCall(RuntimeCall const&) = delete;
+  RuntimeCall& operator=(RuntimeCall const&) = delete;
+};
+
+// A number for the calling thread, unique in the process (never 0, never reused).
+CUDA_DOUBLE_INTERNAL std::uint64_t thread_token();
+// The calling thread's stream capture mode (cuThreadExchangeStreamCaptureMode;
+// kCaptureModeGlobal at start).
+CUDA_DOUBLE_INTERNAL int capture_mode();
+CUDA_DOUBLE_INTERNAL void set_capture_mode(int mode);
 
 // The calling thread's context stack (the driver's per-thread state).
 CUDA_DOUBLE_INTERNAL Context* current_context();  // top of the stack, or nullptr

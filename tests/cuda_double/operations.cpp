@@ -3,6 +3,7 @@
 // through the internal API.
 #include "operations.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -27,20 +28,64 @@ Outcome stream_device(Model const& m, cudaStream_t stream, int& device) {
   return Outcome::ok;
 }
 
+// The "potentially unsafe call" rule of stream capture, for the calling
+// thread's capture mode: the ongoing captures that prohibit the call are
+// invalidated and the call fails (capture_unsupported; capture_implicit when
+// it works on the legacy stream of `device` and a prohibiting capture is of a
+// blocking stream of that device). legacy: the call works on the legacy
+// stream. m.mu must be held.
+Outcome unsafe_call(Model& m, bool legacy, int device) {
+  int const mode = capture_mode();
+  if (mode == kCaptureModeRelaxed || m.captures().empty()) return Outcome::ok;
+  std::uint64_t const me = thread_token();
+  bool prohibited = false;
+  bool implicit = false;
+  for (auto& [id, c] : m.captures()) {
+    bool const offends = c.thread == me ? c.mode != kCaptureModeRelaxed
+                                        : mode == kCaptureModeGlobal && c.mode == kCaptureModeGlobal;
+    if (!offends) continue;
+    prohibited = true;
+    if (legacy && c.blocking && c.device == device) implicit = true;
+    m.invalidate(c);
+  }
+  if (!prohibited) return Outcome::ok;
+  return implicit ? Outcome::capture_implicit : Outcome::capture_unsupported;
+}
+
+// Where work enqueued on a valid stream of `device` goes: into the stream's
+// capture (*capture, nullptr when it is not capturing). An invalidated
+// capture takes no more work; on the legacy stream, enqueueing is a
+// potentially unsafe call (legacy_unsafe). m.mu must be held.
+Outcome enqueue_target(Model& m, cudaStream_t stream, int device, bool legacy_unsafe, Capture*& capture) {
+  if (legacy_unsafe && Model::is_legacy_stream(stream))
+    if (Outcome o = unsafe_call(m, /*legacy=*/true, device); o != Outcome::ok) return o;
+  capture = m.capture_of(stream, device);
+  if (capture != nullptr && capture->invalidated) return Outcome::capture_invalidated;
+  return Outcome::ok;
+}
+
+void add_node(Model& m, Capture& capture) {
+  ++capture.nodes;
+  m.counters.captured_operations.fetch_add(1, std::memory_order_relaxed);
+}
+
 // The allocating half of allocate_async / allocate_from_pool_async, once the
 // arguments are valid. An out-of-memory exception of the registry counts as
-// out_of_memory here, so that *out is written as operations.h promises.
-// m.mu must be held.
-Outcome allocate_in(Model& m, Pool& pool, std::size_t size, cudaStream_t stream, void** out) {
+// out_of_memory here, so that *out is written as operations.h promises. In a
+// capture, the allocation is the graph's (tagged with the capture) and a node
+// of it. m.mu must be held.
+Outcome allocate_in(Model& m, Pool& pool, std::size_t size, cudaStream_t stream, Capture* capture, void** out) {
   *out = nullptr;
   if (size != 0) {
     try {
-      if (Outcome o = m.allocate_from_pool(pool, size, out); o != Outcome::ok) return o;
+      if (Outcome o = m.allocate_from_pool(pool, size, out, capture != nullptr ? capture->id : 0); o != Outcome::ok)
+        return o;
     } catch (std::bad_alloc const&) {
       return Outcome::out_of_memory;
     }
-    m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
+    if (capture == nullptr) m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
   }
+  if (capture != nullptr) add_node(m, *capture);
   m.last_alloc_stream = stream;
   return Outcome::ok;
 }
@@ -116,6 +161,27 @@ Outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value) {
   return Model::get_pool_attribute(*pool, attr, value);
 }
 
+Outcome allocate(int device, std::size_t size, AllocationKind kind, void** out) {
+  Model& m = model();
+  Lock lock(m.mu);
+  if (Outcome o = unsafe_call(m, /*legacy=*/false, device); o != Outcome::ok) return o;
+  if (Outcome o = m.allocate_native(device, size, kind, out); o != Outcome::ok) return o;
+  (kind == AllocationKind::driver ? m.counters.driver_mallocs : m.counters.native_mallocs)
+      .fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome release(void* p, AllocationKind caller) {
+  Model& m = model();
+  Lock lock(m.mu);
+  if (Outcome o = unsafe_call(m, /*legacy=*/false, 0); o != Outcome::ok) return o;
+  if (m.find_allocation(p) == nullptr) return Outcome::invalid_value;
+  m.release(p);
+  (caller == AllocationKind::driver ? m.counters.driver_frees : m.counters.native_frees)
+      .fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
 Outcome allocate_async(std::size_t size, cudaStream_t stream, void** out) {
   if (Outcome o = pools_supported(); o != Outcome::ok) return o;
   if (out == nullptr) return Outcome::invalid_value;
@@ -123,7 +189,9 @@ Outcome allocate_async(std::size_t size, cudaStream_t stream, void** out) {
   Lock lock(m.mu);
   int device = 0;
   if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
-  return allocate_in(m, *m.device(device).default_pool, size, stream, out);
+  Capture* capture = nullptr;
+  if (Outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != Outcome::ok) return o;
+  return allocate_in(m, *m.device(device).default_pool, size, stream, capture, out);
 }
 
 Outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream, void** out) {
@@ -133,22 +201,41 @@ Outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStr
   Lock lock(m.mu);
   Pool* pool = m.find_pool(handle);
   if (pool == nullptr) return Outcome::invalid_value;
-  int device = 0;  // only checked: the pool decides where the memory is
+  int device = 0;  // the pool decides where the memory is
   if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
-  return allocate_in(m, *pool, size, stream, out);
+  Capture* capture = nullptr;
+  if (Outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != Outcome::ok) return o;
+  return allocate_in(m, *pool, size, stream, capture, out);
 }
 
-Outcome free_async(void* p, cudaStream_t stream) {
+Outcome free_async(void* p, cudaStream_t stream, bool from_driver) {
   if (Outcome o = pools_supported(); o != Outcome::ok) return o;
   Model& m = model();
   Lock lock(m.mu);
-  int device = 0;  // only checked
+  int device = 0;
   if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  Capture* capture = nullptr;
+  if (Outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != Outcome::ok) return o;
   // Unlike cudaFree / cuMemFree, a null pointer is an error.
   Allocation const* a = m.find_allocation(p);
   if (p == nullptr || a == nullptr || a->pool == nullptr) return Outcome::invalid_value;
-  m.release(p);
-  m.counters.pool_frees.fetch_add(1, std::memory_order_relaxed);
+  if (capture != nullptr) {
+    // A node of the graph: nothing is freed now (at most once per capture).
+    if (!capture->freed.insert(address_of(p)).second) return Outcome::invalid_value;
+    add_node(m, *capture);
+  } else {
+    m.release(p);
+    m.counters.pool_frees.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (from_driver) {
+    auto& c = m.counters;
+    Stream const* s = m.find_stream(stream);
+    auto& counter = Model::is_legacy_stream(stream)  ? c.free_async_legacy_stream
+                    : stream == cudaStreamPerThread ? c.free_async_per_thread_stream
+                    : (s->flags & cudaStreamNonBlocking) != 0 ? c.free_async_non_blocking_stream
+                                                              : c.free_async_blocking_stream;
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
   m.last_free_stream = stream;
   return Outcome::ok;
 }
@@ -175,27 +262,239 @@ Outcome fill(void* dst, unsigned char value, std::size_t count) {
   return Outcome::ok;
 }
 
-Outcome create_stream(int device, unsigned flags, cudaStream_t* out) {
+Outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out) {
   if (out == nullptr) return Outcome::invalid_value;
   if ((flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0) return Outcome::invalid_value;
   Model& m = model();
   Lock lock(m.mu);
-  *out = m.create_stream(device, flags);
+  *out = m.create_stream(device, flags, priority);
+  m.counters.streams_created.fetch_add(1, std::memory_order_relaxed);
   return Outcome::ok;
 }
 
 Outcome destroy_stream(cudaStream_t stream) {
   Model& m = model();
   Lock lock(m.mu);
-  return m.destroy_stream(stream) ? Outcome::ok : Outcome::invalid_handle;
+  if (!m.destroy_stream(stream)) return Outcome::invalid_handle;
+  m.counters.streams_destroyed.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
 }
 
-Outcome synchronize_stream(cudaStream_t stream) {
+Outcome stream_flags(cudaStream_t stream, unsigned* out) {
+  if (out == nullptr) return Outcome::invalid_value;
   Model& m = model();
   Lock lock(m.mu);
   int device = 0;
   if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  Stream const* s = m.find_stream(stream);
+  *out = s != nullptr ? s->flags : 0u;  // the special streams are blocking
+  return Outcome::ok;
+}
+
+namespace {
+
+// synchronize_stream / query_stream.
+Outcome finish_stream(cudaStream_t stream, bool synchronize) {
+  Model& m = model();
+  Lock lock(m.mu);
+  int device = 0;
+  if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  if (Outcome o = unsafe_call(m, Model::is_legacy_stream(stream), device); o != Outcome::ok) return o;
+  if (Capture* capture = m.capture_of(stream, device)) {  // never allowed, whatever the mode
+    m.invalidate(*capture);
+    return Outcome::capture_unsupported;
+  }
+  if (synchronize) {
+    m.trim_pools(device);
+    m.counters.stream_synchronizes.fetch_add(1, std::memory_order_relaxed);
+  }
+  return Outcome::ok;
+}
+
+}  // namespace
+
+Outcome synchronize_stream(cudaStream_t stream) { return finish_stream(stream, /*synchronize=*/true); }
+
+Outcome query_stream(cudaStream_t stream) { return finish_stream(stream, /*synchronize=*/false); }
+
+Outcome synchronize_device(int device) {
+  Model& m = model();
+  Lock lock(m.mu);
+  if (Outcome o = unsafe_call(m, /*legacy=*/false, device); o != Outcome::ok) return o;
   m.trim_pools(device);
+  m.counters.context_synchronizes.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome create_event(int device, unsigned flags, cudaEvent_t* out) {
+  if (out == nullptr) return Outcome::invalid_value;
+  constexpr unsigned kKnown = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if ((flags & ~kKnown) != 0) return Outcome::invalid_value;
+  if ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  *out = static_cast<cudaEvent_t>(m.create_event(device, flags));
+  return Outcome::ok;
+}
+
+Outcome destroy_event(cudaEvent_t event) {
+  Model& m = model();
+  Lock lock(m.mu);
+  return m.destroy_event(event) ? Outcome::ok : Outcome::invalid_handle;
+}
+
+Outcome record_event(cudaEvent_t event, cudaStream_t stream) {
+  Model& m = model();
+  Lock lock(m.mu);
+  Event* e = m.find_event(event);
+  if (e == nullptr) return Outcome::invalid_handle;
+  int device = 0;
+  if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  if (e->device != device) return Outcome::invalid_handle;  // event and stream of one device
+  Capture* capture = nullptr;
+  if (Outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != Outcome::ok) return o;
+  if (capture != nullptr) {
+    e->captured_in = capture->id;
+    add_node(m, *capture);
+  } else {
+    e->captured_in = 0;  // complete at once
+    m.counters.events_recorded.fetch_add(1, std::memory_order_relaxed);
+  }
+  return Outcome::ok;
+}
+
+Outcome query_event(cudaEvent_t event, bool /*synchronize: the same, everything is complete*/) {
+  Model& m = model();
+  Lock lock(m.mu);
+  Event const* e = m.find_event(event);
+  if (e == nullptr) return Outcome::invalid_handle;
+  if (Outcome o = unsafe_call(m, /*legacy=*/false, e->device); o != Outcome::ok) return o;
+  if (e->captured_in != 0) return Outcome::captured_event;
+  return Outcome::ok;
+}
+
+Outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+  if ((flags & ~static_cast<unsigned>(cudaEventWaitExternal)) != 0) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Event const* e = m.find_event(event);
+  if (e == nullptr) return Outcome::invalid_handle;
+  int device = 0;  // the event may be of another device
+  if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  Capture* capture = nullptr;
+  if (Outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/false, capture); o != Outcome::ok) return o;
+  bool const event_capture_ongoing = e->captured_in != 0 && m.find_capture(e->captured_in) != nullptr;
+  if (capture != nullptr) {
+    if (event_capture_ongoing && e->captured_in != capture->id) return Outcome::capture_merge;
+    add_node(m, *capture);
+  } else {
+    if ((flags & cudaEventWaitExternal) != 0) return Outcome::invalid_value;  // only valid in a capture
+    // Joining a stream into a capture this way is not modelled.
+    if (event_capture_ongoing) return Outcome::not_supported;
+    if (e->captured_in != 0) return Outcome::captured_event;
+    m.counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
+  }
+  m.last_wait_stream = stream;
+  return Outcome::ok;
+}
+
+Outcome begin_capture(cudaStream_t stream, int mode) {
+  if (mode != kCaptureModeGlobal && mode != kCaptureModeThreadLocal && mode != kCaptureModeRelaxed)
+    return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  int device = 0;
+  if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  if (Model::is_legacy_stream(stream)) return Outcome::capture_unsupported;
+  if (m.capture_of(stream, device) != nullptr) return Outcome::illegal_state;
+  m.begin_capture(stream, device, mode);
+  m.counters.captures_begun.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome end_capture(cudaStream_t stream, cudaGraph_t* out) {
+  if (out == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  int device = 0;
+  if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  Capture* capture = m.capture_of(stream, device);
+  if (capture == nullptr) return Outcome::illegal_state;
+  if (capture->mode != kCaptureModeRelaxed && capture->thread != thread_token())
+    return Outcome::capture_wrong_thread;
+  if (capture->invalidated) {
+    *out = nullptr;
+    m.end_capture(*capture, /*release_allocations=*/true);
+    return Outcome::capture_invalidated;
+  }
+  *out = static_cast<cudaGraph_t>(m.create_graph(*capture));
+  m.end_capture(*capture, /*release_allocations=*/false);  // now the graph's
+  return Outcome::ok;
+}
+
+Outcome capture_status(cudaStream_t stream, int* status) {
+  if (status == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  int device = 0;
+  if (Outcome o = stream_device(m, stream, device); o != Outcome::ok) return o;
+  if (Model::is_legacy_stream(stream)) {
+    for (auto const& [id, c] : m.captures())
+      if (c.blocking && c.device == device) return Outcome::capture_implicit;  // not invalidated
+    *status = kCaptureStatusNone;
+    return Outcome::ok;
+  }
+  Capture const* capture = m.capture_of(stream, device);
+  *status = capture == nullptr     ? kCaptureStatusNone
+            : capture->invalidated ? kCaptureStatusInvalidated
+                                   : kCaptureStatusActive;
+  return Outcome::ok;
+}
+
+Outcome exchange_capture_mode(int* mode) {
+  if (mode == nullptr) return Outcome::invalid_value;
+  if (*mode != kCaptureModeGlobal && *mode != kCaptureModeThreadLocal && *mode != kCaptureModeRelaxed)
+    return Outcome::invalid_value;
+  int const previous = capture_mode();
+  set_capture_mode(*mode);
+  *mode = previous;
+  return Outcome::ok;
+}
+
+Outcome destroy_graph(cudaGraph_t graph) {
+  Model& m = model();
+  Lock lock(m.mu);
+  Graph* g = m.find_graph(graph);
+  if (g == nullptr) return Outcome::invalid_value;
+  m.destroy_graph(*g);
+  return Outcome::ok;
+}
+
+Outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count) {
+  if (count == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Graph* g = m.find_graph(graph);
+  if (g == nullptr) return Outcome::invalid_value;
+  std::size_t const n = g->nodes.size();
+  if (nodes == nullptr) {
+    *count = n;
+    return Outcome::ok;
+  }
+  // As cuda.h says: at most *count entries; the ones past the graph's nodes NULL.
+  std::size_t const k = std::min(*count, n);
+  for (std::size_t i = 0; i < *count; ++i)
+    nodes[i] = i < k ? reinterpret_cast<cudaGraphNode_t>(&g->nodes[i]) : nullptr;
+  *count = k;
+  return Outcome::ok;
+}
+
+Outcome reset_device(int device) {
+  Model& m = model();
+  if (!m.valid_device(device)) return Outcome::invalid_device;
+  Lock lock(m.mu);
+  m.reset_device(device);
+  m.counters.primary_context_resets.fetch_add(1, std::memory_order_relaxed);
   return Outcome::ok;
 }
 

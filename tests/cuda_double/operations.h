@@ -1,16 +1,29 @@
-// operations.h: the CUDA operations that the runtime double and the driver
-// double both offer (pools, stream-ordered allocation, copies, streams), each
-// done once, on the model, with the checks both APIs make in the same order.
+// operations.h: the CUDA operations of the doubles (allocation, pools,
+// stream-ordered allocation, copies, streams, events, stream capture, graphs,
+// synchronization, reset), each done once, on the model, with its checks in
+// the order the real APIs make them.
 //
 // INTERNAL (exported by libcuda.so.1 for libcudart_double.so only; see
 // model.h). An exported CUDA function of either double does what only its API
 // does (its gate, its argument types, the runtime's implicit context) and
 // then calls one of these and maps the Outcome to its own error code. So the
-// two APIs cannot drift apart, and neither calls an exported function of the
-// other (an interposer sees exactly the calls the program makes).
+// two APIs cannot drift apart. The runtime double calls the memory and pool
+// operations directly; the stream, event, capture, graph, synchronization and
+// reset ones only the driver double calls, and the runtime reaches them
+// through the driver functions it fetched with cuGetProcAddress_v2 (never
+// through an exported symbol), as the real runtime does.
 //
 // Every operation takes the model's lock itself. Handles are the CUDA ones:
-// cudaMemPool_t and CUmemoryPool, cudaStream_t and CUstream are the same types.
+// cudaMemPool_t and CUmemoryPool, cudaStream_t and CUstream, cudaEvent_t and
+// CUevent, cudaGraph_t and CUgraph, cudaGraphNode_t and CUgraphNode are the
+// same types.
+//
+// Stream capture (the rules are in cuda_double.h): operations that enqueue
+// work (stream-ordered allocation and free, event record, stream wait) put it
+// into the stream's capture instead when the stream is capturing, and the
+// "potentially unsafe" ones (plain allocation and free, synchronization,
+// queries, stream-ordered calls on the legacy stream) first apply the calling
+// thread's capture mode.
 #ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_OPERATIONS_H
 #define ASYNCSHIM_TESTS_CUDA_DOUBLE_OPERATIONS_H
 
@@ -33,6 +46,16 @@ CUDA_DOUBLE_INTERNAL Outcome pools_supported();
 // attr: a cudaDeviceAttr (the CUdevice_attribute values are the same); the
 // attributes the double does not model read as 0.
 CUDA_DOUBLE_INTERNAL Outcome device_attribute(int device, int attr, int* value);
+
+// ---- plain allocation (cudaMalloc / cuMemAlloc_v2, cudaFree / cuMemFree_v2)
+
+// size > 0 and out non-null (the APIs handle the rest themselves). kind:
+// runtime (cudaMalloc, counted in native_mallocs) or driver (cuMemAlloc_v2,
+// driver_mallocs). Potentially unsafe.
+CUDA_DOUBLE_INTERNAL Outcome allocate(int device, std::size_t size, AllocationKind kind, void** out);
+// p non-null; any live allocation. caller: runtime (cudaFree, counted in
+// native_frees) or driver (cuMemFree_v2, driver_frees). Potentially unsafe.
+CUDA_DOUBLE_INTERNAL Outcome release(void* p, AllocationKind caller);
 
 // ---- pools
 
@@ -79,7 +102,8 @@ CUDA_DOUBLE_INTERNAL Outcome allocate_async(std::size_t size, cudaStream_t strea
 CUDA_DOUBLE_INTERNAL Outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream,
                                                       void** out);
 // p must be the start of a live pool allocation (so not nullptr).
-CUDA_DOUBLE_INTERNAL Outcome free_async(void* p, cudaStream_t stream);
+// from_driver: a cuMemFreeAsync(_ptsz) call (counted by kind of stream).
+CUDA_DOUBLE_INTERNAL Outcome free_async(void* p, cudaStream_t stream, bool from_driver);
 
 // ---- copies and fills
 //
@@ -97,11 +121,42 @@ CUDA_DOUBLE_INTERNAL Outcome fill(void* dst, unsigned char value, std::size_t co
 
 // ---- streams
 
-// flags: 0 or the non-blocking flag (cudaStreamNonBlocking == CU_STREAM_NON_BLOCKING).
-CUDA_DOUBLE_INTERNAL Outcome create_stream(int device, unsigned flags, cudaStream_t* out);
+// flags: 0 or the non-blocking flag (cudaStreamNonBlocking == CU_STREAM_NON_BLOCKING);
+// priority is clamped to [kGreatestStreamPriority, kLeastStreamPriority].
+CUDA_DOUBLE_INTERNAL Outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out);
 CUDA_DOUBLE_INTERNAL Outcome destroy_stream(cudaStream_t stream);
+CUDA_DOUBLE_INTERNAL Outcome stream_flags(cudaStream_t stream, unsigned* out);
 // The synchronization event of the stream's device (see Model::trim_pools).
+// Potentially unsafe; a capturing stream cannot be synchronized.
 CUDA_DOUBLE_INTERNAL Outcome synchronize_stream(cudaStream_t stream);
+// As synchronize_stream, without the trimming (everything is complete).
+CUDA_DOUBLE_INTERNAL Outcome query_stream(cudaStream_t stream);
+// cuCtxSynchronize: the synchronization event of the device. Potentially unsafe.
+CUDA_DOUBLE_INTERNAL Outcome synchronize_device(int device);
+
+// ---- events
+
+// flags: CU_EVENT_* / cudaEvent* (the same values).
+CUDA_DOUBLE_INTERNAL Outcome create_event(int device, unsigned flags, cudaEvent_t* out);
+CUDA_DOUBLE_INTERNAL Outcome destroy_event(cudaEvent_t event);
+CUDA_DOUBLE_INTERNAL Outcome record_event(cudaEvent_t event, cudaStream_t stream);
+// synchronize: cuEventSynchronize, else cuEventQuery. Potentially unsafe.
+CUDA_DOUBLE_INTERNAL Outcome query_event(cudaEvent_t event, bool synchronize);
+CUDA_DOUBLE_INTERNAL Outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags);
+
+// ---- stream capture and graphs (mode / status: the kCapture* values)
+
+CUDA_DOUBLE_INTERNAL Outcome begin_capture(cudaStream_t stream, int mode);
+CUDA_DOUBLE_INTERNAL Outcome end_capture(cudaStream_t stream, cudaGraph_t* out);
+CUDA_DOUBLE_INTERNAL Outcome capture_status(cudaStream_t stream, int* status);
+CUDA_DOUBLE_INTERNAL Outcome exchange_capture_mode(int* mode);
+CUDA_DOUBLE_INTERNAL Outcome destroy_graph(cudaGraph_t graph);
+CUDA_DOUBLE_INTERNAL Outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count);
+
+// ---- devices
+
+// cuDevicePrimaryCtxReset_v2 (see Model::reset_device).
+CUDA_DOUBLE_INTERNAL Outcome reset_device(int device);
 
 }  // namespace cuda_double::operations
 

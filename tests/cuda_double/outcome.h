@@ -18,6 +18,14 @@ enum class Outcome {
   not_supported,    // memory pools are configured off, or an unsupported handle type
   invalid_handle,   // a stream that is not a live one
   invalid_context,  // a special stream needs a current context and there is none
+  // Stream capture (see cuda_double.h).
+  capture_unsupported,   // not allowed during capture (a prohibited potentially unsafe call, ...)
+  capture_implicit,      // a prohibited legacy-stream call while a blocking stream captures
+  capture_invalidated,   // work for, or the end of, an invalidated capture
+  capture_wrong_thread,  // ending a non-relaxed capture from another thread
+  capture_merge,         // waiting on an event of another ongoing capture
+  captured_event,        // query/sync/wait of an event last recorded in a capture
+  illegal_state,         // beginning a capture twice, ending one that is not there
 };
 
 }  // namespace cuda_double

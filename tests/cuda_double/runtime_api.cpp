@@ -2,13 +2,24 @@
 // libcudart_double.so (see cuda_double.h), with the CUDA 13.0 signatures of
 // cuda_runtime_api.h. Argument checking, error reporting and the runtime's own
 // per-thread state (current device, last error) live here; the state they work
-// on is the driver double's model (model.h), reached through its internal API,
-// never through an exported CUDA driver function. What the driver API offers
-// too is done once in operations.h; here it is only called and its Outcome
-// mapped to a cudaError_t.
+// on is the driver double's model (model.h).
+//
+// Two ways into the driver double, as in the real runtime's split:
+//   * memory and pools (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
+//     pool and stream-ordered calls, ...): the internal API (operations.h),
+//     whose Outcome is mapped to a cudaError_t here;
+//   * streams, events, stream capture, graphs, synchronization and reset: the
+//     driver's CUDA functions, through pointers fetched once with
+//     cuGetProcAddress_v2 (itself found with dlsym on the loaded
+//     libcuda.so.1), never through a call of an exported symbol by name, so
+//     an interposer that answers cuGetProcAddress lookups sees these calls as
+//     it would see the real runtime's; their CUresult is mapped here.
+#include <dlfcn.h>
+
 #include <mutex>
 #include <new>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "cuda_double.h"
@@ -26,6 +37,14 @@ using cuda_double::Model;
 using cuda_double::model;
 using cuda_double::Outcome;
 namespace operations = cuda_double::operations;
+
+// Passed to the driver as they are.
+static_assert(sizeof(cudaStreamCaptureStatus) == sizeof(CUstreamCaptureStatus));
+static_assert(int{cudaStreamCaptureStatusActive} == int{CU_STREAM_CAPTURE_STATUS_ACTIVE});
+static_assert(int{cudaStreamCaptureStatusInvalidated} == int{CU_STREAM_CAPTURE_STATUS_INVALIDATED});
+static_assert(sizeof(cudaStreamCaptureMode) == sizeof(CUstreamCaptureMode));
+static_assert(int{cudaStreamCaptureModeThreadLocal} == int{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL});
+static_assert(int{cudaStreamCaptureModeRelaxed} == int{CU_STREAM_CAPTURE_MODE_RELAXED});
 
 namespace {
 
@@ -58,6 +77,12 @@ int context_device() {
   return c->device;
 }
 
+// The device cudaGetDevice reports: the current context's, else the runtime device.
+int reported_device() {
+  Context const* c = cuda_double::current_context();
+  return c != nullptr ? c->device : t_runtime_device;
+}
+
 // Records a failing result as the calling thread's last error and counts it.
 cudaError_t record(cudaError_t result) {
   if (result != cudaSuccess) {
@@ -69,10 +94,13 @@ cudaError_t record(cudaError_t result) {
 
 // Runs body (a callable returning cudaError_t), turning exceptions into CUDA
 // errors, and records the result. gated: fail first when no driver / no device.
+// A failing driver function called meanwhile does not count on its own (see
+// cuda_double::RuntimeCall): the runtime call counts once.
 template <class Body>
 cudaError_t run_api(bool gated, Body&& body) noexcept {
   cudaError_t result;
   try {
+    cuda_double::RuntimeCall const in_runtime;
     result = gated ? available() : cudaSuccess;
     if (result == cudaSuccess) result = body();
   } catch (std::bad_alloc const&) {
@@ -96,8 +124,127 @@ cudaError_t to_cuda_error(Outcome outcome) {
     // every call makes a context current (context_device) before the model
     // looks for one.
     case Outcome::invalid_context: return cudaErrorDeviceUninitialized;
+    case Outcome::capture_unsupported: return cudaErrorStreamCaptureUnsupported;
+    case Outcome::capture_implicit: return cudaErrorStreamCaptureImplicit;
+    case Outcome::capture_invalidated: return cudaErrorStreamCaptureInvalidated;
+    case Outcome::capture_wrong_thread: return cudaErrorStreamCaptureWrongThread;
+    case Outcome::capture_merge: return cudaErrorStreamCaptureMerge;
+    case Outcome::captured_event: return cudaErrorCapturedEvent;
+    case Outcome::illegal_state: return cudaErrorIllegalState;
   }
   return cudaErrorUnknown;
+}
+
+// The runtime's names for the driver's answers (those the driver double gives;
+// anything else is cudaErrorUnknown).
+cudaError_t from_cu_result(CUresult r) {
+  switch (r) {
+    case CUDA_SUCCESS: return cudaSuccess;
+    case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
+    case CUDA_ERROR_STUB_LIBRARY: return cudaErrorStubLibrary;
+    case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
+    case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
+    case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+    case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
+    case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
+    case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
+    case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
+    case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE: return cudaErrorStreamCaptureMerge;
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED: return cudaErrorStreamCaptureUnmatched;
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: return cudaErrorStreamCaptureUnjoined;
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION: return cudaErrorStreamCaptureIsolation;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return cudaErrorStreamCaptureImplicit;
+    case CUDA_ERROR_CAPTURED_EVENT: return cudaErrorCapturedEvent;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return cudaErrorStreamCaptureWrongThread;
+    default: return cudaErrorUnknown;
+  }
+}
+
+// ---- the driver functions the runtime calls, fetched once
+
+// What the runtime asks cuGetProcAddress_v2 for: its own CUDA version, default
+// flags (the legacy default stream: this runtime exports the plain names).
+constexpr int kLookupVersion = 13000;
+
+struct Driver {
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamCreateWithPriority) stream_create_with_priority = nullptr;
+  decltype(&::cuStreamDestroy_v2) stream_destroy = nullptr;
+  decltype(&::cuStreamGetFlags) stream_get_flags = nullptr;
+  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuStreamQuery) stream_query = nullptr;
+  decltype(&::cuStreamWaitEvent) stream_wait_event = nullptr;
+  decltype(&::cuEventCreate) event_create = nullptr;
+  decltype(&::cuEventDestroy_v2) event_destroy = nullptr;
+  decltype(&::cuEventRecord) event_record = nullptr;
+  decltype(&::cuEventQuery) event_query = nullptr;
+  decltype(&::cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&::cuStreamBeginCapture_v2) stream_begin_capture = nullptr;
+  decltype(&::cuStreamEndCapture) stream_end_capture = nullptr;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;
+  decltype(&::cuThreadExchangeStreamCaptureMode) thread_exchange_stream_capture_mode = nullptr;
+  decltype(&::cuGraphDestroy) graph_destroy = nullptr;
+  decltype(&::cuGraphGetNodes) graph_get_nodes = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&::cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
+};
+
+template <class F>
+void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot) {
+  void* pfn = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (get(name, &pfn, kLookupVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+      status == CU_GET_PROC_ADDRESS_SUCCESS)
+    slot = reinterpret_cast<F>(pfn);
+}
+
+// Looks every entry point up, once (thread-safe: a function-local static), on
+// the libcuda.so.1 already loaded (this library needs it); an entry point that
+// cannot be found stays null.
+Driver const& driver() {
+  static Driver const d = [] {
+    Driver out;
+    void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);  // kept for the life of the process
+    if (handle == nullptr) return out;
+    auto const get = reinterpret_cast<decltype(&::cuGetProcAddress_v2)>(dlsym(handle, "cuGetProcAddress_v2"));
+    if (get == nullptr) return out;
+    fetch(get, "cuStreamCreate", out.stream_create);
+    fetch(get, "cuStreamCreateWithPriority", out.stream_create_with_priority);
+    fetch(get, "cuStreamDestroy", out.stream_destroy);
+    fetch(get, "cuStreamGetFlags", out.stream_get_flags);
+    fetch(get, "cuStreamSynchronize", out.stream_synchronize);
+    fetch(get, "cuStreamQuery", out.stream_query);
+    fetch(get, "cuStreamWaitEvent", out.stream_wait_event);
+    fetch(get, "cuEventCreate", out.event_create);
+    fetch(get, "cuEventDestroy", out.event_destroy);
+    fetch(get, "cuEventRecord", out.event_record);
+    fetch(get, "cuEventQuery", out.event_query);
+    fetch(get, "cuEventSynchronize", out.event_synchronize);
+    fetch(get, "cuStreamBeginCapture", out.stream_begin_capture);
+    fetch(get, "cuStreamEndCapture", out.stream_end_capture);
+    fetch(get, "cuStreamIsCapturing", out.stream_is_capturing);
+    fetch(get, "cuThreadExchangeStreamCaptureMode", out.thread_exchange_stream_capture_mode);
+    fetch(get, "cuGraphDestroy", out.graph_destroy);
+    fetch(get, "cuGraphGetNodes", out.graph_get_nodes);
+    fetch(get, "cuCtxSynchronize", out.ctx_synchronize);
+    fetch(get, "cuDevicePrimaryCtxReset", out.device_primary_ctx_reset);
+    return out;
+  }();
+  return d;
+}
+
+// Calls a driver entry point of driver() and maps its answer; a missing one
+// (a driver without it) is cudaErrorCallRequiresNewerDriver.
+template <class F, class... Args>
+cudaError_t call(F Driver::*entry, Args... args) {
+  F const f = driver().*entry;
+  if (f == nullptr) return cudaErrorCallRequiresNewerDriver;
+  return from_cu_result(f(args...));
 }
 
 }  // namespace
@@ -147,8 +294,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device) {
   return run_api(kGated, [&] {
     if (device == nullptr) return cudaErrorInvalidValue;
-    Context const* c = cuda_double::current_context();
-    *device = c != nullptr ? c->device : t_runtime_device;
+    *device = reported_device();
     return cudaSuccess;
   });
 }
@@ -183,11 +329,16 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   return run_api(kGated, [&] {
-    int const device = context_device();
-    Model& m = model();
-    Lock lock(m.mu);
-    m.trim_pools(device);
-    return cudaSuccess;
+    context_device();
+    return call(&Driver::ctx_synchronize);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceReset(void) {
+  return run_api(kGated, [&] {
+    // The current device, as cudaGetDevice reports it; no context is made
+    // current for it.
+    return call(&Driver::device_primary_ctx_reset, CUdevice{reported_device()});
   });
 }
 
@@ -199,11 +350,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
     if (devPtr == nullptr) return cudaErrorInvalidValue;
     *devPtr = nullptr;
     if (size == 0) return cudaSuccess;
-    Model& m = model();
-    Lock lock(m.mu);
-    Outcome const o = m.allocate_native(device, size, AllocationKind::runtime, devPtr);
-    if (o == Outcome::ok) m.counters.native_mallocs.fetch_add(1, std::memory_order_relaxed);
-    return to_cuda_error(o);
+    return to_cuda_error(operations::allocate(device, size, AllocationKind::runtime, devPtr));
   });
 }
 
@@ -211,12 +358,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   return run_api(kGated, [&] {
     context_device();  // cudaFree(nullptr) is the customary way to initialize the runtime
     if (devPtr == nullptr) return cudaSuccess;
-    Model& m = model();
-    Lock lock(m.mu);
-    if (m.find_allocation(devPtr) == nullptr) return cudaErrorInvalidValue;
-    m.release(devPtr);
-    m.counters.native_frees.fetch_add(1, std::memory_order_relaxed);
-    return cudaSuccess;
+    return to_cuda_error(operations::release(devPtr, AllocationKind::runtime));
   });
 }
 
@@ -245,34 +387,156 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
   });
 }
 
-// ---------------------------------------------------------------- streams
+// ---------------------------------------------------------------- streams (through the driver)
+//
+// Each makes the runtime device's primary context current first (so the
+// special streams stand for its device), then calls the driver.
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   return run_api(kGated, [&] {
-    int const device = context_device();
-    return to_cuda_error(operations::create_stream(device, flags, pStream));
+    context_device();
+    return call(&Driver::stream_create, pStream, flags);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
   // Not through cudaStreamCreateWithFlags: a failure must be recorded once.
   return run_api(kGated, [&] {
-    int const device = context_device();
-    return to_cuda_error(operations::create_stream(device, cudaStreamDefault, pStream));
+    context_device();
+    return call(&Driver::stream_create, pStream, unsigned{CU_STREAM_DEFAULT});
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags,
+                                                                  int priority) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::stream_create_with_priority, pStream, flags, priority);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
   return run_api(kGated, [&] {
     context_device();
-    return to_cuda_error(operations::destroy_stream(stream));
+    return call(&Driver::stream_destroy, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::stream_get_flags, hStream, flags);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   return run_api(kGated, [&] {
-    context_device();  // the special streams stand for its device
-    return to_cuda_error(operations::synchronize_stream(stream));
+    context_device();
+    return call(&Driver::stream_synchronize, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::stream_query, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::stream_wait_event, stream, event, flags);
+  });
+}
+
+// ---------------------------------------------------------------- events (through the driver)
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::event_create, event, unsigned{CU_EVENT_DEFAULT});
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::event_create, event, flags);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::event_destroy, event);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::event_record, event, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::event_query, event);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::event_synchronize, event);
+  });
+}
+
+// ---------------------------------------------------------------- stream capture, graphs (through the driver)
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::stream_begin_capture, stream, static_cast<CUstreamCaptureMode>(mode));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::stream_end_capture, stream, pGraph);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+                                                           enum cudaStreamCaptureStatus* pCaptureStatus) {
+  return run_api(kGated, [&] {
+    context_device();
+    // The two enumerations have the same values (and the same size).
+    return call(&Driver::stream_is_capturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(pCaptureStatus));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::thread_exchange_stream_capture_mode, reinterpret_cast<CUstreamCaptureMode*>(mode));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::graph_destroy, graph);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::graph_get_nodes, graph, nodes, numNodes);
   });
 }
 
@@ -340,7 +604,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
   return run_api(kGated, [&] {
     context_device();
-    return to_cuda_error(operations::free_async(devPtr, hStream));
+    return to_cuda_error(operations::free_async(devPtr, hStream, /*from_driver=*/false));
   });
 }
 
