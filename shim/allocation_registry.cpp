@@ -30,4 +30,24 @@ std::optional<allocation_record> allocation_registry::take(void const* ptr) noex
   return record;
 }
 
+std::vector<std::pair<void*, allocation_record>> allocation_registry::take_device(int device) noexcept
+{
+  std::vector<std::pair<void*, allocation_record>> taken;
+  for (shard& s : shards_) {
+    std::lock_guard lock{s.mutex};
+    for (auto it = s.records.begin(); it != s.records.end();) {
+      if (it->second.device != device) {
+        ++it;
+        continue;
+      }
+      try {
+        taken.emplace_back(reinterpret_cast<void*>(it->first), it->second);
+      } catch (...) {  // no host memory: the record is dropped all the same
+      }
+      it = s.records.erase(it);
+    }
+  }
+  return taken;
+}
+
 }  // namespace asyncshim::shim

@@ -6,30 +6,80 @@
 #include "allocator.hpp"
 
 #include "allocation_registry.hpp"
+#include "byte_text.hpp"
 #include "call_context.hpp"
 #include "device_pools.hpp"
 #include "driver_binding.hpp"
 #include "driver_interception.hpp"
+#include "fork_state.hpp"
 #include "log.hpp"
 #include "process_settings.hpp"
 #include "runtime_binding.hpp"
 #include "statistics.hpp"
 #include "stats_report.hpp"
-
-#include <pthread.h>
+#include "stream_tracker.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <new>
+#include <utility>
+#include <vector>
 
 namespace asyncshim::shim {
 namespace {
 
-// Set in a child made by fork (without exec): it passes everything through,
-// so it never waits on a lock another parent thread held at the fork and
-// never touches the parent's pools. Constant-initialized: no load-time code.
-std::atomic<bool> in_forked_child{false};
 
-void mark_forked_child() { in_forked_child.store(true, std::memory_order_relaxed); }
+// Frees put off while a stream capture is in progress (README, "Stream
+// capture"): the memory stays unavailable until they are issued.
+class deferred_frees {
+ public:
+  struct entry {
+    void* ptr;
+    allocation_record record;
+    int failures = 0;  // issuing it failed this many times
+  };
+
+  // False when there is no host memory to remember it (the caller then
+  // fails the free, and the block stays allocated).
+  [[nodiscard]] bool add(void* ptr, allocation_record record, int failures = 0) noexcept
+  {
+    try {
+      std::lock_guard lock{mutex_};
+      entries_.push_back({ptr, record, failures});
+      pending_.store(true, std::memory_order_release);
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  [[nodiscard]] bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
+
+  // All of them (those of `device` only, when given).
+  [[nodiscard]] std::vector<entry> take(int device = -1) noexcept
+  {
+    std::vector<entry> taken;
+    std::lock_guard lock{mutex_};
+    if (device < 0) {
+      taken.swap(entries_);
+    } else {
+      try {
+        for (entry const& e : entries_) {
+          if (e.record.device == device) { taken.push_back(e); }
+        }
+      } catch (...) {  // no host memory: those blocks are left to the reset
+      }
+      std::erase_if(entries_, [&](entry const& e) { return e.record.device == device; });
+    }
+    pending_.store(!entries_.empty(), std::memory_order_release);
+    return taken;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<entry> entries_;
+  std::atomic<bool> pending_{false};
+};
 
 // Process-wide state, made on the first interposed call and never destroyed:
 // calls may still arrive from atexit handlers and static destructors.
@@ -38,23 +88,41 @@ struct shim_state {
   config::settings const& settings;
   device_pools pools;
   allocation_registry registry;
+  deferred_frees deferred;
   statistics all_stats;
   // What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   report_sources sources{settings, all_stats, pools};
 };
 
+std::atomic<shim_state*> created_state{nullptr};
+
 // The state, or null when the shim must pass the call through untouched: it
 // is disabled, this is a forked child, or there is no memory for the state.
 shim_state* active_state() noexcept
 {
-  if (in_forked_child.load(std::memory_order_relaxed) || process_settings().disabled) { return nullptr; }
+  if (in_forked_child() || process_settings().disabled) { return nullptr; }
   static shim_state* const instance = []() noexcept {
+    watch_for_fork();
     auto* made = new (std::nothrow) shim_state{process_settings()};
-    if (made != nullptr) { pthread_atfork(nullptr, nullptr, mark_forked_child); }
+    created_state.store(made, std::memory_order_release);
     return made;
   }();
   return instance;
+}
+
+// The state if an interposed call has made it (and the shim is active), without making it.
+shim_state* existing_state() noexcept
+{
+  if (in_forked_child()) { return nullptr; }
+  return created_state.load(std::memory_order_acquire);
+}
+
+bool context_is_current() noexcept
+{
+  auto const get = driver().ctx_get_current;
+  CUcontext context = nullptr;
+  return get != nullptr && get(&context) == CUDA_SUCCESS && context != nullptr;
 }
 
 // One API level's native calls, in runtime terms (CUresult codes equal the
@@ -109,9 +177,12 @@ void count_failure(shim_state& s, int device) noexcept
 // Makes the device that owns a block current for its free, then puts back
 // what was current: the runtime's device, or at the driver level the exact
 // context (which may be one the program made itself).
+// At the driver level with no context current, nothing is switched (the
+// free then fails as natively) unless `need_context` (frees the shim issues
+// on its own, e.g. deferred ones).
 class owner_device_scope {
  public:
-  owner_device_scope(api_level level, int owner) noexcept : level_{level}
+  owner_device_scope(api_level level, int owner, bool need_context = false) noexcept : level_{level}
   {
     if (level_ == api_level::driver) {
       // The owner's primary context is pushed for the free and popped after,
@@ -119,7 +190,8 @@ class owner_device_scope {
       // released again.
       auto const& drv = driver();
       int device = owner;
-      if (drv.ctx_get_device(&device) != CUDA_SUCCESS || device == owner) { return; }
+      bool const has_context = drv.ctx_get_device(&device) == CUDA_SUCCESS;
+      if ((has_context && device == owner) || (!has_context && !need_context)) { return; }
       CUcontext primary = nullptr;
       status_ = static_cast<cudaError_t>(drv.device_primary_ctx_retain(&primary, owner));
       if (status_ != cudaSuccess) { return; }
@@ -130,7 +202,13 @@ class owner_device_scope {
       return;
     }
     auto const& rt = runtime();
-    if (rt.get_device(&previous_device_) != cudaSuccess || previous_device_ == owner) { return; }
+    if (rt.get_device(&previous_device_) != cudaSuccess) { return; }
+    if (previous_device_ == owner) {
+      // The shim's driver calls need the device's context current; the
+      // runtime makes it so lazily, on a thread's first call that needs it.
+      if (!context_is_current()) { status_ = rt.set_device(owner); }
+      return;
+    }
     status_ = rt.set_device(owner);
     switched_ = status_ == cudaSuccess;
   }
@@ -160,13 +238,136 @@ class owner_device_scope {
   cudaError_t status_ = cudaSuccess;
 };
 
-cudaError_t free_to_pool(shim_state& s, api_level level, void* ptr, allocation_record const& record) noexcept
+// The resource's pool calls made at the driver level where a context is
+// current: the runtime then keeps no error of the shim's own attempts. A
+// failure is repeated at the caller's level, so that it leaves the error the
+// native call would have left (cudaGetLastError).
+template <class Attempt>
+cudaError_t quietly_then_at_caller_level(api_level level, Attempt attempt) noexcept
+{
+  if (level == api_level::driver) { return attempt(); }
+  if (context_is_current()) {
+    api_level_scope quiet{api_level::driver};
+    if (attempt() == cudaSuccess) { return cudaSuccess; }
+  }
+  return attempt();
+}
+
+// Waits for the device as native cudaFree does, at the caller's level.
+cudaError_t synchronize_device(api_level level) noexcept
+{
+  auto const ctx_synchronize = driver().ctx_synchronize;
+  if (ctx_synchronize != nullptr && ctx_synchronize() == CUDA_SUCCESS) { return cudaSuccess; }
+  if (level == api_level::runtime && runtime().device_synchronize != nullptr) { return runtime().device_synchronize(); }
+  return ctx_synchronize != nullptr ? static_cast<cudaError_t>(ctx_synchronize()) : cudaErrorInitializationError;
+}
+
+// Frees `ptr` as the configured ordering says. The caller holds the
+// tracker's access and has checked that no capture is in progress. A free
+// that was deferred is issued with device ordering whatever the mode: the
+// thread issuing it is not the one that freed, so its own stream means
+// nothing to the program's work.
+cudaError_t ordered_free(shim_state& s, api_level level, void* ptr, allocation_record const& record,
+                         cuda_async_memory_resource& pool, bool deferred) noexcept
+{
+  device_streams const streams = s.pools.streams(record.device);
+  auto const free_on = [&](cudaStream_t stream) {
+    return quietly_then_at_caller_level(level, [&] { return pool.try_deallocate_async(ptr, stream); });
+  };
+  switch (deferred ? config::ordering_mode::device : s.settings.ordering) {
+    case config::ordering_mode::stream: return free_on(allocation_stream(s.settings));
+    case config::ordering_mode::sync: {
+      if (cudaError_t const r = synchronize_device(level); r != cudaSuccess) { return r; }
+      return free_on(reinterpret_cast<cudaStream_t>(streams.own));
+    }
+    case config::ordering_mode::device: break;
+  }
+  // The free waits on the device, not the host, for the work submitted so
+  // far to the legacy stream (and so to every blocking stream) and to every
+  // non-blocking stream; the pool hands the block out again only once the
+  // free has completed there.
+  if (tracker().fence(streams.own, streams.legacy_fence) != CUDA_SUCCESS) {
+    // E.g. a context of the program's own is current, not the one of the
+    // shim's event: wait on the host instead, as native cudaFree does.
+    if (cudaError_t const r = synchronize_device(level); r != cudaSuccess) { return r; }
+  }
+  return free_on(reinterpret_cast<cudaStream_t>(streams.own));
+}
+
+// What native cudaFree does when a capture forbids it: fail with the
+// capture's error and invalidate the capture. A native one-byte allocation
+// fails in exactly that way; should it succeed (the capture rules said
+// otherwise), it is given back and the free is deferred.
+cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api, void* ptr,
+                                           allocation_record const& record) noexcept
+{
+  void* probe = nullptr;
+  cudaError_t const native = api.malloc(&probe, 1);
+  if (native != cudaSuccess) { return native; }
+  (void)api.free(probe);
+  return s.deferred.add(ptr, record) ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record,
+                         bool issuing_deferred = false) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(record.device);
   if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
-  owner_device_scope owner{level, record.device};
+  stream_tracker& streams = tracker();
+  auto access = streams.access();
+  if (streams.captures_in_progress()) {
+    if (!issuing_deferred && streams.calling_thread_is_prohibited()) {
+      access.unlock();
+      return free_during_forbidding_capture(s, api, ptr, record);
+    }
+    // Never stream work of the shim's own that a capture could absorb or
+    // that the capture rules forbid: issued once no capture is in progress.
+    return s.deferred.add(ptr, record) ? cudaSuccess : cudaErrorMemoryAllocation;
+  }
+  owner_device_scope owner{api.level, record.device, issuing_deferred};
   if (owner.status() != cudaSuccess) { return owner.status(); }
-  return pool->try_deallocate_async(ptr, allocation_stream(s.settings));
+  return ordered_free(s, api.level, ptr, record, *pool, issuing_deferred);
+}
+
+void issue_deferred(shim_state& s) noexcept
+{
+  if (!s.deferred.pending()) { return; }
+  if (tracker().captures_in_progress()) {
+    // Frees wait: make sure it is for a capture that is still going on.
+    static std::atomic<unsigned> calls{0};
+    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { tracker().recheck_captures(); }
+    if (tracker().captures_in_progress()) { return; }
+  }
+  api_level_scope level{api_level::driver};
+  for (deferred_frees::entry const& e : s.deferred.take()) {
+    // A capture that began meanwhile defers it again (with success).
+    cudaError_t const r = free_to_pool(s, driver_api, e.ptr, e.record, true);
+    if (r == cudaSuccess) { continue; }
+    constexpr int attempts = 3;
+    if (e.failures + 1 < attempts && s.deferred.add(e.ptr, e.record, e.failures + 1)) { continue; }
+    log::error("a deferred free of {} on device {} failed {} times (error {}): the block stays allocated", e.ptr,
+               e.record.device, e.failures + 1, static_cast<int>(r));
+  }
+}
+
+void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda_async_memory_resource& pool) noexcept
+{
+  if (!log::enabled(log::log_level::warn)) { return; }
+  auto const& drv = driver();
+  cuuint64_t reserved = 0;
+  cuuint64_t used = 0;
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  auto const handle = reinterpret_cast<CUmemoryPool>(pool.pool_handle());
+  if (drv.mem_pool_get_attribute != nullptr) {
+    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+  }
+  if (drv.mem_get_info != nullptr) { (void)drv.mem_get_info(&free_bytes, &total_bytes); }
+  log::warn("{}({} bytes = {}) on device {}: out of memory; the pool has {} reserved, {} of it in use; the device "
+            "has {} free of {}",
+            to_string(api.alloc_call), size, approximate_bytes(size), device, approximate_bytes(reserved),
+            approximate_bytes(used), approximate_bytes(free_bytes), approximate_bytes(total_bytes));
 }
 
 // Observe mode: the native allocator serves everything; with statistics on,
@@ -197,18 +398,58 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     count_passthrough(s, statistics::unattributed, passthrough_reason::no_current_device);
     return api.malloc(dev_ptr, size);
   }
-  cuda_async_memory_resource* pool = s.pools.get(timer.device);
+  // The shim's own pool calls go to the driver, which needs the device's
+  // context current: the runtime makes it so on a thread's first call that
+  // needs one, so do that now (the runtime's device stays the same).
+  if (api.level == api_level::runtime && !context_is_current()) { (void)runtime().set_device(timer.device); }
+
+  issue_deferred(s);
+  stream_tracker& streams = tracker();
+  auto access = streams.access();
+  bool const during_capture = streams.captures_in_progress();
+  // A pool is not made during a capture: making one uses the legacy stream,
+  // which a capture may forbid. The native call answers meanwhile.
+  cuda_async_memory_resource* pool = during_capture ? s.pools.existing(timer.device) : s.pools.get(timer.device);
   if (pool == nullptr) {
-    count_passthrough(s, timer.device, passthrough_reason::pool_unavailable);
+    access.unlock();
+    count_passthrough(s, timer.device, during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
     return api.malloc(dev_ptr, size);
   }
-
+  CUstream const own = s.pools.streams(timer.device).own;
+  cudaStream_t stream = allocation_stream(s.settings);
+  if (during_capture) {
+    if (streams.calling_thread_is_prohibited()) {
+      // The native call fails (and invalidates the capture) as natively.
+      access.unlock();
+      count_passthrough(s, timer.device, passthrough_reason::capture);
+      return api.malloc(dev_ptr, size);
+    }
+    // The program's streams may be capturing: allocate on the shim's own.
+    stream = reinterpret_cast<cudaStream_t>(own);
+  }
   void* ptr = nullptr;
-  cudaError_t const result = pool->try_allocate_async(&ptr, size, allocation_stream(s.settings));
+  cudaError_t const result = quietly_then_at_caller_level(api.level, [&] {
+    cudaError_t r = pool->try_allocate_async(&ptr, size, stream);
+    // Only in the driver-level attempt, which leaves no error behind when the
+    // second try succeeds.
+    if (r == cudaErrorMemoryAllocation && s.settings.ordering != config::ordering_mode::stream &&
+        current_api_level() == api_level::driver && driver().stream_synchronize != nullptr) {
+      // Blocks whose frees are still in flight on the shim's stream cannot
+      // be handed out yet: wait for them, as native cudaFree would have.
+      (void)driver().stream_synchronize(own);
+      r = pool->try_allocate_async(&ptr, size, stream);
+    }
+    return r;
+  });
+  if (result == cudaSuccess && during_capture && driver().stream_synchronize != nullptr) {
+    (void)driver().stream_synchronize(own);  // the block is idle before the program sees it
+  }
   if (result != cudaSuccess) {
     *dev_ptr = nullptr;  // as a failed native allocation leaves it
     count_failure(s, timer.device);
-    if (log::enabled(log::log_level::debug)) {
+    if (result == cudaErrorMemoryAllocation) {
+      log_out_of_memory(api, size, timer.device, *pool);
+    } else if (log::enabled(log::log_level::debug)) {
       log::debug("{}({}) on device {}: the pool returned error {}", to_string(api.alloc_call), size, timer.device,
                  static_cast<int>(result));
     }
@@ -217,7 +458,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   try {
     s.registry.insert(ptr, allocation_record{size, timer.device});
   } catch (...) {  // no host memory for the record: give the block back
-    (void)pool->try_deallocate_async(ptr, allocation_stream(s.settings));
+    (void)pool->try_deallocate_async(ptr, stream);
     *dev_ptr = nullptr;
     count_failure(s, timer.device);
     return cudaErrorMemoryAllocation;
@@ -273,6 +514,7 @@ cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
   cudaError_t result = cudaSuccess;
   {
     timed_call timer{s->stats, api.free_call};
+    if (s->settings.mode == config::shim_mode::pool) { issue_deferred(*s); }
     auto const record = ptr != nullptr ? s->registry.take(ptr) : std::nullopt;
     if (!record) {
       // Not ours (null, memory from before the shim was active or from
@@ -281,8 +523,7 @@ cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
       result = api.free(ptr);
     } else {
       timer.device = record->device;
-      result = s->settings.mode == config::shim_mode::observe ? api.free(ptr)
-                                                              : free_to_pool(*s, api.level, ptr, *record);
+      result = s->settings.mode == config::shim_mode::observe ? api.free(ptr) : free_to_pool(*s, api, ptr, *record);
       if (result != cudaSuccess) {
         // Still allocated (e.g. no current context at the driver level, as
         // natively an error): keep it ours, so a retry frees it to the pool.
@@ -326,9 +567,81 @@ CUresult driver_deallocate(CUdeviceptr ptr) noexcept
   return static_cast<CUresult>(deallocate_with(driver_api, reinterpret_cast<void*>(ptr)));
 }
 
+void issue_deferred_frees() noexcept
+{
+  if (shim_state* s = existing_state()) { issue_deferred(*s); }
+}
+
+namespace {
+
+// Natively a reset (or destroying the context) frees every allocation made in
+// the context: the pool's blocks are freed, then the pool goes (retire).
+void release_device_pool(shim_state& s, int device) noexcept
+{
+  if (s.pools.existing(device) == nullptr) { return; }
+  auto const& drv = driver();
+  device_streams const streams = s.pools.streams(device);
+  bool const pushed = drv.ctx_push_current != nullptr && drv.ctx_push_current(streams.context) == CUDA_SUCCESS;
+  auto const release = [&](void* ptr) {
+    if (drv.mem_free_async != nullptr) { (void)drv.mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), streams.own); }
+  };
+  std::size_t freed = 0;
+  for (auto const& [ptr, record] : s.registry.take_device(device)) {
+    release(ptr);
+    if (s.stats != nullptr) { s.stats->free_served(device, record.bytes); }
+    ++freed;
+  }
+  for (deferred_frees::entry const& e : s.deferred.take(device)) { release(e.ptr); }
+  if (pushed) {
+    CUcontext popped = nullptr;
+    (void)drv.ctx_pop_current(&popped);
+  }
+  s.pools.retire(device);
+  if (freed > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, freed); }
+}
+
+}  // namespace
+
+void device_resetting(int device) noexcept
+{
+  auto const& drv = driver();
+  // The program's streams and events in the device's primary context go
+  // with it.
+  unsigned flags = 0;
+  int active = 0;
+  CUcontext primary = nullptr;
+  if (drv.device_primary_ctx_get_state != nullptr &&
+      drv.device_primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && active != 0 &&
+      drv.device_primary_ctx_retain(&primary, device) == CUDA_SUCCESS) {
+    (void)drv.device_primary_ctx_release(device);
+    tracker().context_destroying(primary);
+  }
+  if (shim_state* s = existing_state()) { release_device_pool(*s, device); }
+}
+
+void context_destroying(CUcontext context) noexcept
+{
+  tracker().context_destroying(context);
+  shim_state* s = existing_state();
+  if (s == nullptr) { return; }
+  // The context a device's pool and the shim's stream there were made in.
+  for (int device = 0; device < device_pools::max_devices; ++device) {
+    if (s->pools.existing(device) != nullptr && s->pools.streams(device).context == context) {
+      release_device_pool(*s, device);
+    }
+  }
+}
+
+bool tracking_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.mode == config::shim_mode::pool;
+}
+
 bool driver_interception_active() noexcept
 {
-  if (in_forked_child.load(std::memory_order_relaxed)) { return false; }
+  if (in_forked_child()) { return false; }
   config::settings const& settings = process_settings();
   return !settings.disabled && settings.intercepts_driver();
 }

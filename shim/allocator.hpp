@@ -1,6 +1,7 @@
 // What the interposed cudaMalloc and cudaFree do (entry_points.cpp only forwards).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -10,5 +11,15 @@ namespace asyncshim::shim {
 // `caller` is the return address of the interposed call (see runtime_binding.hpp).
 [[nodiscard]] cudaError_t allocate(void** dev_ptr, std::size_t size, void const* caller) noexcept;
 [[nodiscard]] cudaError_t deallocate(void* ptr, void const* caller) noexcept;
+
+// Frees put off while a stream capture was in progress, issued now that
+// none is (called when a capture ends, and by the next allocation or free).
+void issue_deferred_frees() noexcept;
+// Before the real cuDevicePrimaryCtxReset (cudaDeviceReset): the device's
+// pool, its ownership records and the shim's streams on it are dropped.
+void device_resetting(int device) noexcept;
+// Before the real cuCtxDestroy: the shim forgets the program's streams there,
+// and drops a device's pool made in that context as for a reset.
+void context_destroying(CUcontext context) noexcept;
 
 }  // namespace asyncshim::shim

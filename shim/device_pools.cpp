@@ -1,6 +1,7 @@
 #include "device_pools.hpp"
 
 #include "byte_text.hpp"
+#include "driver_binding.hpp"
 #include "log.hpp"
 
 #include <cstdint>
@@ -25,6 +26,35 @@ std::uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attribute)
   return value;
 }
 
+void set_pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attribute, int value)
+{
+  if (cudaError_t const error = cudaMemPoolSetAttribute(pool, attribute, &value); error != cudaSuccess) {
+    throw std::runtime_error{std::string{"cudaMemPoolSetAttribute failed: "} + cudaGetErrorName(error)};
+  }
+}
+
+// The shim's stream and legacy-stream event, in the current context (made
+// with the real driver calls: the shim does not follow its own stream).
+device_streams make_streams()
+{
+  auto const& drv = driver();
+  if (drv.ctx_get_current == nullptr || drv.stream_create == nullptr || drv.event_create == nullptr) {
+    throw std::runtime_error{"the CUDA driver lacks cuStreamCreate or cuEventCreate"};
+  }
+  device_streams made;
+  if (CUresult const r = drv.ctx_get_current(&made.context); r != CUDA_SUCCESS || made.context == nullptr) {
+    throw std::runtime_error{"no current CUDA context"};
+  }
+  if (CUresult const r = drv.stream_create(&made.own, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
+    throw std::runtime_error{"cuStreamCreate failed with error " + std::to_string(static_cast<int>(r))};
+  }
+  if (CUresult const r = drv.event_create(&made.legacy_fence, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+    (void)drv.stream_destroy(made.own);
+    throw std::runtime_error{"cuEventCreate failed with error " + std::to_string(static_cast<int>(r))};
+  }
+  return made;
+}
+
 }  // namespace
 
 cuda_async_memory_resource* device_pools::get(int device) noexcept
@@ -47,6 +77,33 @@ cuda_async_memory_resource* device_pools::existing(int device) const noexcept
   return s.current.load(std::memory_order_acquire) == state::ready ? s.pool.get() : nullptr;
 }
 
+device_streams const& device_pools::streams(int device) const noexcept
+{
+  return slots_[static_cast<std::size_t>(device)].streams;
+}
+
+void device_pools::retire(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return; }
+  slot& s = slots_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{s.creation};
+  if (s.current.load(std::memory_order_acquire) != state::ready) { return; }
+  s.current.store(state::not_created, std::memory_order_release);
+  auto const& drv = driver();
+  if (drv.mem_pool_destroy != nullptr) {
+    (void)drv.mem_pool_destroy(reinterpret_cast<CUmemoryPool>(s.pool->pool_handle()));
+  }
+  if (drv.event_destroy != nullptr) { (void)drv.event_destroy(s.streams.legacy_fence); }
+  if (drv.stream_destroy != nullptr) { (void)drv.stream_destroy(s.streams.own); }
+  s.streams = {};
+  try {
+    s.retired.push_back(std::move(s.pool));
+  } catch (...) {
+    (void)s.pool.release();  // kept alive, unreachable: never destroyed twice
+  }
+  log::info("device {}: reset; its asyncshim pool is gone and a new one is made on the next allocation", device);
+}
+
 void device_pools::create(int device, slot& s) noexcept
 {
   try {
@@ -63,14 +120,24 @@ void device_pools::create(int device, slot& s) noexcept
                 device, approximate_bytes(*initial), approximate_bytes(*threshold));
     }
     using handle = cuda_async_memory_resource::allocation_handle_type;
-    s.pool = std::make_unique<cuda_async_memory_resource>(
+    auto pool = std::make_unique<cuda_async_memory_resource>(
       initial, threshold, static_cast<handle>(settings_.export_handle_type));
+    if (settings_.ordering != config::ordering_mode::stream) {
+      // Hand out again only memory whose free has completed on the device
+      // (opportunistic reuse stays on): a block never comes back with a
+      // dependency on a pending free, so it is usable from any stream at once.
+      set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseFollowEventDependencies, 0);
+      set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseAllowInternalDependencies, 0);
+    }
+    s.streams = make_streams();
+    s.pool = std::move(pool);
     s.current.store(state::ready, std::memory_order_release);
     log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
-              "export handle type {}, stream {}",
+              "export handle type {}, stream {}, ordering {}",
               device, approximate_bytes(pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReservedMemCurrent)),
               approximate_bytes(pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReleaseThreshold)),
-              config::to_string(settings_.export_handle_type), config::to_string(settings_.stream));
+              config::to_string(settings_.export_handle_type), config::to_string(settings_.stream),
+              config::to_string(settings_.ordering));
   } catch (std::exception const& e) {
     s.pool.reset();
     s.current.store(state::passthrough, std::memory_order_release);

@@ -1,19 +1,37 @@
 // One cuda_async_memory_resource per device, created on that device's first
-// allocation with the configured settings. A device whose pool cannot be made
-// (no pool support, an export handle type it lacks, the initial size not
-// available, ...) is said so once and then passes through to the native
-// allocator for the rest of the process.
+// allocation with the configured settings, together with what the shim
+// orders its frees with on that device: a stream of its own and an event for
+// the legacy stream. A device whose pool cannot be made (no pool support, an
+// export handle type it lacks, the initial size not available, ...) is said
+// so once and then passes through to the native allocator for the rest of
+// the process. A device reset retires the pool; the next allocation makes a
+// new one.
 #pragma once
 
 #include <asyncshim/config/settings.hpp>
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
+#include <cuda.h>
+
 #include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace asyncshim::shim {
+
+// The shim's own stream work on one device. All three live in the context
+// that was current when the pool was made (the device's primary context for
+// the runtime).
+struct device_streams {
+  CUcontext context = nullptr;
+  // Where the shim frees (device and sync ordering), and allocates while a
+  // stream capture is in progress. The program never sees it, so no capture
+  // can absorb its work.
+  CUstream own = nullptr;
+  CUevent legacy_fence = nullptr;  // recorded on the legacy stream by each fenced free
+};
 
 class device_pools {
  public:
@@ -26,6 +44,12 @@ class device_pools {
   [[nodiscard]] cuda_async_memory_resource* get(int device) noexcept;
   // The pool of `device` if it has been created, without creating it.
   [[nodiscard]] cuda_async_memory_resource* existing(int device) const noexcept;
+  // The shim's streams on `device`, which has a pool (get/existing returned one).
+  [[nodiscard]] device_streams const& streams(int device) const noexcept;
+
+  // The device is being reset: its pool (whose memory the caller has freed)
+  // is destroyed and forgotten, with the shim's stream and event there.
+  void retire(int device) noexcept;
 
  private:
   enum class state : int { not_created, ready, passthrough };
@@ -33,6 +57,10 @@ class device_pools {
     std::atomic<state> current{state::not_created};
     std::mutex creation;
     std::unique_ptr<cuda_async_memory_resource> pool;
+    device_streams streams;
+    // Pools of earlier lives of the device (before a reset); kept, never
+    // used: a thread may still hold a pointer to one.
+    std::vector<std::unique_ptr<cuda_async_memory_resource>> retired;
   };
 
   void create(int device, slot& s) noexcept;

@@ -42,6 +42,29 @@ driver_functions bind()
   take_function(library, "cuMemFreeAsync", f.mem_free_async);
   take_function(library, "cuGetErrorName", f.get_error_name);
   take_function(library, "cuGetErrorString", f.get_error_string);
+  take_function(library, "cuCtxGetCurrent", f.ctx_get_current);
+  take_function(library, "cuCtxSynchronize", f.ctx_synchronize);
+  take_function(library, "cuStreamSynchronize", f.stream_synchronize);
+  take_function(library, "cuEventCreate", f.event_create);
+  take_function(library, "cuEventDestroy_v2", f.event_destroy);
+  take_function(library, "cuEventRecord", f.event_record);
+  take_function(library, "cuEventQuery", f.event_query);
+  take_function(library, "cuStreamWaitEvent", f.stream_wait_event);
+  take_function(library, "cuThreadExchangeStreamCaptureMode", f.thread_exchange_stream_capture_mode);
+  take_function(library, "cuStreamCreate", f.stream_create);
+  take_function(library, "cuStreamCreateWithPriority", f.stream_create_with_priority);
+  take_function(library, "cuStreamDestroy_v2", f.stream_destroy);
+  take_function(library, "cuStreamBeginCapture_v2", f.stream_begin_capture);
+  take_function(library, "cuStreamBeginCapture_v2_ptsz", f.stream_begin_capture_ptsz);
+  take_function(library, "cuStreamBeginCaptureToGraph", f.stream_begin_capture_to_graph);
+  take_function(library, "cuStreamBeginCaptureToGraph_ptsz", f.stream_begin_capture_to_graph_ptsz);
+  take_function(library, "cuStreamEndCapture", f.stream_end_capture);
+  take_function(library, "cuStreamEndCapture_ptsz", f.stream_end_capture_ptsz);
+  take_function(library, "cuStreamIsCapturing", f.stream_is_capturing);
+  take_function(library, "cuStreamIsCapturing_ptsz", f.stream_is_capturing_ptsz);
+  take_function(library, "cuDevicePrimaryCtxReset_v2", f.device_primary_ctx_reset);
+  take_function(library, "cuDevicePrimaryCtxGetState", f.device_primary_ctx_get_state);
+  take_function(library, "cuCtxDestroy_v2", f.ctx_destroy);
   return f;
 }
 

@@ -35,6 +35,32 @@ struct driver_functions {
   decltype(&::cuMemFreeAsync) mem_free_async = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
   decltype(&::cuGetErrorString) get_error_string = nullptr;
+  decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuEventCreate) event_create = nullptr;
+  decltype(&::cuEventDestroy_v2) event_destroy = nullptr;
+  decltype(&::cuEventRecord) event_record = nullptr;
+  decltype(&::cuEventQuery) event_query = nullptr;
+  decltype(&::cuStreamWaitEvent) stream_wait_event = nullptr;
+  decltype(&::cuThreadExchangeStreamCaptureMode) thread_exchange_stream_capture_mode = nullptr;
+
+  // What the shim follows (stream_hooks.cpp): the real functions behind its
+  // replacements, and their per-thread-default-stream (_ptsz) variants.
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamCreateWithPriority) stream_create_with_priority = nullptr;
+  decltype(&::cuStreamDestroy_v2) stream_destroy = nullptr;
+  decltype(&::cuStreamBeginCapture_v2) stream_begin_capture = nullptr;
+  decltype(&::cuStreamBeginCapture_v2) stream_begin_capture_ptsz = nullptr;
+  decltype(&::cuStreamBeginCaptureToGraph) stream_begin_capture_to_graph = nullptr;
+  decltype(&::cuStreamBeginCaptureToGraph) stream_begin_capture_to_graph_ptsz = nullptr;
+  decltype(&::cuStreamEndCapture) stream_end_capture = nullptr;
+  decltype(&::cuStreamEndCapture) stream_end_capture_ptsz = nullptr;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing_ptsz = nullptr;
+  decltype(&::cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
+  decltype(&::cuDevicePrimaryCtxGetState) device_primary_ctx_get_state = nullptr;
+  decltype(&::cuCtxDestroy_v2) ctx_destroy = nullptr;
 
   [[nodiscard]] bool found() const noexcept { return mem_alloc != nullptr && mem_free != nullptr; }
 };

@@ -62,6 +62,7 @@ runtime_functions bind(void const* caller)
   take_function(library, "cudaMallocFromPoolAsync", f.malloc_from_pool_async);
   take_function(library, "cudaFreeAsync", f.free_async);
   take_function(library, "cudaGetLastError", f.get_last_error);
+  take_function(library, "cudaDeviceSynchronize", f.device_synchronize);
   take_function(library, "cudaGetErrorName", f.get_error_name);
   take_function(library, "cudaGetErrorString", f.get_error_string);
   return f;

@@ -32,6 +32,7 @@ struct runtime_functions {
   decltype(&::cudaMallocFromPoolAsync) malloc_from_pool_async = nullptr;
   decltype(&::cudaFreeAsync) free_async = nullptr;
   decltype(&::cudaGetLastError) get_last_error = nullptr;
+  decltype(&::cudaDeviceSynchronize) device_synchronize = nullptr;
   decltype(&::cudaGetErrorName) get_error_name = nullptr;
   decltype(&::cudaGetErrorString) get_error_string = nullptr;
 

@@ -28,6 +28,7 @@ char const* to_string(passthrough_reason reason) noexcept
     case passthrough_reason::zero_size_or_null: return "zero_size_or_null";
     case passthrough_reason::no_current_device: return "no_current_device";
     case passthrough_reason::pool_unavailable: return "pool_unavailable";
+    case passthrough_reason::capture: return "capture";
     case passthrough_reason::count: break;
   }
   return "unknown";

@@ -15,6 +15,7 @@ enum class passthrough_reason : int {
   zero_size_or_null,  // cudaMalloc(&p, 0) or cudaMalloc(nullptr, n): native semantics
   no_current_device,  // cudaGetDevice failed (no device, no driver, ...)
   pool_unavailable,   // the device's pool could not be created
+  capture,            // a stream capture forbids the call: the native call fails as natively
   count
 };
 [[nodiscard]] char const* to_string(passthrough_reason reason) noexcept;

@@ -2,7 +2,10 @@
 # with LD_PRELOAD=PRELOAD, both with the extra environment ENV ("|"-separated
 # NAME=VALUE), and fails unless exit status, standard output and standard error
 # are identical (after replacing what matches IGNORE_PATTERN, if given).
-#   cmake -DPRELOAD=... -DPROGRAM=... [-DENV=...] [-DIGNORE_PATTERN=...] -P compare_runs.cmake
+# SHIM_LOG, if given, is a regular expression that the shim's own log lines
+# ("asyncshim[pid]: ..." on standard error, which a native run cannot have)
+# must match; they are then left out of the comparison.
+#   cmake -DPRELOAD=... -DPROGRAM=... [-DENV=...] [-DIGNORE_PATTERN=...] [-DSHIM_LOG=...] -P compare_runs.cmake
 string(REPLACE "|" ";" PROGRAM "${PROGRAM}")
 string(REPLACE "|" ";" ENV "${ENV}")
 foreach(run native shim)
@@ -19,6 +22,16 @@ foreach(run native shim)
     string(REGEX REPLACE "${IGNORE_PATTERN}" "<ignored>" ${run}_out "${${run}_out}")
   endif()
 endforeach()
+if(DEFINED SHIM_LOG)
+  set(log_line "asyncshim\\[[0-9]+\\]: [^\n]*\n")
+  string(REGEX MATCHALL "${log_line}" shim_log "${shim_err}")
+  string(REGEX REPLACE "${log_line}" "" shim_err "${shim_err}")
+  string(JOIN "" shim_log ${shim_log})
+  if(NOT shim_log MATCHES "${SHIM_LOG}")
+    message(FATAL_ERROR "the shim's log does not match '${SHIM_LOG}':\n${shim_log}")
+  endif()
+  message(STATUS "the shim's log, as expected:\n${shim_log}")
+endif()
 message(STATUS "without the shim: exit ${native_status}\n${native_out}${native_err}")
 if(NOT native_status STREQUAL shim_status OR NOT native_out STREQUAL shim_out OR NOT native_err STREQUAL shim_err)
   message(FATAL_ERROR "the runs differ.\nwith the shim: exit ${shim_status}\n${shim_out}${shim_err}")

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -73,6 +74,7 @@ class ShimTest : public ::testing::Test {
 // ---- ASYNCSHIM_INITIAL_POOL_SIZE=64MiB ASYNCSHIM_RELEASE_THRESHOLD=1GiB CUDA_DOUBLE_DEVICES=2
 
 using ShimRedirects = ShimTest;
+using ShimOutOfMemory = ShimTest;
 
 TEST_F(ShimRedirects, CudaMallocComesFromThePoolOnTheLegacyStream)
 {
@@ -86,11 +88,17 @@ TEST_F(ShimRedirects, CudaMallocComesFromThePoolOnTheLegacyStream)
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamLegacy);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
-  EXPECT_EQ(cuda_double_last_free_stream(), cudaStreamLegacy);
   auto const after = cuda_double_get_counters();
   EXPECT_EQ(after.native_mallocs, before.native_mallocs);
   EXPECT_EQ(after.native_frees, before.native_frees);
   EXPECT_EQ(after.pool_frees, before.pool_frees + 1);
+  // Device ordering (the default): freed on the shim's own non-blocking
+  // stream, after a fence on the legacy stream.
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
+  EXPECT_EQ(cuda_double_last_wait_stream(), cuda_double_last_free_stream());
 }
 
 TEST_F(ShimRedirects, PoolHasTheConfiguredSettings)
@@ -154,6 +162,22 @@ TEST_F(ShimRedirects, DoubleFreeOfPoolMemoryIsInvalidValue)
   EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);
 }
 
+TEST_F(ShimOutOfMemory, OneLogLineWithTheFiguresAndTheProgramContinues)
+{
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, PiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaMalloc(&p, MiB), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  std::string const text = log_text();
+  EXPECT_NE(text.find("warning: cudaMalloc(1125899906842624 bytes = 1.0 PiB) on device 0: out of memory; the pool has "
+                      "0 B reserved, 0 B of it in use; the device has "),
+            std::string::npos)
+    << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
 TEST_F(ShimRedirects, OnePebibyteIsMemoryAllocationAndTheProgramContinues)
 {
   void* p = reinterpret_cast<void*>(0xdead00);
@@ -209,14 +233,274 @@ TEST_F(ShimRedirects, ManyThreadsAllocateAndFreeEachOthersMemory)
 
 using ShimPerThreadStream = ShimTest;
 
-TEST_F(ShimPerThreadStream, AllocatesAndFreesOnThePerThreadStream)
+TEST_F(ShimPerThreadStream, AllocatesOnThePerThreadStream)
 {
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamPerThread);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cuda_double_last_free_stream(), cudaStreamPerThread);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
+
+// ---- ASYNCSHIM_ORDERING=stream ASYNCSHIM_STREAM=per-thread
+
+using ShimStreamOrdering = ShimTest;
+
+TEST_F(ShimStreamOrdering, FreesOnTheAllocationStreamWithoutFences)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamPerThread);
+  // The pool keeps CUDA's default reuse policy.
+  EXPECT_EQ(pool_attribute(p, cudaMemPoolReuseFollowEventDependencies), 1U);
+  EXPECT_EQ(pool_attribute(p, cudaMemPoolReuseAllowInternalDependencies), 1U);
+  cudaStream_t nonblocking = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(cuda_double_last_free_stream(), cudaStreamPerThread);
+  EXPECT_EQ(after.events_recorded, before.events_recorded);
+  EXPECT_EQ(after.stream_waits, before.stream_waits);
+  EXPECT_EQ(after.context_synchronizes, before.context_synchronizes);
+  EXPECT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
+}
+
+// ---- ASYNCSHIM_ORDERING=sync
+
+using ShimSyncOrdering = ShimTest;
+
+TEST_F(ShimSyncOrdering, FreeSynchronizesTheDeviceFirst)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.context_synchronizes, before.context_synchronizes + 1);
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
+  EXPECT_EQ(after.stream_waits, before.stream_waits);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+}
+
+// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 (device ordering, the default)
+
+using ShimDeviceOrdering = ShimTest;
+
+TEST_F(ShimDeviceOrdering, PoolHandsOutOnlyMemoryWhoseFreeHasCompleted)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(pool_attribute(p, cudaMemPoolReuseFollowEventDependencies), 0U);
+  EXPECT_EQ(pool_attribute(p, cudaMemPoolReuseAllowInternalDependencies), 0U);
+  EXPECT_EQ(pool_attribute(p, cudaMemPoolReuseAllowOpportunistic), 1U);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST_F(ShimDeviceOrdering, FreeIsFencedBehindEveryLiveNonBlockingStream)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  cudaStream_t nonblocking[2] = {};
+  cudaStream_t blocking = nullptr;
+  for (auto& s : nonblocking) { ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
+
+  auto before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto after = cuda_double_get_counters();
+  // The legacy stream (which covers the blocking stream) and both non-blocking ones.
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 3);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 3);
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+
+  // A destroyed stream is no longer fenced (nor touched).
+  ASSERT_EQ(cudaStreamDestroy(nonblocking[0]), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 2);
+  EXPECT_EQ(after.failed_calls, before.failed_calls);
+  EXPECT_EQ(cudaStreamDestroy(nonblocking[1]), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+}
+
+TEST_F(ShimDeviceOrdering, StreamsMadeThroughTheDriverAreFollowedToo)
+{
+  cudaFree(nullptr);  // a current context
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 2);
+  EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
+TEST_F(ShimDeviceOrdering, ThePendingErrorOfTheProgramSurvivesShimCalls)
+{
+  int on_stack = 0;
+  EXPECT_EQ(cudaFree(&on_stack), cudaErrorInvalidValue);  // the program leaves this unchecked
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // nothing left behind by the shim's own calls
+}
+
+// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0: stream capture (README, "Stream capture")
+
+using ShimCapture = ShimTest;
+
+struct capture_on_other_thread {
+  // Begins a capture of a new non-blocking stream in `mode` on another thread
+  // and keeps it going until end() is called.
+  explicit capture_on_other_thread(cudaStreamCaptureMode mode)
+  {
+    worker = std::thread{[this, mode] {
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      began = cudaStreamBeginCapture(stream, mode);
+      ready.store(true);
+      while (!finish.load()) { std::this_thread::yield(); }
+      cudaGraph_t graph = nullptr;
+      ended = cudaStreamEndCapture(stream, &graph);
+      if (graph != nullptr) { cudaGraphDestroy(graph); }
+      cudaStreamDestroy(stream);
+    }};
+    while (!ready.load()) { std::this_thread::yield(); }
+  }
+  cudaError_t end()
+  {
+    finish.store(true);
+    worker.join();
+    return ended;
+  }
+  cudaStream_t stream = nullptr;
+  cudaError_t began = cudaErrorUnknown;
+  cudaError_t ended = cudaErrorUnknown;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> finish{false};
+  std::thread worker;
+};
+
+TEST_F(ShimCapture, ForbiddenCallsFailAsNativelyAndInvalidateTheCapture)
+{
+  void* before_capture = nullptr;
+  ASSERT_EQ(cudaMalloc(&before_capture, 1000), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1000), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaFree(before_capture), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cuda_double_stream_is_capturing(stream), 2);  // invalidated, as natively
+  EXPECT_EQ(cuda_double_pointer_kind(before_capture), pool);  // not freed
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaFree(before_capture), cudaSuccess);  // still the shim's, freed now
+  EXPECT_EQ(cuda_double_pointer_kind(before_capture), unknown);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+TEST_F(ShimCapture, RelaxedCaptureOfTheThreadItselfIsNeverTouched)
+{
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  void* before_capture = nullptr;
+  ASSERT_EQ(cudaMalloc(&before_capture, 1000), cudaSuccess);
+  auto const start = cuda_double_get_counters();
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  EXPECT_EQ(cudaFree(before_capture), cudaSuccess);
+  // Deferred: not freed while the capture is in progress.
+  EXPECT_EQ(cuda_double_pointer_kind(before_capture), pool);
+  EXPECT_EQ(cuda_double_stream_is_capturing(stream), 1);
+  EXPECT_EQ(cuda_double_get_counters().captured_operations, start.captured_operations);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  std::size_t nodes = 99;
+  EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 0U);  // the shim added nothing to the program's graph
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  // The end of the capture issued the deferred free.
+  EXPECT_EQ(cuda_double_pointer_kind(before_capture), unknown);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+TEST_F(ShimCapture, AnotherThreadsThreadLocalCaptureDefersFrees)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  capture_on_other_thread capture{cudaStreamCaptureModeThreadLocal};
+  ASSERT_EQ(capture.began, cudaSuccess);
+  void* q = nullptr;
+  EXPECT_EQ(cudaMalloc(&q, 1000), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // deferred
+  EXPECT_EQ(cuda_double_stream_is_capturing(capture.stream), 1);
+  EXPECT_EQ(capture.end(), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cudaFree(q), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(q), unknown);
+}
+
+TEST_F(ShimCapture, AnotherThreadsGlobalCaptureForbidsGlobalModeCalls)
+{
+  capture_on_other_thread capture{cudaStreamCaptureModeGlobal};
+  ASSERT_EQ(capture.began, cudaSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1000), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(capture.end(), cudaErrorStreamCaptureInvalidated);
+  (void)cudaGetLastError();
+  // Relaxed: allowed.
+  capture_on_other_thread again{cudaStreamCaptureModeGlobal};
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(again.end(), cudaSuccess);
+  EXPECT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+}
+
+// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 ASYNCSHIM_STATS_FILE=...: device reset
+
+using ShimReset = ShimTest;
+
+TEST_F(ShimReset, ResetDropsThePoolAndTheNextAllocationMakesANewOne)
+{
+  void* before_reset = nullptr;
+  ASSERT_EQ(cudaMalloc(&before_reset, 1000), cudaSuccess);
+  cudaMemPool_t const first_pool = cuda_double_pointer_pool(before_reset);
+  auto const start = cuda_double_get_counters();
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().pools_destroyed, start.pools_destroyed + 1);
+  // As natively: the pointer is gone, freeing it is an invalid value.
+  EXPECT_EQ(cudaFree(before_reset), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  void* after_reset = nullptr;
+  ASSERT_EQ(cudaMalloc(&after_reset, 1000), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(after_reset), pool);
+  EXPECT_EQ(cuda_double_get_counters().pools_created, start.pools_created + 1);
+  EXPECT_NE(cuda_double_pointer_pool(after_reset), first_pool);
+  EXPECT_EQ(cudaFree(after_reset), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(after_reset), unknown);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 
 // ---- no ASYNCSHIM_* variables: the seed's defaults
 
