@@ -11,11 +11,15 @@ set -uo pipefail
 skip_ab=0
 [[ "${1:-}" == "--skip-ab" ]] && skip_ab=1
 cd "$(dirname "$0")/.."
-logs=${OUT:-$PWD/gpu-check-logs}
+# With $OUT (the device machine), the logs end up as one archive, $OUT/logs.tgz.
+logs=${OUT:+$OUT/logs}
+logs=${logs:-$PWD/gpu-check-logs}
 build=${BUILD_DIR:-build-gpu}
 mkdir -p "$logs"
 summary=()
-note() { summary+=("$*"); }
+# Each line goes to the summary and, at once, to the output (so a run that is
+# cut short still shows how far it got).
+note() { summary+=("$*"); echo "$*"; }
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
 note "machine: ${gpu:-no nvidia-smi}; $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc'); $(date -u +%F)"
@@ -44,10 +48,58 @@ run_ctest() {  # label, log name, extra ctest args
 }
 failed=0
 run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
-run_ctest "GPU tier" ctest-gpu.log -L gpu -E torch || failed=1
+# (the ordering stress runs below, once per mode, with its numbers in the summary)
+run_ctest "GPU tier" ctest-gpu.log -L gpu -E 'torch|gpu\.ordering' || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
 
 shim=$PWD/$build/shim/libasyncshim.so
+
+# The ordering stress program (tests/gpu/ordering_stress.cu) in each mode:
+# device and sync must see no corrupted byte; stream mode is reported.
+stress=$PWD/$build/tests/gpu/ordering_stress
+if [[ -x $stress ]]; then
+  note "ordering stress (16 threads, non-blocking streams + legacy, cross-thread frees):"
+  for ordering in device sync stream; do
+    allow=(); [[ $ordering == stream ]] && allow=(--allow-corruption)
+    line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=$ordering timeout 240 "$stress" "${allow[@]}" 2>"$logs/stress-$ordering.err" | tail -1)
+    status=$?
+    [[ $status -eq 0 ]] || failed=1
+    note "    $ordering (exit $status): $line"
+  done
+  line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
+  note "    native cudaMalloc (exit $?): $line"
+fi
+
+# The lifecycle probe's native answers, kept for the record (the GPU tier
+# compared them with the shim's).
+probe=$PWD/$build/tests/gpu/lifecycle_probe
+if [[ -x $probe ]]; then
+  for sub in capture-global-same-thread capture-global-other-thread capture-thread-local-other-thread \
+      capture-relaxed-same-thread capture-legacy-blocking capture-per-thread-stream reset oom last-error fork \
+      fork-under-load exit-live exit-static-destructor exit-atexit exit-after-reset exit-after-reset-destructor; do
+    echo "== $sub"; "$probe" "$sub" 2>&1; echo "exit $?"
+  done >"$logs/lifecycle-native.txt"
+fi
+
+# compute-sanitizer (memcheck, racecheck) on GPU programs under the shim.
+if command -v compute-sanitizer >/dev/null; then
+  note "compute-sanitizer under the shim:"
+  sanitize() {  # tool, name, program and arguments
+    local tool=$1 name=$2; shift 2
+    timeout 180 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      env LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@" >"$logs/sanitizer-$tool-$name.log" 2>&1
+    local status=$?
+    [[ $status -eq 0 ]] || failed=1
+    note "    $tool $name (exit $status): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+  }
+  # racecheck instruments every shared-memory access and is far slower: a
+  # smaller stress run for it.
+  sanitize memcheck kernels "$PWD/$build/tests/gpu/shim_gpu_probe" kernels
+  sanitize memcheck threads "$PWD/$build/tests/gpu/shim_gpu_probe" threads
+  [[ -x $stress ]] && sanitize memcheck stress "$stress" --threads 4 --operations 20000
+  sanitize racecheck kernels "$PWD/$build/tests/gpu/shim_gpu_probe" kernels
+  [[ -x $stress ]] && sanitize racecheck stress "$stress" --threads 4 --operations 2000
+fi
 torch_out=$(python3 tests/gpu/torch_same_losses.py --shim "$shim" --steps 60 2>&1)
 torch_status=$?
 echo "$torch_out" >"$logs/torch.log"
@@ -99,4 +151,5 @@ if [[ -s "$logs/failures.txt" ]]; then echo "== failures =="; cat "$logs/failure
 echo "== summary =="
 printf '%s\n' "${summary[@]}"
 echo "overall: $([[ $failed -eq 0 ]] && echo PASSED || echo FAILED)"
+if [[ -n "${OUT:-}" ]]; then tar czf "$OUT/logs.tgz" -C "$logs" . && rm -rf "$logs"; fi
 exit $failed

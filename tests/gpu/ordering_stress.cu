@@ -1,0 +1,523 @@
+// Stress test of the ordering guarantees that cudaMalloc/cudaFree give a
+// program, run with and without libasyncshim.so (ASYNCSHIM_ORDERING=device,
+// stream, sync). Natively, cudaFree waits for all work queued on the device
+// before it, and memory from cudaMalloc is usable from any stream at once. A
+// pool's cudaFreeAsync on the legacy stream does not wait for streams created
+// with cudaStreamNonBlocking, so a block could be handed out again while a
+// kernel on such a stream still reads or writes it: this program makes that as
+// likely as it can and counts the damage.
+//
+// Threads (--threads, default 16), each with its own non-blocking stream and
+// the legacy stream, allocate buffers of mixed sizes (256 B .. 256 MiB, mostly
+// small) and fill each, with a kernel, with a pattern made of the buffer's
+// 64-bit allocation id and the word index. Buffers are verified by a kernel that
+// adds the bytes that differ from the pattern to a device counter of that
+// allocation (corrupted_bytes sums them over all verifications; a buffer is
+// verified once or twice), and freed right after the verify kernel was launched (on the
+// thread's non-blocking stream, the kernel slowed down on purpose), or freed
+// right after their fill kernel was launched, or handed to other threads
+// through a shared queue (right after their fill, or right after a verify
+// kernel was launched on them), which verify and free them (or free them at
+// once), or kept a while and verified later. Fills run on the legacy stream for part
+// of the buffers. Work of another stream is waited for with events exactly
+// where the native semantics need it, and nowhere else: a correct allocator
+// gives zero corrupted bytes.
+//
+// An operation is one cudaMalloc or one cudaFree (--operations, default
+// 1000000, i.e. 500000 allocations, each freed once). The live set is bounded
+// by --max-live-bytes (default 8 GiB). One summary line at the end:
+//   ordering_stress: ordering=<ASYNCSHIM_ORDERING or unset> shim=<yes|no> threads=16 operations=1000000
+//     allocations=500000 bytes_verified=... corrupted_bytes=0 corrupted_buffers=0 seconds=...
+// Exit 0 when no byte was corrupted (or with --allow-corruption), 1 when some
+// were, 2 on an unexpected CUDA error or bad options. "SKIP: no CUDA device"
+// and exit 0 where there is no device.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t KiB = std::size_t{1} << 10;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t GiB = std::size_t{1} << 30;
+
+[[noreturn]] void cuda_failure(char const* what, cudaError_t e, int line)
+{
+  std::printf("ordering_stress: unexpected CUDA error: %s returned %s (%s) at line %d\n", what, cudaGetErrorName(e),
+              cudaGetErrorString(e), line);
+  std::fflush(stdout);
+  std::_Exit(2);  // other threads are still inside CUDA: no destructors, no atexit handlers
+}
+
+#define CK(call)                                                   \
+  do {                                                             \
+    cudaError_t const e_ = (call);                                 \
+    if (e_ != cudaSuccess) { cuda_failure(#call, e_, __LINE__); } \
+  } while (0)
+
+#define CK_LAUNCH(what) CK((what, cudaGetLastError()))
+
+// ---- device side --------------------------------------------------------------
+
+__host__ __device__ inline std::uint64_t pattern(std::uint64_t id, std::uint64_t word)
+{
+  std::uint64_t x = id * 0x9E3779B97F4A7C15ull + word * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+__global__ void fill_kernel(std::uint64_t* data, std::size_t words, std::uint64_t id)
+{
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride) {
+    data[i] = pattern(id, i);
+  }
+}
+
+// Sleeps delay_ns first and spin_ns before each word it reads, so that it is
+// still reading when a block freed right after its launch could be refilled.
+__global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std::uint64_t id,
+                              unsigned long long* bad_bytes, unsigned delay_ns, unsigned spin_ns)
+{
+  if (delay_ns != 0) { __nanosleep(delay_ns); }
+  unsigned long long bad = 0;
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride) {
+    if (spin_ns != 0) { __nanosleep(spin_ns); }
+    std::uint64_t diff = data[i] ^ pattern(id, i);
+    if (diff != 0) {  // count the bytes that differ
+      diff |= diff >> 4;
+      diff |= diff >> 2;
+      diff |= diff >> 1;
+      bad += static_cast<unsigned long long>(__popcll(diff & 0x0101010101010101ull));
+    }
+  }
+  if (bad != 0) { atomicAdd(bad_bytes, bad); }
+}
+
+// ---- options ------------------------------------------------------------------
+
+struct options {
+  int threads = 16;
+  std::uint64_t operations = 1000000;
+  std::uint64_t seed = 1;
+  std::size_t max_live_bytes = 8 * GiB;
+  bool allow_corruption = false;
+  // A verify kernel first sleeps 0 .. this long: the window in which a block
+  // freed right after its launch must not be handed out and refilled.
+  std::uint64_t max_verify_delay_us = 200;
+};
+
+[[noreturn]] void usage(char const* problem)
+{
+  if (problem != nullptr) { std::fprintf(stderr, "ordering_stress: %s\n", problem); }
+  std::fprintf(stderr,
+               "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
+               "                       [--max-verify-delay-us N] [--allow-corruption]\n"
+               "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
+               "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
+  std::exit(2);
+}
+
+std::uint64_t parse_number(char const* text, bool allow_unit)
+{
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long const value = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text || text[0] == '-') { usage("bad number"); }
+  std::uint64_t unit = 1;
+  if (allow_unit && *end != '\0') {
+    std::string const suffix = end;
+    if (suffix == "K" || suffix == "KiB") { unit = KiB; }
+    else if (suffix == "M" || suffix == "MiB") { unit = MiB; }
+    else if (suffix == "G" || suffix == "GiB") { unit = GiB; }
+    else { usage("bad unit (K, M, G: powers of 1024)"); }
+  } else if (*end != '\0') {
+    usage("bad number");
+  }
+  return value * unit;
+}
+
+options parse_options(int argc, char** argv)
+{
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string const arg = argv[i];
+    auto value = [&]() -> char const* {
+      if (i + 1 >= argc) { usage("missing value"); }
+      return argv[++i];
+    };
+    if (arg == "--threads") { o.threads = static_cast<int>(parse_number(value(), false)); }
+    else if (arg == "--operations") { o.operations = parse_number(value(), false); }
+    else if (arg == "--seed") { o.seed = parse_number(value(), false); }
+    else if (arg == "--max-live-bytes") { o.max_live_bytes = parse_number(value(), true); }
+    else if (arg == "--allow-corruption") { o.allow_corruption = true; }
+    else if (arg == "--max-verify-delay-us") { o.max_verify_delay_us = parse_number(value(), false); }
+    else if (arg == "--help" || arg == "-h") { usage(nullptr); }
+    else { usage(("unknown option " + arg).c_str()); }
+  }
+  if (o.threads < 1 || o.threads > 1024) { usage("--threads must be 1..1024"); }
+  if (o.max_verify_delay_us > 1000000) { usage("--max-verify-delay-us must be at most 1000000"); }
+  if (o.operations < 2) { usage("--operations must be at least 2"); }
+  if (o.max_live_bytes < 512 * MiB) { usage("--max-live-bytes must be at least 512M"); }
+  return o;
+}
+
+bool shim_loaded()
+{
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("libasyncshim.so") != std::string::npos) { return true; }
+  }
+  return false;
+}
+
+std::uint64_t splitmix(std::uint64_t x)
+{
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// ---- shared state -----------------------------------------------------------
+
+struct buffer {
+  std::uint64_t* ptr = nullptr;
+  std::size_t bytes = 0;
+  std::uint64_t id = 0;
+  cudaStream_t last = nullptr;  // the stream of the last work queued on it (its fill)
+  cudaEvent_t done = nullptr;   // recorded on `last` after that work, when another stream must wait for it
+};
+
+struct shared_state {
+  std::uint64_t allocation_budget = 0;
+  std::size_t max_live_bytes = 0;
+  unsigned max_verify_delay_ns = 0;
+  unsigned long long* bad_bytes = nullptr;  // one counter per allocation id (managed memory, not the allocator's)
+  std::atomic<std::uint64_t> next_id{0};
+  std::atomic<std::size_t> live_bytes{0};
+  std::atomic<int> producers{0};
+  std::mutex queue_mutex;
+  std::deque<buffer> queue;  // handed over, to be freed by any thread
+  std::size_t queue_limit = 0;
+  std::mutex finished_mutex;
+  std::vector<cudaStream_t> streams;  // destroyed by main after the final synchronization
+  std::vector<cudaEvent_t> events;
+};
+
+struct thread_totals {
+  std::uint64_t mallocs = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t bytes_verified = 0;
+};
+
+class worker {
+ public:
+  worker(shared_state& shared, int index, std::uint64_t seed, thread_totals& totals)
+    : shared_{shared}, rng_{splitmix(seed ^ splitmix(static_cast<std::uint64_t>(index) + 1))}, totals_{totals}
+  {
+  }
+
+  void run()
+  {
+    CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    for (;;) {
+      std::uint64_t const id = shared_.next_id.fetch_add(1, std::memory_order_relaxed);
+      if (id >= shared_.allocation_budget) { break; }
+      one_allocation(id);
+      // Often also free a buffer some other thread handed over.
+      if (chance(0.5)) {
+        if (auto b = pop_shared()) { retire_foreign(*b); }
+      }
+    }
+    shared_.producers.fetch_sub(1);
+    while (!local_.empty()) { retire_local_oldest(); }
+    for (;;) {  // drain what the others hand over until every producer is done
+      if (auto b = pop_shared()) {
+        retire_foreign(*b);
+      } else if (shared_.producers.load() == 0) {
+        if (auto last = pop_shared()) { retire_foreign(*last); continue; }
+        break;
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+    std::lock_guard<std::mutex> lock{shared_.finished_mutex};
+    shared_.streams.push_back(stream_);
+    shared_.events.insert(shared_.events.end(), free_events_.begin(), free_events_.end());
+  }
+
+ private:
+  bool chance(double p) { return std::uniform_real_distribution<double>{0.0, 1.0}(rng_) < p; }
+
+  std::size_t log_uniform(std::size_t lo, std::size_t hi)
+  {
+    double const x = std::uniform_real_distribution<double>{std::log(double(lo)), std::log(double(hi))}(rng_);
+    return static_cast<std::size_t>(std::exp(x));
+  }
+
+  // Mostly 256 B .. 1 MiB; 1% 1 .. 16 MiB; 0.05% 64 .. 256 MiB. Multiples of 8 bytes.
+  std::size_t draw_size()
+  {
+    double const r = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
+    std::size_t bytes = 0;
+    if (r < 0.0005) { bytes = log_uniform(64 * MiB, 256 * MiB); }
+    else if (r < 0.0105) { bytes = log_uniform(1 * MiB, 16 * MiB); }
+    else { bytes = log_uniform(256, 1 * MiB); }
+    bytes = std::max<std::size_t>(256, bytes & ~std::size_t{7});
+    return std::min(bytes, shared_.max_live_bytes / 4);
+  }
+
+  cudaEvent_t take_event()
+  {
+    if (free_events_.empty()) {
+      cudaEvent_t e = nullptr;
+      CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      return e;
+    }
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+
+  // Makes `stream` wait for the work queued on b so far (its fill).
+  void order_after(buffer& b, cudaStream_t stream)
+  {
+    if (b.last == stream) { return; }
+    if (b.done == nullptr) {  // only for this thread's own buffers: `last` is its stream or the legacy one
+      b.done = take_event();
+      CK(cudaEventRecord(b.done, b.last));
+    }
+    CK(cudaStreamWaitEvent(stream, b.done, 0));
+  }
+
+  bool reserve(std::size_t bytes)
+  {
+    std::size_t current = shared_.live_bytes.load();
+    while (current + bytes <= shared_.max_live_bytes) {
+      if (shared_.live_bytes.compare_exchange_weak(current, current + bytes)) { return true; }
+    }
+    return false;
+  }
+
+  void one_allocation(std::uint64_t id)
+  {
+    std::size_t const bytes = draw_size();
+    while (!reserve(bytes)) {  // keep the live set bounded: free something first
+      if (!local_.empty()) { retire_local_oldest(); }
+      else if (auto b = pop_shared()) { retire_foreign(*b); }
+      else { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
+    }
+    buffer b;
+    b.bytes = bytes;
+    b.id = id;
+    void* p = nullptr;
+    CK(cudaMalloc(&p, bytes));
+    ++totals_.mallocs;
+    b.ptr = static_cast<std::uint64_t*>(p);
+    // Usable from any stream at once: filled on the legacy stream or this thread's stream.
+    b.last = chance(0.3) ? cudaStreamLegacy : stream_;
+    std::size_t const words = bytes / 8;
+    unsigned const fill_blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 1023) / 1024, 1, 1024));
+    CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id)));
+
+    double const fate = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
+    if (fate < 0.05) {  // verify on a stream of its own, destroy that stream at once, then free
+      cudaStream_t temporary = nullptr;
+      CK(cudaStreamCreateWithFlags(&temporary, cudaStreamNonBlocking));
+      verify(b, temporary);
+      CK(cudaStreamDestroy(temporary));  // its work goes on: the free must still wait for it
+      free_now(b);
+    } else if (fate < 0.40) {  // verify (slowly) and free right after launching the verify
+      verify_then_free(b, verify_stream());
+    } else if (fate < 0.50) {  // free right after launching the fill
+      free_now(b);
+    } else if (fate < 0.65) {  // hand over: another thread verifies and frees it, or frees it at once
+      push_shared(b);
+    } else if (fate < 0.75) {  // verify here, then hand over: the other thread may free it while this verify runs
+      verify(b, stream_);
+      b.last = stream_;
+      push_shared(b);
+    } else {  // keep a while, verify and free later
+      if (local_.size() >= 8) { retire_local_oldest(); }
+      local_.push_back(b);
+    }
+  }
+
+  // Mostly the thread's non-blocking stream; else the legacy stream or the
+  // thread's per-thread default stream (a blocking one).
+  cudaStream_t verify_stream()
+  {
+    double const r = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
+    return r < 0.7 ? stream_ : r < 0.85 ? cudaStreamLegacy : cudaStreamPerThread;
+  }
+
+  void verify_then_free(buffer& b, cudaStream_t stream)
+  {
+    verify(b, stream);
+    free_now(b);  // at once, while the verify kernel is (about to be) running
+  }
+
+  void verify(buffer& b, cudaStream_t stream)
+  {
+    order_after(b, stream);
+    std::size_t const words = b.bytes / 8;
+    unsigned const blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 2047) / 2048, 1, 256));
+    unsigned const delay_ns = static_cast<unsigned>(std::uniform_int_distribution<unsigned>{0, shared_.max_verify_delay_ns}(rng_));
+    unsigned const spin_ns = chance(0.5) ? 100u : 0u;
+    CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, shared_.bad_bytes + b.id, delay_ns, spin_ns)));
+    totals_.bytes_verified += b.bytes;
+  }
+
+  void free_now(buffer& b)
+  {
+    CK(cudaFree(b.ptr));
+    ++totals_.frees;
+    shared_.live_bytes.fetch_sub(b.bytes);
+    if (b.done != nullptr) { free_events_.push_back(b.done); }
+    b = buffer{};
+  }
+
+  void retire_local_oldest()
+  {
+    buffer b = local_.front();
+    local_.pop_front();
+    verify_then_free(b, stream_);
+  }
+
+  // A buffer another thread (or this one) handed over: its fill may still be running.
+  void retire_foreign(buffer& b)
+  {
+    if (chance(0.3)) {
+      free_now(b);
+    } else {
+      verify_then_free(b, verify_stream());
+    }
+  }
+
+  void push_shared(buffer& b)
+  {
+    if (b.done == nullptr) { b.done = take_event(); }
+    CK(cudaEventRecord(b.done, b.last));
+    {
+      std::lock_guard<std::mutex> lock{shared_.queue_mutex};
+      if (shared_.queue.size() < shared_.queue_limit) {
+        shared_.queue.push_back(b);
+        return;
+      }
+    }
+    verify_then_free(b, stream_);  // the queue is full
+  }
+
+  std::optional<buffer> pop_shared()
+  {
+    std::lock_guard<std::mutex> lock{shared_.queue_mutex};
+    if (shared_.queue.empty()) { return std::nullopt; }
+    buffer b = shared_.queue.front();
+    shared_.queue.pop_front();
+    return b;
+  }
+
+  shared_state& shared_;
+  std::mt19937_64 rng_;
+  thread_totals& totals_;
+  cudaStream_t stream_ = nullptr;
+  std::deque<buffer> local_;
+  std::vector<cudaEvent_t> free_events_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  options const opts = parse_options(argc, argv);
+
+  int devices = 0;
+  cudaError_t const counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n", cudaGetErrorName(counted), devices);
+    return 0;
+  }
+  char const* ordering_env = std::getenv("ASYNCSHIM_ORDERING");
+  std::string const ordering = ordering_env != nullptr && ordering_env[0] != '\0' ? ordering_env : "unset";
+
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  CK(cudaMemGetInfo(&free_bytes, &total_bytes));
+
+  shared_state shared;
+  shared.allocation_budget = opts.operations / 2;
+  shared.max_live_bytes = std::min(opts.max_live_bytes, free_bytes / 2);
+  shared.max_verify_delay_ns = static_cast<unsigned>(opts.max_verify_delay_us * 1000);
+  shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
+  shared.producers = opts.threads;
+  // The counters live in managed memory: cudaMallocManaged is not the allocator under test.
+  std::size_t const counter_bytes = shared.allocation_budget * sizeof(unsigned long long);
+  CK(cudaMallocManaged(&shared.bad_bytes, counter_bytes));
+  CK(cudaMemset(shared.bad_bytes, 0, counter_bytes));
+  CK(cudaDeviceSynchronize());
+
+  std::vector<thread_totals> totals(static_cast<std::size_t>(opts.threads));
+  auto const start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < opts.threads; ++t) {
+    threads.emplace_back([&, t] { worker{shared, t, opts.seed, totals[static_cast<std::size_t>(t)]}.run(); });
+  }
+  for (auto& th : threads) { th.join(); }
+  CK(cudaDeviceSynchronize());
+  auto const stop = std::chrono::steady_clock::now();
+
+  thread_totals sum;
+  for (auto const& t : totals) {
+    sum.mallocs += t.mallocs;
+    sum.frees += t.frees;
+    sum.bytes_verified += t.bytes_verified;
+  }
+  unsigned long long corrupted_bytes = 0;
+  unsigned long long corrupted_buffers = 0;
+  for (std::uint64_t id = 0; id < shared.allocation_budget; ++id) {
+    corrupted_bytes += shared.bad_bytes[id];
+    corrupted_buffers += shared.bad_bytes[id] != 0 ? 1 : 0;
+  }
+  for (cudaStream_t s : shared.streams) { CK(cudaStreamDestroy(s)); }
+  for (cudaEvent_t e : shared.events) { CK(cudaEventDestroy(e)); }
+  CK(cudaFree(shared.bad_bytes));
+  CK(cudaGetLastError());
+  if (sum.mallocs != shared.allocation_budget || sum.frees != sum.mallocs || shared.live_bytes.load() != 0) {
+    std::printf("ordering_stress: internal error: %llu cudaMalloc, %llu cudaFree, %zu bytes still counted live\n",
+                static_cast<unsigned long long>(sum.mallocs), static_cast<unsigned long long>(sum.frees),
+                shared.live_bytes.load());
+    return 2;
+  }
+
+  double const seconds = std::chrono::duration<double>(stop - start).count();
+  std::printf("ordering_stress: ordering=%s shim=%s threads=%d operations=%llu allocations=%llu bytes_verified=%llu "
+              "corrupted_bytes=%llu corrupted_buffers=%llu seconds=%.2f\n",
+              ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads,
+              static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
+              static_cast<unsigned long long>(sum.bytes_verified), corrupted_bytes, corrupted_buffers, seconds);
+  if (corrupted_bytes == 0 || opts.allow_corruption) { return 0; }
+  return 1;
+}
