@@ -63,6 +63,8 @@ Config read_config() {
   if (char const* v = env("CUDA_DOUBLE_POOL_HANDLE_TYPES");
       v && parse_number("CUDA_DOUBLE_POOL_HANDLE_TYPES", v, std::numeric_limits<int>::max(), n))
     c.pool_handle_types = static_cast<unsigned>(n);
+  if (char const* v = env("CUDA_DOUBLE_NO_PEER")) c.no_peer = parse_flag("CUDA_DOUBLE_NO_PEER", v);
+  if (char const* v = env("CUDA_DOUBLE_FABRIC_OK")) c.fabric_ok = parse_flag("CUDA_DOUBLE_FABRIC_OK", v);
   return c;
 }
 

@@ -18,15 +18,18 @@
 // against it (NEEDED libcuda.so.1) and reaches it in two ways, as the real
 // runtime reaches the real driver:
 //   * memory, pools, copies (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
-//     cudaMemPool* and stream-ordered calls, cudaMemGetInfo, ...): through an
-//     internal C++ API (model.h, operations.h), never through an exported
-//     CUDA function;
-//   * streams, events, stream capture, graphs, synchronization and reset
-//     (cudaStreamCreate*, cudaStreamDestroy, cudaStreamGetFlags,
-//     cudaStreamSynchronize, cudaStreamQuery, cudaStreamWaitEvent,
-//     cudaEvent*, cudaStreamBeginCapture/EndCapture/IsCapturing,
-//     cudaThreadExchangeStreamCaptureMode, cudaGraphDestroy/GetNodes,
-//     cudaDeviceSynchronize, cudaDeviceReset): through driver function
+//     cudaMemPool* calls but those of access and exports, the stream-ordered
+//     calls, cudaMemGetInfo, ...): through an internal C++ API (model.h,
+//     operations.h), never through an exported CUDA function;
+//   * streams, events, stream capture, graphs, synchronization, reset, peer
+//     access, pool access and exports (cudaStreamCreate*, cudaStreamDestroy,
+//     cudaStreamGetFlags, cudaStreamSynchronize, cudaStreamQuery,
+//     cudaStreamWaitEvent, cudaEvent*, cudaStreamBeginCapture/EndCapture/
+//     IsCapturing, cudaThreadExchangeStreamCaptureMode,
+//     cudaGraphDestroy/GetNodes, cudaDeviceSynchronize, cudaDeviceReset,
+//     cudaDeviceCanAccessPeer, cudaDeviceEnable/DisablePeerAccess,
+//     cudaMemPoolSetAccess/GetAccess, cudaMemPoolExportToShareableHandle,
+//     cudaMemPoolExportPointer, cudaIpcGetMemHandle): through driver function
 //     pointers that it fetched once with cuGetProcAddress_v2 (see "The
 //     runtime's driver entry points" below).
 // No exported function of either library calls an exported one by its
@@ -57,6 +60,10 @@
 //   cudaGraphGetNodes cudaDeviceSynchronize cudaDeviceReset cudaGetLastError
 //   cudaPeekAtLastError cudaGetErrorName cudaGetErrorString
 //   cudaDriverGetVersion cudaRuntimeGetVersion cudaMemcpy cudaMemset
+//   cudaDeviceCanAccessPeer cudaDeviceEnablePeerAccess
+//   cudaDeviceDisablePeerAccess cudaMemPoolSetAccess cudaMemPoolGetAccess
+//   cudaMemPoolExportToShareableHandle cudaMemPoolExportPointer
+//   cudaIpcGetMemHandle
 //
 // Controls: environment variables, read once, at the first call into either
 // library (changing them later in the same process has no effect). What they
@@ -85,6 +92,18 @@
 //                                  (default 9 = posix fd | fabric, as on an H200);
 //                                  cudaMemPoolCreate refuses other handle types
 //                                  with cudaErrorNotSupported.
+//   CUDA_DOUBLE_NO_PEER=1          no pair of devices can access each other:
+//                                  cuDeviceCanAccessPeer (cudaDeviceCanAccessPeer)
+//                                  reports 0, enabling peer access fails with
+//                                  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
+//                                  (cudaErrorPeerAccessUnsupported) and granting
+//                                  another device access to a pool with
+//                                  CUDA_ERROR_INVALID_DEVICE.
+//   CUDA_DOUBLE_FABRIC_OK=1        fabric handles can be exported (as with an
+//                                  IMEX channel); without it
+//                                  cuMemPoolExportToShareableHandle of a fabric
+//                                  handle fails with CUDA_ERROR_NOT_PERMITTED, as
+//                                  on an H200 without IMEX.
 // Booleans accept 1/true/yes/on; numbers are decimal or 0x-hex. A value that
 // cannot be parsed is reported on stderr and the default is used.
 //
@@ -97,17 +116,23 @@
 //     below). cudaSetDevice(d) makes device d the runtime device and d's
 //     primary context current (replacing the top of the stack). cudaMalloc,
 //     cudaFree (also of nullptr), cudaMemGetInfo, cudaDeviceSynchronize,
-//     cudaMemcpy, cudaMemset and the stream, event, capture, graph, pool and
-//     stream-ordered calls first make the runtime device's primary context
-//     current if no context is (after the no-driver/no-device check, before
-//     anything else), and then work on the current context's device.
-//     cudaDeviceReset resets the primary context of the device cudaGetDevice
-//     would report (cuDevicePrimaryCtxReset_v2) and makes no context current. cudaGetDevice reports the
-//     current context's device, or the runtime device while no context is
-//     current; it, cudaGetDeviceCount and cudaDeviceGetAttribute make no
-//     context current. So after any runtime call cuCtxGetDevice and
+//     cudaMemcpy, cudaMemset, cudaIpcGetMemHandle, cudaDeviceEnablePeerAccess,
+//     cudaDeviceDisablePeerAccess and the stream, event, capture, graph, pool
+//     (access and exports included) and stream-ordered calls first make the
+//     runtime device's primary context current if no context is (after the
+//     no-driver/no-device check, before anything else), and then work on the
+//     current context's device. cudaDeviceReset resets the primary context of
+//     the device cudaGetDevice would report (cuDevicePrimaryCtxReset_v2) and
+//     makes no context current. cudaGetDevice reports the current context's
+//     device, or the runtime device while no context is current; it,
+//     cudaGetDeviceCount, cudaDeviceGetAttribute and cudaDeviceCanAccessPeer
+//     make no context current. So after any runtime call cuCtxGetDevice and
 //     cudaGetDevice agree (or cuCtxGetDevice says there is no context).
-//     These implicit uses do not count as cuDevicePrimaryCtxRetain.
+//     These implicit uses do not count as cuDevicePrimaryCtxRetain. The peer
+//     device's context of cudaDeviceEnablePeerAccess/DisablePeerAccess does:
+//     the runtime retains it (cuDevicePrimaryCtxRetain, through its fetched
+//     pointer) the first time it needs it and keeps that retain for the life
+//     of the process, as the real runtime keeps the contexts it uses.
 //   * The first runtime call that passes the no-driver/no-device check
 //     (cudaGetDeviceCount included) initializes the driver, as if cuInit(0)
 //     had been called.
@@ -139,17 +164,25 @@
 //     the device of the context that was current when it was created; the
 //     special streams stand for the current context's device. 0 is the legacy
 //     stream for every runtime function (this runtime exports the legacy
-//     default-stream names). Events, stream capture, graphs and reset follow
-//     the driver's rules (below): these runtime functions are the driver's,
-//     with the runtime's error codes.
+//     default-stream names). Events, stream capture, graphs, reset, peer
+//     access, pool access, pool exports and legacy IPC follow the driver's
+//     rules (below): these runtime functions are the driver's, with the
+//     runtime's error codes (so cudaDeviceEnablePeerAccess of the current
+//     device: cudaErrorInvalidDevice; twice: cudaErrorPeerAccessAlreadyEnabled;
+//     cudaDeviceDisablePeerAccess of what is not enabled:
+//     cudaErrorPeerAccessNotEnabled; cudaMemPoolSetAccess revoking the pool's
+//     own device: cudaErrorInvalidDevice; cudaIpcGetMemHandle of pool memory:
+//     cudaErrorInvalidValue).
 //   * The runtime's error codes for the driver's: CUDA_ERROR_X becomes the
 //     cudaErrorX of the same meaning (INVALID_VALUE -> InvalidValue,
 //     OUT_OF_MEMORY -> MemoryAllocation, INVALID_HANDLE ->
 //     InvalidResourceHandle, INVALID_DEVICE -> InvalidDevice, NOT_SUPPORTED ->
 //     NotSupported, ILLEGAL_STATE -> IllegalState, STREAM_CAPTURE_UNSUPPORTED/
 //     INVALIDATED/IMPLICIT/WRONG_THREAD/MERGE -> StreamCaptureUnsupported/
-//     Invalidated/Implicit/WrongThread/Merge, CAPTURED_EVENT -> CapturedEvent),
-//     recorded as the last error as every runtime failure is.
+//     Invalidated/Implicit/WrongThread/Merge, CAPTURED_EVENT -> CapturedEvent,
+//     PEER_ACCESS_UNSUPPORTED/ALREADY_ENABLED/NOT_ENABLED ->
+//     PeerAccessUnsupported/AlreadyEnabled/NotEnabled, NOT_PERMITTED ->
+//     NotPermitted), recorded as the last error as every runtime failure is.
 //   * The runtime's driver entry points: at the first call that needs one,
 //     the runtime double dlopen()s "libcuda.so.1" with RTLD_NOLOAD (the loaded
 //     one: it needs it), dlsym()s "cuGetProcAddress_v2" and through it fetches,
@@ -160,14 +193,24 @@
 //     cuEventQuery, cuEventSynchronize, cuStreamBeginCapture,
 //     cuStreamEndCapture, cuStreamIsCapturing,
 //     cuThreadExchangeStreamCaptureMode, cuGraphDestroy, cuGraphGetNodes,
-//     cuCtxSynchronize and cuDevicePrimaryCtxReset (each looked up once per
-//     process, see cuda_double_proc_lookups). cudaStreamCreate(WithFlags)
-//     calls cuStreamCreate, cudaStreamCreateWithPriority
-//     cuStreamCreateWithPriority, cudaEventCreate(WithFlags) cuEventCreate,
-//     cudaDeviceSynchronize cuCtxSynchronize, cudaDeviceReset
-//     cuDevicePrimaryCtxReset, and every other one of these runtime functions
-//     the driver function of the same name. An entry point that could not be
-//     fetched: cudaErrorCallRequiresNewerDriver.
+//     cuCtxSynchronize, cuDevicePrimaryCtxReset, cuDevicePrimaryCtxRetain,
+//     cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess,
+//     cuMemPoolSetAccess, cuMemPoolGetAccess,
+//     cuMemPoolExportToShareableHandle, cuMemPoolExportPointer and
+//     cuIpcGetMemHandle (each looked up once per process, see
+//     cuda_double_proc_lookups). cudaStreamCreate(WithFlags) calls
+//     cuStreamCreate, cudaStreamCreateWithPriority cuStreamCreateWithPriority,
+//     cudaEventCreate(WithFlags) cuEventCreate, cudaDeviceSynchronize
+//     cuCtxSynchronize, cudaDeviceReset cuDevicePrimaryCtxReset,
+//     cudaDeviceCanAccessPeer cuDeviceCanAccessPeer,
+//     cudaDeviceEnablePeerAccess(peer, flags) cuCtxEnablePeerAccess(the peer
+//     device's primary context, flags) (after cuDevicePrimaryCtxRetain, see
+//     the contexts above; a peer ordinal that is no device:
+//     cudaErrorInvalidDevice, no driver call), cudaDeviceDisablePeerAccess
+//     likewise cuCtxDisablePeerAccess, and every other one of these runtime
+//     functions the driver function of the same name (the runtime's argument
+//     types passed as the driver's: same layouts and values). An entry point
+//     that could not be fetched: cudaErrorCallRequiresNewerDriver.
 //   * A runtime function that fails counts once in failed_calls, also when it
 //     failed because the driver function it called failed.
 //   * cudaMemcpy copies (memmove) whatever the kind; cudaMemset needs a range
@@ -212,7 +255,9 @@
 //   cuStreamIsCapturing_ptsz cuThreadExchangeStreamCaptureMode cuGraphDestroy
 //   cuGraphGetNodes cuPointerGetAttribute cuGetErrorName
 //   cuGetErrorString cuGetProcAddress (CUDA 11.3 ABI, no symbolStatus)
-//   cuGetProcAddress_v2
+//   cuGetProcAddress_v2 cuDeviceCanAccessPeer cuCtxEnablePeerAccess
+//   cuCtxDisablePeerAccess cuMemPoolSetAccess cuMemPoolGetAccess
+//   cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle
 // cuda_driver_double.h declares those cuda.h does not (the _ptsz ones,
 // cuGetProcAddress as cuGetProcAddress_v1 and cuStreamDestroy as
 // cuStreamDestroy_v1).
@@ -253,7 +298,11 @@
 //     fail with CUDA_ERROR_INVALID_VALUE), its created streams and events
 //     (then CUDA_ERROR_INVALID_HANDLE) and the captures on its streams (ended,
 //     no graph); its default pool stays, emptied, with reserved 0, high
-//     watermarks 0 and default attributes. Graphs already made stay valid
+//     watermarks 0, default attributes and default access (its own device
+//     only); the peer access from the device's context and to it is gone (in
+//     both directions, for every other context; not counted in
+//     peer_access_disables). What pools of other devices grant the device
+//     stays. Graphs already made stay valid
 //     (their memory on the device is gone). The context keeps its handle, its
 //     retain count and its place on every thread's stack: the double has no
 //     "inactive" state, the next use simply works (as the real driver
@@ -263,12 +312,13 @@
 //     cuCtxGetDevice, cuCtxSynchronize, cuMemAlloc_v2, cuMemGetInfo_v2,
 //     cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, cuMemsetD8_v2, cuStreamCreate,
 //     cuStreamCreateWithPriority, cuEventCreate, cuMemFree_v2 of a non-zero
-//     pointer, and every call given a special stream (0, CU_STREAM_LEGACY,
-//     CU_STREAM_PER_THREAD), which stands for the current context's device.
-//     The pool calls, cuDevice* (the reset included), cuStreamDestroy(_v2),
-//     cuEventDestroy_v2/Query/Synchronize, cuThreadExchangeStreamCaptureMode,
-//     cuGraph*, cuPointerGetAttribute and calls given a created stream need
-//     none.
+//     pointer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess, and every call
+//     given a special stream (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD),
+//     which stands for the current context's device. The pool calls (access
+//     and exports included), cuDevice* (the reset and cuDeviceCanAccessPeer
+//     included), cuStreamDestroy(_v2), cuEventDestroy_v2/Query/Synchronize,
+//     cuThreadExchangeStreamCaptureMode, cuGraph*, cuPointerGetAttribute,
+//     cuIpcGetMemHandle and calls given a created stream need none.
 //   * cuMemAlloc_v2: bytesize 0 or dptr NULL: CUDA_ERROR_INVALID_VALUE (as
 //     cuda.h documents); memory accounting as cudaMalloc's, on the current
 //     context's device; no room: CUDA_ERROR_OUT_OF_MEMORY. The pointer is of
@@ -386,6 +436,70 @@
 //     MEMORY_TYPE (CU_MEMORYTYPE_DEVICE), DEVICE_POINTER, DEVICE_ORDINAL,
 //     RANGE_START_ADDR, RANGE_SIZE, MEMPOOL_HANDLE (NULL unless a pool
 //     allocation); any other attribute: CUDA_ERROR_NOT_SUPPORTED.
+//   * Peer access: one-directional, per (context, peer context) pair, as in
+//     CUDA. cuDeviceCanAccessPeer(&can, dev, peer): can NULL:
+//     CUDA_ERROR_INVALID_VALUE; dev or peer no device:
+//     CUDA_ERROR_INVALID_DEVICE; else *can = 1 for two distinct devices, 0
+//     for dev == peer and under CUDA_DOUBLE_NO_PEER. cuCtxEnablePeerAccess(
+//     peer, flags) gives the current context access to peer's memory; checks,
+//     in this order: flags not 0: CUDA_ERROR_INVALID_VALUE; peer NULL or no
+//     primary context: CUDA_ERROR_INVALID_CONTEXT; peer the current context
+//     (its own device): CUDA_ERROR_INVALID_DEVICE (cuda.h names
+//     INVALID_CONTEXT for this case; the double gives what the runtime's
+//     cudaErrorInvalidDevice stands for); CUDA_DOUBLE_NO_PEER:
+//     CUDA_ERROR_PEER_ACCESS_UNSUPPORTED; already enabled:
+//     CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED. cuCtxDisablePeerAccess(peer):
+//     peer NULL or no primary context: CUDA_ERROR_INVALID_CONTEXT; not enabled
+//     from the current context (its own context included):
+//     CUDA_ERROR_PEER_ACCESS_NOT_ENABLED. What it gives: cudaMalloc and
+//     cuMemAlloc_v2 memory of the peer's device becomes accessible from the
+//     context's device; pool memory does not (see pool access;
+//     cuda_double_can_access says which). A primary context reset drops the
+//     access from and to its context.
+//   * Pool access: per pool, the access of each device. The pool's own device
+//     always has CU_MEM_ACCESS_FLAGS_PROT_READWRITE; every other device starts
+//     with PROT_NONE and keeps it whatever peer access says (as with real
+//     pools: enabling peer access does not make pool memory accessible) until
+//     cuMemPoolSetAccess(pool, map, count) changes it. After the
+//     CUDA_DOUBLE_NO_POOLS check: map NULL with count > 0, unknown or
+//     destroyed pool: CUDA_ERROR_INVALID_VALUE; count 0: success, nothing
+//     changes. Every descriptor is checked before any is applied (the first
+//     bad one, in order, decides the error and nothing changes): location
+//     type not CU_MEM_LOCATION_TYPE_DEVICE or id no device:
+//     CUDA_ERROR_INVALID_VALUE; flags neither PROT_NONE nor PROT_READWRITE
+//     (PROT_READ included: device memory has no read-only access; CUDA's
+//     documentation does not say, the double refuses it):
+//     CUDA_ERROR_INVALID_VALUE; the pool's own device: PROT_READWRITE is
+//     accepted and changes nothing, PROT_NONE fails with
+//     CUDA_ERROR_INVALID_DEVICE (its access cannot be revoked: what real
+//     drivers answer, see rapidsai/rmm#1753 and NVIDIA/cuda-python#2871);
+//     another device given PROT_READWRITE under CUDA_DOUBLE_NO_PEER:
+//     CUDA_ERROR_INVALID_DEVICE (not peer capable). cuMemPoolGetAccess(&flags,
+//     pool, &location): the device's access; flags or location NULL, location
+//     no device, unknown pool: CUDA_ERROR_INVALID_VALUE. A destroyed pool's
+//     access is gone with it; a reset gives the device's default pool its
+//     default access again.
+//   * Exports (the exporting half only: importing is not modelled).
+//     cuMemPoolExportToShareableHandle(out, pool, type, flags), after the
+//     CUDA_DOUBLE_NO_POOLS check: out NULL, unknown pool, flags not 0, type
+//     not exactly one handle type the pool was created with (a default pool
+//     has none): CUDA_ERROR_INVALID_VALUE; CU_MEM_HANDLE_TYPE_POSIX_FILE_
+//     DESCRIPTOR: *(int*)out = a new file descriptor (an eventfd,
+//     close-on-exec, the caller's to close); CU_MEM_HANDLE_TYPE_FABRIC:
+//     CUDA_ERROR_NOT_PERMITTED (no IMEX channel, as on an H200 without one),
+//     with CUDA_DOUBLE_FABRIC_OK a 64-byte CUmemFabricHandle naming the pool;
+//     a Windows type (possible only through CUDA_DOUBLE_POOL_HANDLE_TYPES):
+//     CUDA_ERROR_NOT_SUPPORTED. cuMemPoolExportPointer(out, ptr), after the
+//     CUDA_DOUBLE_NO_POOLS check: out NULL, or ptr not exactly the start of a
+//     live allocation of a pool created with a handle type:
+//     CUDA_ERROR_INVALID_VALUE; else the 64 bytes identify the pool and the
+//     allocation (address, size, device, and a serial number never reused).
+//   * cuIpcGetMemHandle(&handle, ptr) (legacy IPC): handle NULL, or ptr not
+//     exactly the start of a live cudaMalloc / cuMemAlloc_v2 allocation
+//     (unknown, interior, or pool memory of any pool, as measured on an H200):
+//     CUDA_ERROR_INVALID_VALUE; else 64 bytes that identify the allocation
+//     (the same each time for one allocation; different for memory allocated
+//     again at the same address).
 //   * cuDeviceGetAttribute: CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
 //     CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES and compute
 //     capability 9.0 as for the runtime; anything else reads 0.
@@ -416,12 +530,14 @@
 //         cuDeviceGetCount, cuDeviceGetName, cuDeviceGetAttribute,
 //         cuCtxGetDevice, cuCtxSynchronize, cuStreamCreate, cuEventCreate,
 //         cuEventQuery, cuEventSynchronize since 2000; cuDriverGetVersion
-//         since 2020; cuCtxGetCurrent, cuCtxSetCurrent, cuPointerGetAttribute
-//         since 4000; cuStreamCreateWithPriority since 5050;
+//         since 2020; cuCtxGetCurrent, cuCtxSetCurrent, cuPointerGetAttribute,
+//         cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess
+//         since 4000; cuIpcGetMemHandle since 4010;
+//         cuStreamCreateWithPriority since 5050;
 //         cuGetErrorName/String since 6000; cuDevicePrimaryCtxRetain since
 //         7000; cuGraphDestroy, cuGraphGetNodes since 10000;
-//         cuThreadExchangeStreamCaptureMode since 10010; cuMemPool* since
-//         11020).
+//         cuThreadExchangeStreamCaptureMode since 10010; cuMemPool* (the
+//         access and export ones included) since 11020).
 //     A cudaVersion below a name's first version: *pfn = NULL, status
 //     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CUDA_ERROR_NOT_FOUND (the
 //     older ABIs are not provided). An unknown name (a suffixed one
@@ -501,6 +617,17 @@ struct cuda_double_counters {
   unsigned long long free_async_per_thread_stream;    // CU_STREAM_PER_THREAD
   unsigned long long free_async_blocking_stream;      // created without CU_STREAM_NON_BLOCKING
   unsigned long long free_async_non_blocking_stream;  // created with CU_STREAM_NON_BLOCKING
+  // Peer access, pool access and exports (so their runtime counterparts too):
+  unsigned long long peer_access_enables;   // cuCtxEnablePeerAccess successes
+  unsigned long long peer_access_disables;  // cuCtxDisablePeerAccess successes (a reset's drops
+                                            // not counted)
+  unsigned long long pool_access_sets;      // cuMemPoolSetAccess successes (count 0 included)
+  unsigned long long pool_access_owner_entries;  // descriptors naming the pool's own device, in
+                                                 // cuMemPoolSetAccess calls given a live pool
+                                                 // (and a map), whether the call succeeded or not
+  unsigned long long pool_handle_exports;   // cuMemPoolExportToShareableHandle successes
+  unsigned long long pool_pointer_exports;  // cuMemPoolExportPointer successes
+  unsigned long long ipc_mem_handles;       // cuIpcGetMemHandle successes
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);
@@ -550,6 +677,21 @@ CUDA_DOUBLE_API int cuda_double_live_allocations(void);
 // base_name (exact, case-sensitive), found or not, since start-up or the last
 // reset; 0 for base_name NULL.
 CUDA_DOUBLE_API unsigned long long cuda_double_proc_lookups(const char* base_name);
+
+// What `device` may do with the memory of `pool`, as cuMemPoolGetAccess would
+// report it, without its rules and without being a CUDA call: 0 (none), 1
+// (read: never granted by the double) or 3 (read-write; always for the pool's
+// own device). 0 for an unknown or destroyed pool and for a device ordinal
+// that is no device.
+CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device);
+
+// 1 if `device` may access the live allocation containing ptr (its start or
+// inside), else 0 (also for unknown pointers and ordinals that are no
+// device): for cudaMalloc and cuMemAlloc_v2 memory when device is its
+// device or device's primary context has peer access to its device's
+// (cuCtxEnablePeerAccess); for pool memory when the pool grants device
+// access (cuMemPoolSetAccess; its own device always), whatever peer access says.
+CUDA_DOUBLE_API int cuda_double_can_access(int device, void const* ptr);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "cuda_driver_double.h"
 #include "model.h"
@@ -52,6 +53,12 @@ static_assert(int{CU_STREAM_CAPTURE_MODE_RELAXED} == cuda_double::kCaptureModeRe
 static_assert(int{CU_STREAM_CAPTURE_STATUS_NONE} == cuda_double::kCaptureStatusNone);
 static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == cuda_double::kCaptureStatusActive);
 static_assert(int{CU_STREAM_CAPTURE_STATUS_INVALIDATED} == cuda_double::kCaptureStatusInvalidated);
+static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_NONE} == unsigned(cuda_double::Access::none));
+static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READ} == unsigned(cuda_double::Access::read));
+static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE} == unsigned(cuda_double::Access::read_write));
+static_assert(sizeof(CUmemPoolPtrExportData) == cuda_double::operations::kShareDataSize);
+static_assert(sizeof(CUmemFabricHandle) == cuda_double::operations::kShareDataSize);
+static_assert(sizeof(CUipcMemHandle) == cuda_double::operations::kShareDataSize);
 
 namespace {
 
@@ -106,12 +113,25 @@ CUresult to_cu_result(Outcome outcome) {
     case Outcome::capture_merge: return CUDA_ERROR_STREAM_CAPTURE_MERGE;
     case Outcome::captured_event: return CUDA_ERROR_CAPTURED_EVENT;
     case Outcome::illegal_state: return CUDA_ERROR_ILLEGAL_STATE;
+    case Outcome::peer_unsupported: return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    case Outcome::peer_already_enabled: return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    case Outcome::peer_not_enabled: return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    case Outcome::not_permitted: return CUDA_ERROR_NOT_PERMITTED;
   }
   return CUDA_ERROR_UNKNOWN;
 }
 
 void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
 CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+
+// A CUmemLocation (and access flags) in the model's terms.
+operations::AccessEntry access_entry(CUmemLocation const& location, unsigned flags) {
+  operations::AccessEntry e;
+  e.on_device = location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  e.device = location.id;
+  e.flags = flags;
+  return e;
+}
 
 // The _ptsz entry points see the null stream as the per-thread default stream.
 CUstream per_thread(CUstream stream) { return stream == nullptr ? CU_STREAM_PER_THREAD : stream; }
@@ -554,6 +574,70 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemP
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   return run_driver(Gate::initialized, [&] {
     return to_cu_result(operations::get_pool_attribute(pool, attr, value));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  return run_driver(Gate::initialized, [&] {
+    if (map == nullptr) return to_cu_result(operations::set_pool_access(pool, nullptr, count));
+    std::vector<operations::AccessEntry> entries(count);
+    for (std::size_t i = 0; i < count; ++i)
+      entries[i] = access_entry(map[i].location, static_cast<unsigned>(map[i].flags));
+    return to_cu_result(operations::set_pool_access(pool, entries.data(), count));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool,
+                                                   CUmemLocation* location) {
+  return run_driver(Gate::initialized, [&] {
+    // No location: an entry that is no device location (invalid_value, after the pool checks).
+    operations::AccessEntry const where = location != nullptr ? access_entry(*location, 0) : operations::AccessEntry{};
+    unsigned f = 0;
+    Outcome const o = operations::get_pool_access(memPool, where, flags != nullptr ? &f : nullptr);
+    if (o == Outcome::ok) *flags = static_cast<CUmemAccess_flags>(f);
+    return to_cu_result(o);
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                                                 CUmemAllocationHandleType handleType,
+                                                                 unsigned long long flags) {
+  return run_driver(Gate::initialized, [&] {
+    return to_cu_result(operations::export_pool(pool, static_cast<unsigned>(handleType), flags, handle_out));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
+  return run_driver(Gate::initialized, [&] {
+    return to_cu_result(operations::export_pool_pointer(as_pointer(ptr), shareData_out));
+  });
+}
+
+// ---------------------------------------------------------------- legacy IPC
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  return run_driver(Gate::initialized, [&] {
+    return to_cu_result(operations::ipc_mem_handle(as_pointer(dptr), pHandle));
+  });
+}
+
+// ---------------------------------------------------------------- peer access
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  return run_driver(Gate::initialized, [&] {
+    return to_cu_result(operations::can_access_peer(dev, peerDev, canAccessPeer));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+  return run_driver(Gate::context, [&] {
+    return to_cu_result(operations::enable_peer_access(*cuda_double::current_context(), peerContext, Flags));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext) {
+  return run_driver(Gate::context, [&] {
+    return to_cu_result(operations::disable_peer_access(*cuda_double::current_context(), peerContext));
   });
 }
 

@@ -86,6 +86,21 @@ CUDA_DOUBLE_API int cuda_double_live_allocations(void) {
   return static_cast<int>(m.allocations().size());
 }
 
+CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device) {
+  auto& m = model();
+  Lock lock(m.mu);
+  cuda_double::Pool const* p = m.find_pool(pool);
+  if (p == nullptr || !m.valid_device(device)) return 0;
+  return static_cast<int>(cuda_double::Model::pool_access(*p, device));
+}
+
+CUDA_DOUBLE_API int cuda_double_can_access(int device, void const* ptr) {
+  auto& m = model();
+  Lock lock(m.mu);
+  auto const [base, a] = m.allocation_containing(ptr);
+  return a != nullptr && m.can_access(device, *a) ? 1 : 0;
+}
+
 CUDA_DOUBLE_API unsigned long long cuda_double_proc_lookups(char const* base_name) {
   if (base_name == nullptr) return 0;
   auto& m = model();

@@ -154,7 +154,8 @@ void* Model::host_allocate(std::size_t size) {
 
 void Model::insert_allocation(void* p, Allocation const& a) {
   try {
-    allocations_.emplace(reinterpret_cast<std::uintptr_t>(p), a);
+    auto const [it, inserted] = allocations_.emplace(reinterpret_cast<std::uintptr_t>(p), a);
+    if (inserted) it->second.serial = next_allocation_serial_++;
   } catch (...) {
     std::free(p);
     throw;
@@ -217,6 +218,7 @@ Pool* Model::find_pool(void const* handle) {
 
 Pool& Model::create_pool(int d, unsigned handle_types, std::uint64_t max_size, bool is_default) {
   auto pool = std::make_unique<Pool>();
+  pool->id = all_pools_.size() + 1;
   pool->device = d;
   pool->handle_types = handle_types;
   pool->max_size = max_size;
@@ -250,6 +252,24 @@ void Model::set_reserved(Pool& pool, std::uint64_t reserved) {
   dev.reserved = dev.reserved - pool.reserved + reserved;
   pool.reserved = reserved;
   pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+}
+
+Access Model::pool_access(Pool const& pool, int d) {
+  if (d == pool.device) return Access::read_write;
+  auto const i = static_cast<std::size_t>(d);
+  return d >= 0 && i < pool.access.size() ? pool.access[i] : Access::none;
+}
+
+void Model::set_pool_access(Pool& pool, int d, Access access) {
+  auto const i = static_cast<std::size_t>(d);
+  if (pool.access.size() <= i) pool.access.resize(static_cast<std::size_t>(device_count()), Access::none);
+  pool.access[i] = access;
+}
+
+bool Model::can_access(int d, Allocation const& a) {
+  if (!valid_device(d)) return false;
+  if (a.pool != nullptr) return pool_access(*a.pool, d) != Access::none;
+  return d == a.device || peer_enabled(*primary_context(d), *primary_context(a.device));
 }
 
 void Model::trim_pools(int d) {
@@ -434,6 +454,10 @@ void Model::reset_device(int d) {
   for (auto const& [address, a] : allocations_)
     if (a.device == d) doomed.push_back(reinterpret_cast<void*>(address));
   for (void* p : doomed) release(p);
+  // Peer access from its context, and to it.
+  Context& context = *primary_context(d);
+  context.peers.clear();
+  for (Context& c : contexts_) c.peers.erase(&context);
   // Its pools: the created ones are destroyed, the default one starts over.
   std::vector<Pool*> pools;
   for (Pool* pool : live_pools_)
@@ -441,7 +465,8 @@ void Model::reset_device(int d) {
   for (Pool* pool : pools) destroy_pool(*pool);
   if (Pool* pool = device(d).default_pool) {
     set_reserved(*pool, 0);
-    Pool fresh;
+    Pool fresh;  // access: none but its own device's
+    fresh.id = pool->id;
     fresh.device = pool->device;
     fresh.handle_types = pool->handle_types;
     fresh.is_default = true;

@@ -10,8 +10,9 @@
 // both libraries work on the same devices, allocations, pools and streams. The
 // exported CUDA functions of either library never call each other by name;
 // they share code through this namespace (here and in operations.h), and the
-// runtime double reaches the driver's stream, event, capture, synchronization
-// and reset functions only through pointers it fetched with
+// runtime double reaches the driver's stream, event, capture, synchronization,
+// reset, peer access, pool access, export and IPC functions only through
+// pointers it fetched with
 // cuGetProcAddress_v2 (as the real runtime does), so an interposer sees
 // exactly the CUDA calls that the program and the real runtime would make.
 #ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
@@ -71,10 +72,18 @@ struct Config {
   std::uint64_t memory = kDefaultMemory;
   bool no_pools = false;
   unsigned pool_handle_types = kDefaultPoolHandleTypes;
+  bool no_peer = false;    // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
+  bool fabric_ok = false;  // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
 };
 CUDA_DOUBLE_INTERNAL Config const& config();
 
+// How a device may access a pool's memory: CUmemAccess_flags /
+// cudaMemAccessFlags values (the same in both APIs). Its own (hidden) type
+// keeps the containers' code out of the dynamic symbol tables.
+enum class Access : unsigned char { none = 0, read = 1, read_write = 3 };
+
 struct Pool {
+  std::uint64_t id = 0;  // 1, 2, ... in order of creation, never reused
   int device = 0;
   unsigned handle_types = 0;
   std::uint64_t max_size = 0;  // 0: no limit but the device's memory
@@ -88,6 +97,9 @@ struct Pool {
   int reuse_follow_event_dependencies = 1;
   int reuse_allow_opportunistic = 1;
   int reuse_allow_internal_dependencies = 1;
+  // The access of the other devices, by ordinal (missing entries: none); the
+  // pool's own device always has read_write (cuMemPoolSetAccess).
+  std::vector<Access> access;
 };
 
 struct Stream {
@@ -139,6 +151,7 @@ struct Allocation {
   Pool* pool = nullptr;  // set exactly for AllocationKind::pool
   AllocationKind kind = AllocationKind::runtime;
   std::uint64_t capture = 0;  // the capture that allocated it (a graph's memory); 0: none
+  std::uint64_t serial = 0;   // 1, 2, ... in order of allocation, never reused (even for a reused address)
 };
 
 // A device's primary context; CUcontext is a pointer to one of these. Contexts
@@ -146,6 +159,7 @@ struct Allocation {
 struct Context {
   int device = 0;
   int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by Model::mu
+  std::set<Context const*> peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by Model::mu
 };
 
 struct Device {
@@ -171,8 +185,10 @@ struct Counters {
       driver_frees{0}, streams_created{0}, streams_destroyed{0}, events_recorded{0}, stream_waits{0},
       context_synchronizes{0}, stream_synchronizes{0}, captures_begun{0}, captures_invalidated{0},
       captured_operations{0}, primary_context_resets{0}, free_async_legacy_stream{0},
-      free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0};
-  static constexpr std::size_t kCount = 23;
+      free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
+      peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
+      pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0};
+  static constexpr std::size_t kCount = 30;
   std::array<std::atomic<unsigned long long>*, kCount> all() {
     return {&native_mallocs,        &native_frees,           &pool_allocs,
             &pool_frees,            &pools_created,          &pools_destroyed,
@@ -181,7 +197,9 @@ struct Counters {
             &stream_waits,          &context_synchronizes,   &stream_synchronizes,
             &captures_begun,        &captures_invalidated,   &captured_operations,
             &primary_context_resets, &free_async_legacy_stream, &free_async_per_thread_stream,
-            &free_async_blocking_stream, &free_async_non_blocking_stream};
+            &free_async_blocking_stream, &free_async_non_blocking_stream, &peer_access_enables,
+            &peer_access_disables,  &pool_access_sets,       &pool_access_owner_entries,
+            &pool_handle_exports,   &pool_pointer_exports,   &ipc_mem_handles};
   }
 };
 static_assert(sizeof(cuda_double_counters) == Counters::kCount * sizeof(unsigned long long));
@@ -233,6 +251,16 @@ class CUDA_DOUBLE_INTERNAL Model {
   Pool& create_pool(int device, unsigned handle_types, std::uint64_t max_size, bool is_default);
   void destroy_pool(Pool& pool);  // frees whatever is still allocated from it
   void set_reserved(Pool& pool, std::uint64_t reserved);
+  // What `device` may do with the pool's memory (its own device: read_write).
+  static Access pool_access(Pool const& pool, int device);
+  void set_pool_access(Pool& pool, int device, Access access);  // device: not the pool's own
+
+  // Peer access (cuCtxEnablePeerAccess): whether `from` may access `to`'s memory.
+  static bool peer_enabled(Context const& from, Context const& to) { return from.peers.count(&to) != 0; }
+  // Whether `device` may access the live allocation `a`: its own device, a
+  // device whose context has peer access to the owner's (cudaMalloc and
+  // cuMemAlloc memory), or a device the pool grants access (pool memory).
+  bool can_access(int device, Allocation const& a);
   void trim_pools(int device);  // the "synchronization event": reserved -> max(used, threshold)
   // attr: a cudaMemPoolAttr (the CUmemPool_attribute values are the same).
   // Outcome::invalid_value for attributes that cannot be set / read.
@@ -274,7 +302,8 @@ class CUDA_DOUBLE_INTERNAL Model {
   void destroy_graph(Graph& graph);       // releases the allocations of its capture
 
   // cuDevicePrimaryCtxReset: every allocation, non-default pool, created
-  // stream, event and capture of the device goes; the default pool starts over.
+  // stream, event and capture of the device goes; the default pool starts
+  // over; the peer access from and to the device's context goes.
   void reset_device(int device);
 
  private:
@@ -287,6 +316,7 @@ class CUDA_DOUBLE_INTERNAL Model {
   std::unordered_set<Graph*> live_graphs_;
   std::map<std::uint64_t, Capture> captures_;  // the ongoing ones, by id
   std::uint64_t next_capture_id_ = 1;
+  std::uint64_t next_allocation_serial_ = 1;
   // Every pool, stream, event and graph ever created, destroyed ones
   // included: their memory is never reused, so a stale handle can never alias
   // a newer object.

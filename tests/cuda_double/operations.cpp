@@ -3,6 +3,8 @@
 // through the internal API.
 #include "operations.h"
 
+#include <sys/eventfd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -495,6 +497,184 @@ Outcome reset_device(int device) {
   Lock lock(m.mu);
   m.reset_device(device);
   m.counters.primary_context_resets.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+// ---- peer access
+
+Outcome can_access_peer(int device, int peer, int* out) {
+  if (out == nullptr) return Outcome::invalid_value;
+  Model const& m = model();
+  if (!m.valid_device(device) || !m.valid_device(peer)) return Outcome::invalid_device;
+  *out = device != peer && !config().no_peer ? 1 : 0;
+  return Outcome::ok;
+}
+
+Outcome enable_peer_access(Context& from, void const* peer, unsigned flags) {
+  if (flags != 0) return Outcome::invalid_value;
+  Model& m = model();
+  Context* to = peer == nullptr ? nullptr : m.find_context(peer);
+  if (to == nullptr) return Outcome::invalid_context;
+  if (to == &from) return Outcome::invalid_device;  // its own context / device
+  if (config().no_peer) return Outcome::peer_unsupported;
+  Lock lock(m.mu);
+  if (!from.peers.insert(to).second) return Outcome::peer_already_enabled;
+  m.counters.peer_access_enables.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome disable_peer_access(Context& from, void const* peer) {
+  Model& m = model();
+  Context* to = peer == nullptr ? nullptr : m.find_context(peer);
+  if (to == nullptr) return Outcome::invalid_context;
+  Lock lock(m.mu);
+  if (from.peers.erase(to) == 0) return Outcome::peer_not_enabled;
+  m.counters.peer_access_disables.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+// ---- pool access
+
+namespace {
+
+// The access an entry asks for, if the double accepts it for some device.
+bool known_access(unsigned flags, Access& out) {
+  switch (flags) {
+    case static_cast<unsigned>(Access::none): out = Access::none; return true;
+    case static_cast<unsigned>(Access::read_write): out = Access::read_write; return true;
+    default: return false;  // read (not for device memory) or not a flag value at all
+  }
+}
+
+// Checks one entry of set_pool_access against `pool`. m.mu must be held.
+Outcome check_access_entry(Model const& m, Pool const& pool, AccessEntry const& e) {
+  if (!e.on_device || !m.valid_device(e.device)) return Outcome::invalid_value;
+  Access access = Access::none;
+  if (!known_access(e.flags, access)) return Outcome::invalid_value;
+  // The pool's own device keeps read-write access: it can be restated, never changed.
+  if (e.device == pool.device) return access == Access::read_write ? Outcome::ok : Outcome::invalid_device;
+  if (access != Access::none && config().no_peer) return Outcome::invalid_device;  // not peer capable
+  return Outcome::ok;
+}
+
+}  // namespace
+
+Outcome set_pool_access(cudaMemPool_t handle, AccessEntry const* entries, std::size_t count) {
+  if (Outcome o = pools_supported(); o != Outcome::ok) return o;
+  if (entries == nullptr && count != 0) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Pool* pool = m.find_pool(handle);
+  if (pool == nullptr) return Outcome::invalid_value;
+  for (std::size_t i = 0; i < count; ++i)
+    if (entries[i].on_device && entries[i].device == pool->device)
+      m.counters.pool_access_owner_entries.fetch_add(1, std::memory_order_relaxed);
+  // All or nothing: every entry is checked before any is applied.
+  for (std::size_t i = 0; i < count; ++i)
+    if (Outcome o = check_access_entry(m, *pool, entries[i]); o != Outcome::ok) return o;
+  for (std::size_t i = 0; i < count; ++i) {
+    Access access = Access::none;
+    known_access(entries[i].flags, access);
+    if (entries[i].device != pool->device) m.set_pool_access(*pool, entries[i].device, access);
+  }
+  m.counters.pool_access_sets.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome get_pool_access(cudaMemPool_t handle, AccessEntry const& location, unsigned* flags) {
+  if (Outcome o = pools_supported(); o != Outcome::ok) return o;
+  if (flags == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Pool const* pool = m.find_pool(handle);
+  if (pool == nullptr) return Outcome::invalid_value;
+  if (!location.on_device || !m.valid_device(location.device)) return Outcome::invalid_value;
+  *flags = static_cast<unsigned>(Model::pool_access(*pool, location.device));
+  return Outcome::ok;
+}
+
+// ---- sharing
+
+namespace {
+
+// What the double writes into an exported handle or export data: enough to
+// tell the exported things apart (never read back: importing is not modelled).
+struct ShareData {
+  char magic[8];               // "cdpool", "cdfabric", "cdptr" or "cdipc"
+  std::uint64_t pool = 0;      // Pool::id (0 for an IPC handle)
+  std::uint64_t serial = 0;    // Allocation::serial (0 for a pool handle)
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
+  std::int32_t device = 0;
+};
+static_assert(sizeof(ShareData) <= kShareDataSize);
+
+void write_share_data(void* out, char const* magic, std::uint64_t pool, Allocation const* a, void const* p) {
+  ShareData d{};
+  std::memcpy(d.magic, magic, std::min(std::strlen(magic), sizeof d.magic));
+  d.pool = pool;
+  if (a != nullptr) {
+    d.serial = a->serial;
+    d.address = reinterpret_cast<std::uintptr_t>(p);
+    d.size = a->size;
+    d.device = a->device;
+  }
+  unsigned char bytes[kShareDataSize] = {};
+  std::memcpy(bytes, &d, sizeof d);
+  std::memcpy(out, bytes, sizeof bytes);
+}
+
+bool single_handle_type(unsigned t) { return t != 0 && (t & (t - 1)) == 0; }
+
+}  // namespace
+
+Outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags, void* handle_out) {
+  if (Outcome o = pools_supported(); o != Outcome::ok) return o;
+  if (handle_out == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Pool const* pool = m.find_pool(handle);
+  if (pool == nullptr || flags != 0) return Outcome::invalid_value;
+  // Exactly one handle type, one the pool was created with.
+  if (!single_handle_type(handle_type) || (pool->handle_types & handle_type) == 0) return Outcome::invalid_value;
+  switch (handle_type) {
+    case cudaMemHandleTypePosixFileDescriptor: {
+      int const fd = eventfd(0, EFD_CLOEXEC);  // a real descriptor, the caller's to close
+      if (fd < 0) return Outcome::out_of_memory;
+      *static_cast<int*>(handle_out) = fd;
+      break;
+    }
+    case cudaMemHandleTypeFabric:
+      if (!config().fabric_ok) return Outcome::not_permitted;  // no IMEX channel, as on a lone H200
+      write_share_data(handle_out, "cdfabric", pool->id, nullptr, nullptr);
+      break;
+    default: return Outcome::not_supported;  // the Windows handle types
+  }
+  m.counters.pool_handle_exports.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome export_pool_pointer(void const* p, void* out) {
+  if (Outcome o = pools_supported(); o != Outcome::ok) return o;
+  if (out == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Allocation const* a = m.find_allocation(p);
+  if (a == nullptr || a->pool == nullptr || a->pool->handle_types == 0) return Outcome::invalid_value;
+  write_share_data(out, "cdptr", a->pool->id, a, p);
+  m.counters.pool_pointer_exports.fetch_add(1, std::memory_order_relaxed);
+  return Outcome::ok;
+}
+
+Outcome ipc_mem_handle(void const* p, void* out) {
+  if (out == nullptr) return Outcome::invalid_value;
+  Model& m = model();
+  Lock lock(m.mu);
+  Allocation const* a = m.find_allocation(p);
+  // cudaMalloc / cuMemAlloc memory only: pool memory has no legacy IPC handle.
+  if (a == nullptr || a->pool != nullptr) return Outcome::invalid_value;
+  write_share_data(out, "cdipc", 0, a, p);
+  m.counters.ipc_mem_handles.fetch_add(1, std::memory_order_relaxed);
   return Outcome::ok;
 }
 

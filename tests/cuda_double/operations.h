@@ -1,17 +1,18 @@
 // operations.h: the CUDA operations of the doubles (allocation, pools,
 // stream-ordered allocation, copies, streams, events, stream capture, graphs,
-// synchronization, reset), each done once, on the model, with its checks in
-// the order the real APIs make them.
+// synchronization, reset, peer and pool access, exports), each done once, on
+// the model, with its checks in the order the real APIs make them.
 //
 // INTERNAL (exported by libcuda.so.1 for libcudart_double.so only; see
 // model.h). An exported CUDA function of either double does what only its API
 // does (its gate, its argument types, the runtime's implicit context) and
 // then calls one of these and maps the Outcome to its own error code. So the
 // two APIs cannot drift apart. The runtime double calls the memory and pool
-// operations directly; the stream, event, capture, graph, synchronization and
-// reset ones only the driver double calls, and the runtime reaches them
-// through the driver functions it fetched with cuGetProcAddress_v2 (never
-// through an exported symbol), as the real runtime does.
+// operations directly; the stream, event, capture, graph, synchronization,
+// reset, peer access, pool access and export ones only the driver double
+// calls, and the runtime reaches them through the driver functions it fetched
+// with cuGetProcAddress_v2 (never through an exported symbol), as the real
+// runtime does.
 //
 // Every operation takes the model's lock itself. Handles are the CUDA ones:
 // cudaMemPool_t and CUmemoryPool, cudaStream_t and CUstream, cudaEvent_t and
@@ -157,6 +158,43 @@ CUDA_DOUBLE_INTERNAL Outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nod
 
 // cuDevicePrimaryCtxReset_v2 (see Model::reset_device).
 CUDA_DOUBLE_INTERNAL Outcome reset_device(int device);
+
+// ---- peer access (only the driver double calls these; the runtime's
+// cudaDevice*PeerAccess reach them through the driver functions)
+
+// *out: 1 if contexts on `device` can be given access to `peer`'s memory, 0
+// for device == peer and under CUDA_DOUBLE_NO_PEER.
+CUDA_DOUBLE_INTERNAL Outcome can_access_peer(int device, int peer, int* out);
+// from: the calling thread's current context; peer: the handle the caller gave.
+CUDA_DOUBLE_INTERNAL Outcome enable_peer_access(Context& from, void const* peer, unsigned flags);
+CUDA_DOUBLE_INTERNAL Outcome disable_peer_access(Context& from, void const* peer);
+
+// ---- pool access (cuMemPoolSetAccess / cuMemPoolGetAccess)
+
+// A CUmemAccessDesc / cudaMemAccessDesc (or, for get_pool_access, a
+// CUmemLocation / cudaMemLocation: flags unused), in the model's terms.
+struct AccessEntry {
+  bool on_device = false;  // location.type is the device type
+  int device = 0;          // location.id
+  unsigned flags = 0;      // CU_MEM_ACCESS_FLAGS_PROT_* == cudaMemAccessFlagsProt*
+};
+// entries: nullptr only with count 0. Every entry is checked before any is applied.
+CUDA_DOUBLE_INTERNAL Outcome set_pool_access(cudaMemPool_t handle, AccessEntry const* entries, std::size_t count);
+CUDA_DOUBLE_INTERNAL Outcome get_pool_access(cudaMemPool_t handle, AccessEntry const& location, unsigned* flags);
+
+// ---- sharing between processes (the exporting half only)
+
+// The size of CUmemPoolPtrExportData, cudaMemPoolPtrExportData,
+// CUmemFabricHandle, CUipcMemHandle and cudaIpcMemHandle_t.
+inline constexpr std::size_t kShareDataSize = 64;
+// handle_type: one CU_MEM_HANDLE_TYPE_* / cudaMemHandleType* value; the
+// handle is written to handle_out (an int for a POSIX file descriptor,
+// kShareDataSize bytes for a fabric handle).
+CUDA_DOUBLE_INTERNAL Outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags,
+                                         void* handle_out);
+// out: kShareDataSize bytes, or nullptr (invalid_value).
+CUDA_DOUBLE_INTERNAL Outcome export_pool_pointer(void const* p, void* out);
+CUDA_DOUBLE_INTERNAL Outcome ipc_mem_handle(void const* p, void* out);
 
 }  // namespace cuda_double::operations
 

@@ -26,6 +26,11 @@ enum class Outcome {
   capture_merge,         // waiting on an event of another ongoing capture
   captured_event,        // query/sync/wait of an event last recorded in a capture
   illegal_state,         // beginning a capture twice, ending one that is not there
+  // Peer access and sharing (see cuda_double.h).
+  peer_unsupported,      // the devices cannot access each other (CUDA_DOUBLE_NO_PEER)
+  peer_already_enabled,  // enabling peer access twice
+  peer_not_enabled,      // disabling peer access that is not enabled
+  not_permitted,         // exporting a fabric handle without IMEX (CUDA_DOUBLE_FABRIC_OK unset)
 };
 
 }  // namespace cuda_double

@@ -6,16 +6,20 @@
 //
 // Two ways into the driver double, as in the real runtime's split:
 //   * memory and pools (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
-//     pool and stream-ordered calls, ...): the internal API (operations.h),
-//     whose Outcome is mapped to a cudaError_t here;
-//   * streams, events, stream capture, graphs, synchronization and reset: the
-//     driver's CUDA functions, through pointers fetched once with
+//     pool and stream-ordered calls but the pool access and export ones,
+//     ...): the internal API (operations.h), whose Outcome is mapped to a
+//     cudaError_t here;
+//   * streams, events, stream capture, graphs, synchronization, reset, peer
+//     access, pool access, pool exports and legacy IPC: the driver's CUDA
+//     functions, through pointers fetched once with
 //     cuGetProcAddress_v2 (itself found with dlsym on the loaded
 //     libcuda.so.1), never through a call of an exported symbol by name, so
 //     an interposer that answers cuGetProcAddress lookups sees these calls as
 //     it would see the real runtime's; their CUresult is mapped here.
 #include <dlfcn.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <new>
 
@@ -45,6 +49,21 @@ static_assert(int{cudaStreamCaptureStatusInvalidated} == int{CU_STREAM_CAPTURE_S
 static_assert(sizeof(cudaStreamCaptureMode) == sizeof(CUstreamCaptureMode));
 static_assert(int{cudaStreamCaptureModeThreadLocal} == int{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL});
 static_assert(int{cudaStreamCaptureModeRelaxed} == int{CU_STREAM_CAPTURE_MODE_RELAXED});
+static_assert(sizeof(cudaMemLocation) == sizeof(CUmemLocation));
+static_assert(offsetof(cudaMemLocation, type) == offsetof(CUmemLocation, type));
+static_assert(offsetof(cudaMemLocation, id) == offsetof(CUmemLocation, id));
+static_assert(sizeof(cudaMemLocationType) == sizeof(CUmemLocationType));
+static_assert(int{cudaMemLocationTypeDevice} == int{CU_MEM_LOCATION_TYPE_DEVICE});
+static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));
+static_assert(offsetof(cudaMemAccessDesc, location) == offsetof(CUmemAccessDesc, location));
+static_assert(offsetof(cudaMemAccessDesc, flags) == offsetof(CUmemAccessDesc, flags));
+static_assert(sizeof(cudaMemAccessFlags) == sizeof(CUmemAccess_flags));
+static_assert(int{cudaMemAccessFlagsProtNone} == int{CU_MEM_ACCESS_FLAGS_PROT_NONE});
+static_assert(int{cudaMemAccessFlagsProtRead} == int{CU_MEM_ACCESS_FLAGS_PROT_READ});
+static_assert(int{cudaMemAccessFlagsProtReadWrite} == int{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+static_assert(sizeof(cudaMemPoolPtrExportData) == sizeof(CUmemPoolPtrExportData));
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(CUipcMemHandle));
+static_assert(unsigned{cudaMemHandleTypeFabric} == unsigned{CU_MEM_HANDLE_TYPE_FABRIC});
 
 namespace {
 
@@ -131,6 +150,10 @@ cudaError_t to_cuda_error(Outcome outcome) {
     case Outcome::capture_merge: return cudaErrorStreamCaptureMerge;
     case Outcome::captured_event: return cudaErrorCapturedEvent;
     case Outcome::illegal_state: return cudaErrorIllegalState;
+    case Outcome::peer_unsupported: return cudaErrorPeerAccessUnsupported;
+    case Outcome::peer_already_enabled: return cudaErrorPeerAccessAlreadyEnabled;
+    case Outcome::peer_not_enabled: return cudaErrorPeerAccessNotEnabled;
+    case Outcome::not_permitted: return cudaErrorNotPermitted;
   }
   return cudaErrorUnknown;
 }
@@ -161,6 +184,10 @@ cudaError_t from_cu_result(CUresult r) {
     case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return cudaErrorStreamCaptureImplicit;
     case CUDA_ERROR_CAPTURED_EVENT: return cudaErrorCapturedEvent;
     case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return cudaErrorStreamCaptureWrongThread;
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return cudaErrorPeerAccessUnsupported;
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return cudaErrorPeerAccessAlreadyEnabled;
+    case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return cudaErrorPeerAccessNotEnabled;
+    case CUDA_ERROR_NOT_PERMITTED: return cudaErrorNotPermitted;
     default: return cudaErrorUnknown;
   }
 }
@@ -192,6 +219,15 @@ struct Driver {
   decltype(&::cuGraphGetNodes) graph_get_nodes = nullptr;
   decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
   decltype(&::cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) device_primary_ctx_retain = nullptr;
+  decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
+  decltype(&::cuCtxEnablePeerAccess) ctx_enable_peer_access = nullptr;
+  decltype(&::cuCtxDisablePeerAccess) ctx_disable_peer_access = nullptr;
+  decltype(&::cuMemPoolSetAccess) mem_pool_set_access = nullptr;
+  decltype(&::cuMemPoolGetAccess) mem_pool_get_access = nullptr;
+  decltype(&::cuMemPoolExportToShareableHandle) mem_pool_export_to_shareable_handle = nullptr;
+  decltype(&::cuMemPoolExportPointer) mem_pool_export_pointer = nullptr;
+  decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
 };
 
 template <class F>
@@ -233,6 +269,15 @@ Driver const& driver() {
     fetch(get, "cuGraphGetNodes", out.graph_get_nodes);
     fetch(get, "cuCtxSynchronize", out.ctx_synchronize);
     fetch(get, "cuDevicePrimaryCtxReset", out.device_primary_ctx_reset);
+    fetch(get, "cuDevicePrimaryCtxRetain", out.device_primary_ctx_retain);
+    fetch(get, "cuDeviceCanAccessPeer", out.device_can_access_peer);
+    fetch(get, "cuCtxEnablePeerAccess", out.ctx_enable_peer_access);
+    fetch(get, "cuCtxDisablePeerAccess", out.ctx_disable_peer_access);
+    fetch(get, "cuMemPoolSetAccess", out.mem_pool_set_access);
+    fetch(get, "cuMemPoolGetAccess", out.mem_pool_get_access);
+    fetch(get, "cuMemPoolExportToShareableHandle", out.mem_pool_export_to_shareable_handle);
+    fetch(get, "cuMemPoolExportPointer", out.mem_pool_export_pointer);
+    fetch(get, "cuIpcGetMemHandle", out.ipc_get_mem_handle);
     return out;
   }();
   return d;
@@ -245,6 +290,24 @@ cudaError_t call(F Driver::*entry, Args... args) {
   F const f = driver().*entry;
   if (f == nullptr) return cudaErrorCallRequiresNewerDriver;
   return from_cu_result(f(args...));
+}
+
+CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+
+// The primary context of a valid `device`, as the real runtime holds the
+// contexts it works with: retained through the driver (cuDevicePrimaryCtxRetain)
+// the first time the runtime needs it, and kept for the life of the process.
+// Used for the peer device of cudaDeviceEnablePeerAccess /
+// cudaDeviceDisablePeerAccess.
+cudaError_t held_primary_context(int device, CUcontext& out) {
+  static std::mutex mu;
+  static CUcontext held[cuda_double::kMaxDevices] = {};  // trivially destructible: works during exit
+  std::lock_guard<std::mutex> const lock(mu);
+  CUcontext& slot = held[device];
+  if (slot == nullptr)
+    if (cudaError_t const e = call(&Driver::device_primary_ctx_retain, &slot, CUdevice{device})) return e;
+  out = slot;
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -582,6 +645,80 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memP
   return run_api(kGated, [&] {
     context_device();
     return to_cuda_error(operations::get_pool_attribute(memPool, attr, value));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool,
+                                                          const struct cudaMemAccessDesc* descList, size_t count) {
+  return run_api(kGated, [&] {
+    context_device();
+    // The two descriptor types have the same layout and values (checked above).
+    return call(&Driver::mem_pool_set_access, memPool, reinterpret_cast<CUmemAccessDesc const*>(descList), count);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags* flags, cudaMemPool_t memPool,
+                                                          struct cudaMemLocation* location) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::mem_pool_get_access, reinterpret_cast<CUmemAccess_flags*>(flags), memPool,
+                reinterpret_cast<CUmemLocation*>(location));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
+                                                                        enum cudaMemAllocationHandleType handleType,
+                                                                        unsigned int flags) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::mem_pool_export_to_shareable_handle, shareableHandle, memPool,
+                static_cast<CUmemAllocationHandleType>(handleType), static_cast<unsigned long long>(flags));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::mem_pool_export_pointer, reinterpret_cast<CUmemPoolPtrExportData*>(exportData),
+                as_deviceptr(ptr));
+  });
+}
+
+// ---------------------------------------------------------------- legacy IPC (through the driver)
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  return run_api(kGated, [&] {
+    context_device();
+    return call(&Driver::ipc_get_mem_handle, reinterpret_cast<CUipcMemHandle*>(handle), as_deviceptr(devPtr));
+  });
+}
+
+// ---------------------------------------------------------------- peer access (through the driver)
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  return run_api(kGated, [&] {
+    // A device query: makes no context current (like cudaDeviceGetAttribute).
+    return call(&Driver::device_can_access_peer, canAccessPeer, CUdevice{device}, CUdevice{peerDevice});
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  return run_api(kGated, [&] {
+    context_device();  // from the current device's context ...
+    if (!model().valid_device(peerDevice)) return cudaErrorInvalidDevice;
+    CUcontext peer = nullptr;  // ... to the peer device's primary context
+    if (cudaError_t const e = held_primary_context(peerDevice, peer)) return e;
+    return call(&Driver::ctx_enable_peer_access, peer, flags);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice) {
+  return run_api(kGated, [&] {
+    context_device();
+    if (!model().valid_device(peerDevice)) return cudaErrorInvalidDevice;
+    CUcontext peer = nullptr;
+    if (cudaError_t const e = held_primary_context(peerDevice, peer)) return e;
+    return call(&Driver::ctx_disable_peer_access, peer);
   });
 }
 
