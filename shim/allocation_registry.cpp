@@ -30,6 +30,14 @@ std::optional<allocation_record> allocation_registry::take(void const* ptr) noex
   return record;
 }
 
+bool allocation_registry::contains(void const* ptr) noexcept
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  return s.records.find(address) != s.records.end();
+}
+
 std::vector<std::pair<void*, allocation_record>> allocation_registry::take_device(int device) noexcept
 {
   std::vector<std::pair<void*, allocation_record>> taken;

@@ -26,6 +26,8 @@ class allocation_registry {
   void insert(void const* ptr, allocation_record record);
   // Removes and returns the record of `ptr`; nothing when the shim did not allocate it.
   [[nodiscard]] std::optional<allocation_record> take(void const* ptr) noexcept;
+  // Whether `ptr` is the start of a block the shim handed out.
+  [[nodiscard]] bool contains(void const* ptr) noexcept;
   // Removes and returns every record of `device` (a device reset).
   [[nodiscard]] std::vector<std::pair<void*, allocation_record>> take_device(int device) noexcept;
 

@@ -13,6 +13,7 @@
 #include "driver_interception.hpp"
 #include "fork_state.hpp"
 #include "log.hpp"
+#include "peer_access.hpp"
 #include "process_settings.hpp"
 #include "runtime_binding.hpp"
 #include "statistics.hpp"
@@ -602,8 +603,50 @@ void release_device_pool(shim_state& s, int device) noexcept
 
 }  // namespace
 
+void peer_access_changed(CUcontext peer, bool enabled) noexcept
+{
+  auto const& drv = driver();
+  int accessor = -1;
+  int owner = -1;
+  if (drv.ctx_get_device(&accessor) != CUDA_SUCCESS || drv.ctx_push_current(peer) != CUDA_SUCCESS) { return; }
+  if (drv.ctx_get_device(&owner) != CUDA_SUCCESS) { owner = -1; }
+  CUcontext popped = nullptr;
+  (void)drv.ctx_pop_current(&popped);
+  if (owner < 0 || owner == accessor) { return; }
+  if (enabled) {
+    peer_access().grant(accessor, owner);
+  } else {
+    peer_access().revoke(accessor, owner);
+  }
+  shim_state* s = existing_state();
+  cuda_async_memory_resource* pool = s != nullptr ? s->pools.existing(owner) : nullptr;
+  if (pool == nullptr) { return; }  // applied when the pool is made
+  auto const handle = reinterpret_cast<CUmemoryPool>(pool->pool_handle());
+  if (CUresult const r = set_pool_access(handle, accessor, enabled); r != CUDA_SUCCESS) {
+    log::warn("cannot {} device {}'s access to the pool of device {} (error {}) as peer access was {}",
+              enabled ? "grant" : "revoke", accessor, owner, static_cast<int>(r), enabled ? "enabled" : "disabled");
+  } else {
+    log::debug("device {} {} access to the pool of device {} (peer access {})", accessor,
+               enabled ? "has" : "no longer has", owner, enabled ? "enabled" : "disabled");
+  }
+}
+
+void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept
+{
+  shim_state* s = existing_state();
+  if (s == nullptr || !s->registry.contains(reinterpret_cast<void const*>(ptr))) { return; }
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) { return; }
+  log::warn("cudaIpcGetMemHandle/cuIpcGetMemHandle failed (error {}) on memory from the asyncshim pool: legacy IPC "
+            "does not work on pool memory. Share the pool instead (ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_file_descriptor, "
+            "cudaMemPoolExportToShareableHandle + cudaMemPoolExportPointer; README, \"Several processes\"), or run "
+            "this process with ASYNCSHIM_DISABLE=1",
+            static_cast<int>(result));
+}
+
 void device_resetting(int device) noexcept
 {
+  peer_access().forget(device);
   auto const& drv = driver();
   // The program's streams and events in the device's primary context go
   // with it.

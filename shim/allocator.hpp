@@ -18,6 +18,11 @@ void issue_deferred_frees() noexcept;
 // Before the real cuDevicePrimaryCtxReset (cudaDeviceReset): the device's
 // pool, its ownership records and the shim's streams on it are dropped.
 void device_resetting(int device) noexcept;
+// After a successful cuCtxEnablePeerAccess / cuCtxDisablePeerAccess of the
+// current context to `peer`: the owner's pool follows (peer_access.hpp).
+void peer_access_changed(CUcontext peer, bool enabled) noexcept;
+// After a failed cuIpcGetMemHandle: a hint when the memory is the shim's.
+void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept;
 // Before the real cuCtxDestroy: the shim forgets the program's streams there,
 // and drops a device's pool made in that context as for a reset.
 void context_destroying(CUcontext context) noexcept;

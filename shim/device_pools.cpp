@@ -3,6 +3,7 @@
 #include "byte_text.hpp"
 #include "driver_binding.hpp"
 #include "log.hpp"
+#include "peer_access.hpp"
 
 #include <cstdint>
 #include <exception>
@@ -55,6 +56,37 @@ device_streams make_streams()
   return made;
 }
 
+// Fabric handles need a system set up for them (IMEX); a pool can be made
+// without, but exporting it then fails. Said once, when the pool is made.
+void check_fabric_export(int device, cudaMemPool_t pool)
+{
+  auto const export_handle = driver().mem_pool_export_to_shareable_handle;
+  if (export_handle == nullptr) { return; }
+  CUmemFabricHandle handle{};
+  CUresult const r = export_handle(&handle, reinterpret_cast<CUmemoryPool>(pool), CU_MEM_HANDLE_TYPE_FABRIC, 0);
+  if (r == CUDA_SUCCESS) { return; }
+  char const* name = nullptr;
+  if (driver().get_error_name == nullptr || driver().get_error_name(r, &name) != CUDA_SUCCESS) { name = "an error"; }
+  log::warn("device {}: ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: the pool is made, but exporting it fails with {}: this "
+            "system is not set up for fabric handles (IMEX); processes on one node can share the pool with "
+            "posix_file_descriptor",
+            device, name);
+}
+
+// The peers the program gave access to this device's memory before its
+// pool existed (peer_access.hpp).
+void apply_peer_access(int device, cudaMemPool_t pool) noexcept
+{
+  std::uint64_t const accessors = peer_access().accessors_of(device);
+  for (int accessor = 0; accessor < peer_access_map::max_devices; ++accessor) {
+    if (accessor == device || (accessors >> accessor & 1U) == 0) { continue; }
+    if (CUresult const r = set_pool_access(reinterpret_cast<CUmemoryPool>(pool), accessor, true); r != CUDA_SUCCESS) {
+      log::warn("device {}: cannot give device {} access to the pool (error {}), although peer access is enabled",
+                device, accessor, static_cast<int>(r));
+    }
+  }
+}
+
 }  // namespace
 
 cuda_async_memory_resource* device_pools::get(int device) noexcept
@@ -74,7 +106,7 @@ cuda_async_memory_resource* device_pools::existing(int device) const noexcept
 {
   if (device < 0 || device >= max_devices) { return nullptr; }
   slot const& s = slots_[static_cast<std::size_t>(device)];
-  return s.current.load(std::memory_order_acquire) == state::ready ? s.pool.get() : nullptr;
+  return s.current.load(std::memory_order_seq_cst) == state::ready ? s.pool.get() : nullptr;
 }
 
 device_streams const& device_pools::streams(int device) const noexcept
@@ -129,9 +161,13 @@ void device_pools::create(int device, slot& s) noexcept
       set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseFollowEventDependencies, 0);
       set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseAllowInternalDependencies, 0);
     }
+    if (settings_.export_handle_type == config::handle_type::fabric) { check_fabric_export(device, pool->pool_handle()); }
     s.streams = make_streams();
     s.pool = std::move(pool);
-    s.current.store(state::ready, std::memory_order_release);
+    // Ready first, grants read after: a grant made meanwhile is applied by
+    // this or by the grant itself (both sequentially consistent).
+    s.current.store(state::ready, std::memory_order_seq_cst);
+    apply_peer_access(device, s.pool->pool_handle());
     log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
               "export handle type {}, stream {}, ordering {}",
               device, approximate_bytes(pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReservedMemCurrent)),

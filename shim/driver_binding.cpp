@@ -65,6 +65,11 @@ driver_functions bind()
   take_function(library, "cuDevicePrimaryCtxReset_v2", f.device_primary_ctx_reset);
   take_function(library, "cuDevicePrimaryCtxGetState", f.device_primary_ctx_get_state);
   take_function(library, "cuCtxDestroy_v2", f.ctx_destroy);
+  take_function(library, "cuCtxEnablePeerAccess", f.ctx_enable_peer_access);
+  take_function(library, "cuCtxDisablePeerAccess", f.ctx_disable_peer_access);
+  take_function(library, "cuIpcGetMemHandle", f.ipc_get_mem_handle);
+  take_function(library, "cuMemPoolSetAccess", f.mem_pool_set_access);
+  take_function(library, "cuMemPoolExportToShareableHandle", f.mem_pool_export_to_shareable_handle);
   return f;
 }
 

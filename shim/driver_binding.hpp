@@ -45,7 +45,7 @@ struct driver_functions {
   decltype(&::cuStreamWaitEvent) stream_wait_event = nullptr;
   decltype(&::cuThreadExchangeStreamCaptureMode) thread_exchange_stream_capture_mode = nullptr;
 
-  // What the shim follows (stream_hooks.cpp): the real functions behind its
+  // What the shim follows (followed_driver_calls.cpp): the real functions behind its
   // replacements, and their per-thread-default-stream (_ptsz) variants.
   decltype(&::cuStreamCreate) stream_create = nullptr;
   decltype(&::cuStreamCreateWithPriority) stream_create_with_priority = nullptr;
@@ -61,6 +61,11 @@ struct driver_functions {
   decltype(&::cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
   decltype(&::cuDevicePrimaryCtxGetState) device_primary_ctx_get_state = nullptr;
   decltype(&::cuCtxDestroy_v2) ctx_destroy = nullptr;
+  decltype(&::cuCtxEnablePeerAccess) ctx_enable_peer_access = nullptr;
+  decltype(&::cuCtxDisablePeerAccess) ctx_disable_peer_access = nullptr;
+  decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
+  decltype(&::cuMemPoolSetAccess) mem_pool_set_access = nullptr;
+  decltype(&::cuMemPoolExportToShareableHandle) mem_pool_export_to_shareable_handle = nullptr;
 
   [[nodiscard]] bool found() const noexcept { return mem_alloc != nullptr && mem_free != nullptr; }
 };

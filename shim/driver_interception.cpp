@@ -13,7 +13,7 @@ CUresult asyncshim_entry_mem_free(CUdeviceptr dptr);
 CUresult asyncshim_entry_get_proc_address_v2(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                                              CUdriverProcAddressQueryResult* symbolStatus);
 CUresult asyncshim_entry_get_proc_address_v1(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags);
-// stream_hooks.cpp
+// followed_driver_calls.cpp
 CUresult asyncshim_hook_stream_create(CUstream*, unsigned);
 CUresult asyncshim_hook_stream_create_with_priority(CUstream*, unsigned, int);
 CUresult asyncshim_hook_stream_destroy(CUstream);
@@ -27,6 +27,9 @@ CUresult asyncshim_hook_stream_end_capture(CUstream, CUgraph*);
 CUresult asyncshim_hook_stream_end_capture_ptsz(CUstream, CUgraph*);
 CUresult asyncshim_hook_ctx_destroy(CUcontext);
 CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice);
+CUresult asyncshim_hook_ctx_enable_peer_access(CUcontext, unsigned);
+CUresult asyncshim_hook_ctx_disable_peer_access(CUcontext);
+CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle*, CUdeviceptr);
 }
 
 namespace asyncshim::shim {
@@ -34,7 +37,7 @@ namespace {
 
 // Why a function is replaced, which decides when: the allocation entry
 // points only while driver-level calls are intercepted (ASYNCSHIM_INTERCEPT),
-// the followed calls (stream_hooks.cpp) whenever the shim is active, and the
+// the followed calls (followed_driver_calls.cpp) whenever the shim is active, and the
 // lookups themselves in either case.
 enum class purpose { allocation, following, lookup };
 
@@ -131,6 +134,12 @@ replacement_table search() noexcept
   same_for_both("cuCtxDestroy", address(drv.ctx_destroy), address(&asyncshim_hook_ctx_destroy), purpose::following);
   same_for_both("cuDevicePrimaryCtxReset", address(drv.device_primary_ctx_reset),
                 address(&asyncshim_hook_device_primary_ctx_reset), purpose::following);
+  same_for_both("cuCtxEnablePeerAccess", address(drv.ctx_enable_peer_access),
+                address(&asyncshim_hook_ctx_enable_peer_access), purpose::following);
+  same_for_both("cuCtxDisablePeerAccess", address(drv.ctx_disable_peer_access),
+                address(&asyncshim_hook_ctx_disable_peer_access), purpose::following);
+  same_for_both("cuIpcGetMemHandle", address(drv.ipc_get_mem_handle), address(&asyncshim_hook_ipc_get_mem_handle),
+                purpose::following);
   older_versions_too("cuStreamDestroy", address(&asyncshim_hook_stream_destroy));
   older_versions_too("cuCtxDestroy", address(&asyncshim_hook_ctx_destroy));
   older_versions_too("cuDevicePrimaryCtxReset", address(&asyncshim_hook_device_primary_ctx_reset));
@@ -198,7 +207,8 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
     "cuStreamEndCapture_ptsz", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
     // The old names of the last three (same ABI), which dlsym() callers that
     // spell them out get.
-    "cuStreamDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxReset"};
+    "cuStreamDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxReset",
+    "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle"};
   if (name == nullptr || found == nullptr || name[0] != 'c' || name[1] != 'u') { return found; }
   for (char const* r : replaced) {
     if (std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }

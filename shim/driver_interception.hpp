@@ -1,5 +1,5 @@
 // Interception at the driver level: the shim's cuMemAlloc_v2 / cuMemFree_v2
-// and the calls it follows (stream_hooks.cpp), and how lookups are pointed at
+// and the calls it follows (followed_driver_calls.cpp), and how lookups are pointed at
 // them. A lookup (dlsym of an explicit library
 // handle, cuGetProcAddress, cuGetProcAddress_v2) is answered by the real one
 // first; only when the real answer *is* one of the replaced driver functions
@@ -23,7 +23,8 @@ namespace asyncshim::shim {
 // Whether driver-level calls are intercepted now (ASYNCSHIM_INTERCEPT, not
 // disabled, not a forked child). Lookups are redirected only then.
 [[nodiscard]] bool driver_interception_active() noexcept;
-// Whether the shim follows streams, captures and resets now (stream_hooks.cpp):
+// Whether the shim follows streams, captures, resets and peer access now
+// (followed_driver_calls.cpp):
 // pool mode, not disabled, not a forked child.
 [[nodiscard]] bool tracking_active() noexcept;
 

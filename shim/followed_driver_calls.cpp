@@ -1,6 +1,6 @@
 // The driver calls the shim follows without changing what they do: stream
-// creation and destruction, stream capture, context destruction and primary
-// context reset. Each runs the real driver function and tells the tracker
+// creation and destruction, stream capture, context destruction, primary
+// context reset, peer access, and legacy IPC (for a hint). Each runs the real driver function and tells the tracker
 // (stream_tracker.hpp) or the allocator (device reset) what happened. The
 // runtime reaches them through cuGetProcAddress (driver_interception.cpp
 // hands out the asyncshim_hook_* functions); programs linked with -lcuda
@@ -117,6 +117,27 @@ CUresult asyncshim_hook_ctx_destroy(CUcontext context)
   return call_real(driver().ctx_destroy, context);
 }
 
+CUresult asyncshim_hook_ctx_enable_peer_access(CUcontext peer, unsigned flags)
+{
+  CUresult const result = call_real(driver().ctx_enable_peer_access, peer, flags);
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::peer_access_changed(peer, true); }
+  return result;
+}
+
+CUresult asyncshim_hook_ctx_disable_peer_access(CUcontext peer)
+{
+  CUresult const result = call_real(driver().ctx_disable_peer_access, peer);
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::peer_access_changed(peer, false); }
+  return result;
+}
+
+CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr ptr)
+{
+  CUresult const result = call_real(driver().ipc_get_mem_handle, handle, ptr);
+  if (result != CUDA_SUCCESS && tracking_active()) { asyncshim::shim::ipc_handle_failed(ptr, result); }
+  return result;
+}
+
 CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice device)
 {
   if (tracking_active()) { asyncshim::shim::device_resetting(device); }
@@ -177,5 +198,20 @@ ASYNCSHIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phG
 }
 
 ASYNCSHIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return asyncshim_hook_ctx_destroy(ctx); }
+
+ASYNCSHIM_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+  return asyncshim_hook_ctx_enable_peer_access(peerContext, Flags);
+}
+
+ASYNCSHIM_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+  return asyncshim_hook_ctx_disable_peer_access(peerContext);
+}
+
+ASYNCSHIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr)
+{
+  return asyncshim_hook_ipc_get_mem_handle(pHandle, dptr);
+}
 
 ASYNCSHIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return asyncshim_hook_device_primary_ctx_reset(dev); }

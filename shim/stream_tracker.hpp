@@ -1,5 +1,5 @@
 // What the shim knows about the program's streams and stream captures, from
-// the driver calls it follows (stream_hooks.cpp):
+// the driver calls it follows (followed_driver_calls.cpp):
 //  - the live non-blocking streams, each with an event of the shim's: the
 //    `device` ordering fences a free behind the work already submitted to
 //    them (blocking streams are covered by one event on the legacy stream);

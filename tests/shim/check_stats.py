@@ -44,6 +44,7 @@ class PoolMode(unittest.TestCase):
         self.assertEqual(stats["mode"], "pool")
         self.assertEqual(stats["settings"]["initial_pool_size"], "64MiB")
         self.assertIsNone(stats["settings"]["release_threshold"])
+        self.assertEqual(stats["settings"]["ordering"], "device")
         self.assertEqual(len(stats["devices"]), 1)
         dev = stats["devices"][0]
         self.assertEqual(dev["device"], 0)

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -637,3 +638,114 @@ TEST_F(ShimDriverOnly, OnlyTheDriverLevelIsIntercepted)
 }
 
 }  // namespace
+
+// ---- CUDA_DOUBLE_DEVICES=2 ASYNCSHIM_INITIAL_POOL_SIZE=0: peer access (README, "Several GPUs")
+
+using ShimPeerAccess = ShimTest;
+
+constexpr int readwrite = 3;
+
+TEST_F(ShimPeerAccess, PoolsFollowPeerAccessBeforeAndAfterTheyAreMade)
+{
+  // Device 0's pool exists before device 1 is given access to it.
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  void* on0 = nullptr;
+  ASSERT_EQ(cudaMalloc(&on0, 1000), cudaSuccess);
+  cudaMemPool_t const pool0 = cuda_double_pointer_pool(on0);
+  EXPECT_EQ(cuda_double_pool_access(pool0, 1), 0);
+  auto const start = cuda_double_get_counters();
+
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaSuccess);
+  EXPECT_EQ(cuda_double_pool_access(pool0, 1), readwrite);
+  EXPECT_TRUE(cuda_double_can_access(1, on0));
+
+  // Device 1 gives device 0 access before device 1's pool exists.
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  void* on1 = nullptr;
+  ASSERT_EQ(cudaMalloc(&on1, 1000), cudaSuccess);
+  EXPECT_EQ(cuda_double_pool_access(cuda_double_pointer_pool(on1), 0), readwrite);
+  EXPECT_TRUE(cuda_double_can_access(0, on1));
+
+  // The owner itself is never passed to cudaMemPoolSetAccess.
+  EXPECT_EQ(cuda_double_get_counters().pool_access_owner_entries, start.pool_access_owner_entries);
+
+  // Disabling takes the access away again, as natively.
+  ASSERT_EQ(cudaDeviceDisablePeerAccess(0), cudaSuccess);  // from device 1 to device 0
+  EXPECT_EQ(cuda_double_pool_access(pool0, 1), 0);
+  EXPECT_FALSE(cuda_double_can_access(1, on0));
+  // Errors of the program's calls are the native ones; the shim adds nothing.
+  EXPECT_EQ(cudaDeviceDisablePeerAccess(0), cudaErrorPeerAccessNotEnabled);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessNotEnabled);
+  EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorInvalidDevice);
+  (void)cudaGetLastError();
+
+  EXPECT_EQ(cudaFree(on1), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaFree(on0), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 ASYNCSHIM_LOG_FILE=...: legacy IPC on pool memory
+
+using ShimIpcHint = ShimTest;
+
+TEST_F(ShimIpcHint, FailingIpcHandleOnPoolMemoryGetsOneHint)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  cudaIpcMemHandle_t handle{};
+  EXPECT_EQ(cudaIpcGetMemHandle(&handle, p), cudaErrorInvalidValue);  // as for any pool memory
+  EXPECT_EQ(cudaIpcGetMemHandle(&handle, p), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  std::string const text = log_text();
+  EXPECT_NE(text.find("warning: cudaIpcGetMemHandle/cuIpcGetMemHandle failed (error 1) on memory from the asyncshim "
+                      "pool"),
+            std::string::npos)
+    << text;
+  EXPECT_NE(text.find("ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_file_descriptor"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;  // once
+}
+
+// ---- ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric ASYNCSHIM_LOG_FILE=...: no IMEX
+
+using ShimFabric = ShimTest;
+
+TEST_F(ShimFabric, PoolIsMadeAndTheFailingExportIsExplained)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  std::string const text = log_text();
+  EXPECT_NE(text.find("warning: device 0: ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: the pool is made, but exporting it "
+                      "fails with CUDA_ERROR_NOT_PERMITTED: this system is not set up for fabric handles (IMEX)"),
+            std::string::npos)
+    << text;
+}
+
+// ---- ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd: the pool can be exported
+
+using ShimExportablePool = ShimTest;
+
+TEST_F(ShimExportablePool, PoolAndBlockCanBeExported)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  cudaMemPool_t const found = cuda_double_pointer_pool(p);
+  ASSERT_NE(found, nullptr);
+  cudaMemPool_t default_pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
+  EXPECT_NE(found, default_pool);
+  int fd = -1;
+  EXPECT_EQ(cudaMemPoolExportToShareableHandle(&fd, found, cudaMemHandleTypePosixFileDescriptor, 0), cudaSuccess);
+  EXPECT_GE(fd, 0);
+  cudaMemPoolPtrExportData data{};
+  EXPECT_EQ(cudaMemPoolExportPointer(&data, p), cudaSuccess);
+  if (fd >= 0) { close(fd); }
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
