@@ -107,6 +107,26 @@ echo "$torch_out" >"$logs/torch.log"
 note "PyTorch same losses (exit $torch_status):"
 while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
 
+# With two GPUs or more: a two-process PyTorch job (torchrun, NCCL all-reduce
+# each step) without and with the shim, each process writing its own
+# statistics file.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [[ ${gpus:-0} -ge 2 ]] && python3 -c 'import torch' 2>/dev/null; then
+  note "torchrun, 2 processes, NCCL all-reduce, PYTORCH_NO_CUDA_MEMORY_CACHING=1:"
+  for arm in native shim; do
+    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim" "ASYNCSHIM_INITIAL_POOL_SIZE=0" "ASYNCSHIM_STATS_FILE=$logs/torchrun-stats-%p.json")
+    out=$(env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${preload[@]}" timeout 300 \
+      torchrun --nproc_per_node=2 --standalone tests/gpu/torch_allreduce.py --steps 60 2>"$logs/torchrun-$arm.err")
+    status=$?
+    [[ $status -eq 0 ]] || failed=1
+    while read -r l; do note "    $arm (exit $status): $l"; done < <(echo "$out" | grep -E '^rank|SKIP')
+  done
+  for stats in "$logs"/torchrun-stats-*.json; do
+    [[ -e $stats ]] || continue
+    note "    $(basename "$stats"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(", ".join(f"device {v[\"device\"]}: {v[\"allocations\"]} allocations" for v in d["devices"]))' "$stats" 2>&1)"
+  done
+fi
+
 # Which driver entry points a static and a shared runtime fetch through
 # cuGetProcAddress, and which of them the shim replaced (trace log).
 for probe in shim_gpu_probe_static shim_gpu_probe; do
