@@ -631,6 +631,24 @@ void peer_access_changed(CUcontext peer, bool enabled) noexcept
   }
 }
 
+void pool_export_failed(CUmemAllocationHandleType type, CUresult result) noexcept
+{
+  // Fabric handles need a system set up for them (IMEX): a fabric pool can be
+  // made without, but exporting it fails. Said once. (Not tried by the shim
+  // itself when it makes the pool: on the H200, exporting a fabric pool a
+  // second time after a refused export crashed inside the driver.)
+  if (type != CU_MEM_HANDLE_TYPE_FABRIC || process_settings().export_handle_type != config::handle_type::fabric) {
+    return;
+  }
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) { return; }
+  char const* name = nullptr;
+  if (driver().get_error_name == nullptr || driver().get_error_name(result, &name) != CUDA_SUCCESS) { name = "an error"; }
+  log::warn("ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: exporting the pool failed with {}: this system is not set up for "
+            "fabric handles (IMEX); processes on one node can share the pool with posix_file_descriptor",
+            name);
+}
+
 void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept
 {
   shim_state* s = existing_state();

@@ -21,6 +21,8 @@ void device_resetting(int device) noexcept;
 // After a successful cuCtxEnablePeerAccess / cuCtxDisablePeerAccess of the
 // current context to `peer`: the owner's pool follows (peer_access.hpp).
 void peer_access_changed(CUcontext peer, bool enabled) noexcept;
+// After a failed cuMemPoolExportToShareableHandle: a clear message for fabric.
+void pool_export_failed(CUmemAllocationHandleType type, CUresult result) noexcept;
 // After a failed cuIpcGetMemHandle: a hint when the memory is the shim's.
 void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept;
 // Before the real cuCtxDestroy: the shim forgets the program's streams there,

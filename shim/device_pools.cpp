@@ -56,23 +56,6 @@ device_streams make_streams()
   return made;
 }
 
-// Fabric handles need a system set up for them (IMEX); a pool can be made
-// without, but exporting it then fails. Said once, when the pool is made.
-void check_fabric_export(int device, cudaMemPool_t pool)
-{
-  auto const export_handle = driver().mem_pool_export_to_shareable_handle;
-  if (export_handle == nullptr) { return; }
-  CUmemFabricHandle handle{};
-  CUresult const r = export_handle(&handle, reinterpret_cast<CUmemoryPool>(pool), CU_MEM_HANDLE_TYPE_FABRIC, 0);
-  if (r == CUDA_SUCCESS) { return; }
-  char const* name = nullptr;
-  if (driver().get_error_name == nullptr || driver().get_error_name(r, &name) != CUDA_SUCCESS) { name = "an error"; }
-  log::warn("device {}: ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: the pool is made, but exporting it fails with {}: this "
-            "system is not set up for fabric handles (IMEX); processes on one node can share the pool with "
-            "posix_file_descriptor",
-            device, name);
-}
-
 // The peers the program gave access to this device's memory before its
 // pool existed (peer_access.hpp).
 void apply_peer_access(int device, cudaMemPool_t pool) noexcept
@@ -161,7 +144,6 @@ void device_pools::create(int device, slot& s) noexcept
       set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseFollowEventDependencies, 0);
       set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseAllowInternalDependencies, 0);
     }
-    if (settings_.export_handle_type == config::handle_type::fabric) { check_fabric_export(device, pool->pool_handle()); }
     s.streams = make_streams();
     s.pool = std::move(pool);
     // Ready first, grants read after: a grant made meanwhile is applied by

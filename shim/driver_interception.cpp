@@ -30,6 +30,8 @@ CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice);
 CUresult asyncshim_hook_ctx_enable_peer_access(CUcontext, unsigned);
 CUresult asyncshim_hook_ctx_disable_peer_access(CUcontext);
 CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle*, CUdeviceptr);
+CUresult asyncshim_hook_mem_pool_export_to_shareable_handle(void*, CUmemoryPool, CUmemAllocationHandleType,
+                                                            unsigned long long);
 }
 
 namespace asyncshim::shim {
@@ -140,6 +142,8 @@ replacement_table search() noexcept
                 address(&asyncshim_hook_ctx_disable_peer_access), purpose::following);
   same_for_both("cuIpcGetMemHandle", address(drv.ipc_get_mem_handle), address(&asyncshim_hook_ipc_get_mem_handle),
                 purpose::following);
+  same_for_both("cuMemPoolExportToShareableHandle", address(drv.mem_pool_export_to_shareable_handle),
+                address(&asyncshim_hook_mem_pool_export_to_shareable_handle), purpose::following);
   older_versions_too("cuStreamDestroy", address(&asyncshim_hook_stream_destroy));
   older_versions_too("cuCtxDestroy", address(&asyncshim_hook_ctx_destroy));
   older_versions_too("cuDevicePrimaryCtxReset", address(&asyncshim_hook_device_primary_ctx_reset));
@@ -208,7 +212,7 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
     // The old names of the last three (same ABI), which dlsym() callers that
     // spell them out get.
     "cuStreamDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxReset",
-    "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle"};
+    "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle", "cuMemPoolExportToShareableHandle"};
   if (name == nullptr || found == nullptr || name[0] != 'c' || name[1] != 'u') { return found; }
   for (char const* r : replaced) {
     if (std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }

@@ -1,6 +1,6 @@
 // The driver calls the shim follows without changing what they do: stream
 // creation and destruction, stream capture, context destruction, primary
-// context reset, peer access, and legacy IPC (for a hint). Each runs the real driver function and tells the tracker
+// context reset, peer access, and pool export and legacy IPC (for hints). Each runs the real driver function and tells the tracker
 // (stream_tracker.hpp) or the allocator (device reset) what happened. The
 // runtime reaches them through cuGetProcAddress (driver_interception.cpp
 // hands out the asyncshim_hook_* functions); programs linked with -lcuda
@@ -138,6 +138,14 @@ CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr p
   return result;
 }
 
+CUresult asyncshim_hook_mem_pool_export_to_shareable_handle(void* handle, CUmemoryPool pool,
+                                                            CUmemAllocationHandleType type, unsigned long long flags)
+{
+  CUresult const result = call_real(driver().mem_pool_export_to_shareable_handle, handle, pool, type, flags);
+  if (result != CUDA_SUCCESS && tracking_active()) { asyncshim::shim::pool_export_failed(type, result); }
+  return result;
+}
+
 CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice device)
 {
   if (tracking_active()) { asyncshim::shim::device_resetting(device); }
@@ -207,6 +215,13 @@ ASYNCSHIM_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned 
 ASYNCSHIM_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 {
   return asyncshim_hook_ctx_disable_peer_access(peerContext);
+}
+
+ASYNCSHIM_EXPORT CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                                           CUmemAllocationHandleType handleType,
+                                                           unsigned long long flags)
+{
+  return asyncshim_hook_mem_pool_export_to_shareable_handle(handle_out, pool, handleType, flags);
 }
 
 ASYNCSHIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr)

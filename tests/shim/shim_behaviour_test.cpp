@@ -719,13 +719,20 @@ TEST_F(ShimFabric, PoolIsMadeAndTheFailingExportIsExplained)
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  EXPECT_EQ(log_text(), "");  // nothing said before the program exports
+  cudaMemFabricHandle_t handle{};
+  EXPECT_EQ(cudaMemPoolExportToShareableHandle(&handle, cuda_double_pointer_pool(p), cudaMemHandleTypeFabric, 0),
+            cudaErrorNotPermitted);
+  EXPECT_EQ(cudaMemPoolExportToShareableHandle(&handle, cuda_double_pointer_pool(p), cudaMemHandleTypeFabric, 0),
+            cudaErrorNotPermitted);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotPermitted);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   std::string const text = log_text();
-  EXPECT_NE(text.find("warning: device 0: ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: the pool is made, but exporting it "
-                      "fails with CUDA_ERROR_NOT_PERMITTED: this system is not set up for fabric handles (IMEX)"),
+  EXPECT_NE(text.find("warning: ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: exporting the pool failed with "
+                      "CUDA_ERROR_NOT_PERMITTED: this system is not set up for fabric handles (IMEX)"),
             std::string::npos)
     << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;  // once
 }
 
 // ---- ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd: the pool can be exported
