@@ -1636,7 +1636,7 @@ TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes) {
   EXPECT_EQ(cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   EXPECT_EQ(cuStreamBeginCapture_v2(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_RELAXED),
             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  EXPECT_EQ(cuStreamBeginCapture_v2(s, static_cast<CUstreamCaptureMode>(7)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCapture_v2(s, static_cast<CUstreamCaptureMode>(3)), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamBeginCapture_v2(reinterpret_cast<CUstream>(std::uintptr_t{0x1234}),
                                     CU_STREAM_CAPTURE_MODE_GLOBAL),
             CUDA_ERROR_INVALID_HANDLE);
