@@ -2,23 +2,88 @@
 # Installs what building and testing asyncshim needs and is not yet there
 # (Debian/Ubuntu packages), and checks for the CUDA toolkit in /usr/local/cuda,
 # which no Debian package provides.
+#   scripts/install-deps.sh [--fuzz]
+# --fuzz (scripts/test.sh): also clang++ with libFuzzer, for the fuzz test of
+# the environment parser (tests/fuzz), and checks that it links a fuzzer.
 set -euo pipefail
+
+fuzz=0
+for arg in "$@"; do
+  case $arg in
+    --fuzz) fuzz=1 ;;
+    *) echo "usage: $0 [--fuzz]" >&2; exit 2 ;;
+  esac
+done
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+updated=0
+apt_install() {
+  if ((!updated)); then $sudo apt-get update -qq; updated=1; fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 packages=(cmake ninja-build g++ make libfmt-dev libspdlog-dev libgtest-dev binutils python3)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "asyncshim: installing ${missing[*]}"
-  sudo=""
-  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install "${missing[@]}"
 fi
 
 if [[ ! -f /usr/local/cuda/include/cuda_runtime_api.h ]]; then
   echo "asyncshim: the CUDA toolkit (12.x or 13.x) is needed in /usr/local/cuda for its headers;" >&2
   echo "           install it from NVIDIA's packages, then run this again" >&2
   exit 1
+fi
+
+if ((fuzz)); then
+  # The fuzz test needs a clang++ that links -fsanitize=fuzzer (clang 14 or
+  # newer for C++20). libFuzzer itself is in libclang-rt-<N>-dev on Debian 12+
+  # and Ubuntu 24.04+ (only recommended by clang, so not installed with
+  # --no-install-recommends), in libclang-common-<N>-dev on Ubuntu 22.04.
+  clangxx() {
+    for c in clang++ clang++-{21,20,19,18,17,16,15,14}; do
+      if command -v "$c" >/dev/null; then echo "$c"; return; fi
+    done
+  }
+  probe_output=""
+  links_a_fuzzer() {
+    local cxx dir status
+    cxx=$(clangxx)
+    [[ -n $cxx ]] || return 1
+    dir=$(mktemp -d)
+    printf '#include <cstddef>\n#include <cstdint>\n#include <span>\nextern "C" int LLVMFuzzerTestOneInput(std::uint8_t const*, std::size_t) { return 0; }\n' >"$dir/probe.cpp"
+    "$cxx" -std=c++20 -fsanitize=fuzzer,address,undefined "$dir/probe.cpp" -o "$dir/probe" >"$dir/log" 2>&1
+    status=$?
+    probe_output=$(cat "$dir/log")
+    rm -rf "$dir"
+    return $status
+  }
+  if ! links_a_fuzzer; then
+    if [[ -z $(clangxx) ]]; then
+      echo "asyncshim: installing clang (for the fuzz test)"
+      apt_install clang
+    fi
+    if ! links_a_fuzzer; then
+      major=$("$(clangxx)" -dumpversion | cut -d. -f1)
+      for p in "libclang-rt-$major-dev" libclang-rt-dev "libclang-common-$major-dev"; do
+        if ((!updated)); then $sudo apt-get update -qq; updated=1; fi
+        if [[ -n $(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"') ]]; then
+          echo "asyncshim: installing $p (libFuzzer, for the fuzz test)"
+          apt_install "$p"
+          break
+        fi
+      done
+    fi
+    if ! links_a_fuzzer; then
+      echo "asyncshim: $(clangxx || echo clang++) cannot link a libFuzzer target (-fsanitize=fuzzer,address,undefined):" >&2
+      echo "${probe_output:-}" >&2
+      echo "           install clang 14 or newer and its compiler-rt (libclang-rt-<version>-dev)" >&2
+      exit 1
+    fi
+  fi
 fi
