@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "memory_access_name.hpp"
+
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
@@ -291,16 +293,6 @@ cudaMemPool_t pool_of(void* ptr)
   CUmemoryPool pool = nullptr;
   CUresult const r = fn(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(ptr));
   return r == CUDA_SUCCESS ? reinterpret_cast<cudaMemPool_t>(pool) : nullptr;
-}
-
-char const* access_name(cudaMemAccessFlags f)
-{
-  switch (f) {
-    case cudaMemAccessFlagsProtNone: return "none";
-    case cudaMemAccessFlagsProtRead: return "read";
-    case cudaMemAccessFlagsProtReadWrite: return "read-write";
-  }
-  return "unknown";
 }
 
 void expect_access(std::string const& label, cudaMemPool_t pool, int from, cudaMemAccessFlags expected)

@@ -42,6 +42,8 @@
 #include <cstring>
 #include <string>
 
+#include "memory_access_name.hpp"
+
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
@@ -202,16 +204,6 @@ bool from_hex(std::string const& hex, void* data, std::size_t bytes)
     p[i] = static_cast<unsigned char>(hi << 4 | lo);
   }
   return true;
-}
-
-char const* access_name(cudaMemAccessFlags f)
-{
-  switch (f) {
-    case cudaMemAccessFlagsProtNone: return "none";
-    case cudaMemAccessFlagsProtRead: return "read";
-    case cudaMemAccessFlagsProtReadWrite: return "read-write";
-  }
-  return "unknown";
 }
 
 // ---- export-import: the child ---------------------------------------------------
