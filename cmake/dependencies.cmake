@@ -32,11 +32,14 @@ endif()
 include(CheckLanguage)
 check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)
+  # Before enable_language, which would otherwise cache the compiler's own
+  # default (sm_75 for nvcc 13, JIT-compiled on the H200 at first launch):
+  # machine code for the H200 (sm_90) and PTX that other GPUs can compile.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "75-virtual;90-real" CACHE STRING "CUDA architectures of the GPU-tier programs")
+  endif()
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 does not know nvcc 13's C++20 flag
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-    set(CMAKE_CUDA_ARCHITECTURES 90)
-  endif()
   set(ASYNCSHIM_HAVE_NVCC ON)
 else()
   set(ASYNCSHIM_HAVE_NVCC OFF)
