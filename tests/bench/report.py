@@ -1,0 +1,463 @@
+"""Turns what scripts/benchmarks.sh collected into the results page.
+
+    python3 report.py --raw DIR --markdown PERFORMANCE.md --json results.json
+
+DIR holds, per run NAME, NAME.out (standard output: the JSON lines of
+alloc_bench and torch_bench, the human lines, or a "SKIP: ..." line) and
+NAME.err; runs.tsv (one line per run: name, exit status, seconds, the exact
+command) and meta.tsv (key, value: date, GPU, driver, ...). Writes a Markdown
+page (targets first, then tables of ratios to the raw pool, then every figure)
+and one JSON document with everything; prints a short summary.
+
+Only the standard library; runs with the Python of any machine.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+# ---- reading -----------------------------------------------------------------
+
+
+def read_tsv(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    rows.append(line.rstrip("\n").split("\t"))
+    return rows
+
+
+def read_runs(raw):
+    """The runs in order, each with its records and whether it skipped."""
+    runs = []
+    for row in read_tsv(os.path.join(raw, "runs.tsv")):
+        name, status, seconds, command = (row + ["", "", "", ""])[:4]
+        run = {"name": name, "exit": int(status) if status.lstrip("-").isdigit() else None,
+               "seconds": float(seconds) if seconds else None, "command": command, "skip": None, "records": []}
+        out = os.path.join(raw, name + ".out")
+        if os.path.exists(out):
+            with open(out, errors="replace") as f:
+                for line in f:
+                    line = line.strip()
+                    if line.startswith("{"):
+                        try:
+                            record = json.loads(line)
+                        except ValueError:
+                            continue
+                        record["run"] = name
+                        run["records"].append(record)
+                    elif line.startswith("SKIP:") and run["skip"] is None:
+                        run["skip"] = line
+        runs.append(run)
+    return runs
+
+
+# ---- formatting ----------------------------------------------------------------
+
+
+def size_text(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def us(ns):
+    """Nanoseconds as microseconds, three significant digits."""
+    if ns is None:
+        return "—"
+    v = ns / 1e3
+    if v >= 100:
+        return f"{v:.0f} µs"
+    if v >= 10:
+        return f"{v:.1f} µs"
+    return f"{v:.3f} µs"
+
+
+def ratio(value, base):
+    if value is None or not base:
+        return None
+    return value / base
+
+
+def times(r):
+    return "—" if r is None else f"{r:.2f}×"
+
+
+def rate(v):
+    if v is None:
+        return "—"
+    if v >= 1e6:
+        return f"{v / 1e6:.2f} M/s"
+    if v >= 1e3:
+        return f"{v / 1e3:.1f} k/s"
+    return f"{v:.0f} /s"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ---- configurations ---------------------------------------------------------------
+
+ORDERINGS = ("device", "stream", "sync")
+PATH_TEXT = {"runtime": "cudaMalloc (runtime path)", "static-runtime": "cudaMalloc of a static runtime (driver path)",
+             "driver": "cuMemAlloc (driver path)"}
+
+
+def config_name(allocator, path):
+    if allocator == "pool":
+        return "raw pool " + ("(cudaMallocFromPoolAsync)" if path == "runtime" else "(cuMemAllocFromPoolAsync)")
+    if allocator == "native":
+        return "native " + {"runtime": "cudaMalloc", "static-runtime": "cudaMalloc (static runtime)",
+                            "driver": "cuMemAlloc"}.get(path, path)
+    return f"shim, {allocator.split(':', 1)[1]} ordering, {PATH_TEXT.get(path, path)}"
+
+
+def baseline_path(path):
+    """The raw pool a path is compared with: the runtime path with the runtime's
+    pool calls, the driver path with the driver's."""
+    return "runtime" if path == "runtime" else "driver"
+
+
+def collect(records, bench, key_fields, value_field):
+    """{(allocator, path, *key): value}; repeated measurements: their median."""
+    groups = {}
+    for r in records:
+        if r.get("bench") != bench or value_field not in r:
+            continue
+        key = (r.get("allocator"), r.get("path")) + tuple(r.get(k) for k in key_fields)
+        groups.setdefault(key, []).append(r[value_field])
+    return {k: statistics.median(v) for k, v in groups.items()}
+
+
+def pool_value(values, path, *key):
+    v = values.get(("pool", baseline_path(path)) + key)
+    return v if v is not None else values.get(("pool", "runtime") + key)
+
+
+# ---- targets --------------------------------------------------------------------
+
+
+def target(name, measured_text, value, limit, at_most):
+    """One target: met or missed, and by how much (relative to the limit)."""
+    if value is None:
+        return {"target": name, "measured": "not measured", "value": None, "limit": limit, "met": None,
+                "result": "not measured"}
+    met = value <= limit if at_most else value >= limit
+    margin = abs(value / limit - 1) * 100
+    if at_most and value <= 0:
+        how = "no cost above the noise"
+    elif at_most:
+        how = f"{margin:.0f}% under the limit" if met else f"{margin:.0f}% over the limit"
+    else:
+        how = f"{margin:.0f}% above the limit" if met else f"{margin:.0f}% below the limit"
+    return {"target": name, "measured": measured_text, "value": value, "limit": limit, "met": met,
+            "result": ("met, " if met else "MISSED, ") + how}
+
+
+SMALL_SIZES = (256, 4096, 65536)
+
+
+def evaluate_targets(records):
+    out = []
+    pairs = collect(records, "pairs", ("size",), "median_ns")
+    for path in ("runtime", "static-runtime"):
+        worst = None
+        for size in SMALL_SIZES:
+            r = ratio(pairs.get(("shim:device", path, size)), pool_value(pairs, path, size))
+            if r is not None and (worst is None or r > worst[0]):
+                worst = (r, size)
+        text = f"worst {worst[0]:.2f}× (at {size_text(worst[1])})" if worst else ""
+        out.append(target(f"pair latency, shim default (device ordering), {PATH_TEXT[path]}, 256 B–64 KiB: "
+                          f"≤ 1.15× the raw pool's pair", text, worst[0] if worst else None, 1.15, True))
+
+    by_model = {}
+    for r in records:
+        if r.get("bench") == "torch":
+            by_model.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["median_step_ms"])
+    by_model = {model: {c: statistics.median(v) for c, v in configs.items()} for model, configs in by_model.items()}
+    for model in ("resnet18", "transformer", "mlp"):
+        m = by_model.get(model, {})
+        r = ratio(m.get("uncached+shim:device"), m.get("caching"))
+        text = (f"{r:.2f}× ({m['uncached+shim:device']:.2f} ms vs {m['caching']:.2f} ms)" if r is not None else "")
+        out.append(target(f"PyTorch {model}, uncached under the shim (default ordering): ≤ 1.05× PyTorch's caching "
+                          f"allocator", text, r, 1.05, True))
+
+    threads = collect(records, "threads", ("threads",), "pairs_per_s")
+    for path in ("runtime", "static-runtime"):
+        shim, pool = threads.get(("shim:device", path, 16)), pool_value(threads, path, 16)
+        r = ratio(shim, pool)
+        text = f"{r:.2f}× ({rate(shim)} vs {rate(pool)})" if r is not None else ""
+        out.append(target(f"16 threads, shim default, {PATH_TEXT[path]}: aggregate pairs/s ≥ the raw pool's",
+                          text, r, 1.0, False))
+
+    for r in records:
+        if r.get("bench") == "load-time":
+            program = r.get("label") or r.get("program")
+            out.append(target(f"load-time cost, `{program}` (no CUDA): < 1 ms", f"{r['cost_us']:.0f} µs",
+                              r["cost_us"], 1000.0, True))
+    return out
+
+
+# ---- the page --------------------------------------------------------------------
+
+
+def pairs_section(records):
+    pairs = collect(records, "pairs", ("size",), "median_ns")
+    sizes = sorted({k[2] for k in pairs})
+    if not sizes:
+        return ["No pair measurements (no GPU, or the runs failed: see Runs)."]
+    lines = []
+    views = (
+        ("Runtime path (`alloc_bench`, shared runtime): ratio of the median pair to the raw pool's "
+         "`cudaMallocFromPoolAsync` + `cudaFreeAsync` pair",
+         [("pool", "runtime")] + [(f"shim:{o}", "runtime") for o in ORDERINGS] + [("native", "runtime")]),
+        ("Driver path: ratio to the raw pool's `cuMemAllocFromPoolAsync` + `cuMemFreeAsync` pair. "
+         "`static` = `cudaMalloc` of `alloc_bench_static` (nvcc's default static runtime, which reaches the shim as "
+         "`cuMemAlloc_v2`); `cuMemAlloc` = the program calls `cuMemAlloc_v2`/`cuMemFree_v2` itself",
+         [("pool", "driver")] + [(f"shim:{o}", "static-runtime") for o in ORDERINGS]
+         + [(f"shim:{o}", "driver") for o in ORDERINGS] + [("native", "driver")]),
+    )
+    for title, configs in views:
+        configs = [c for c in configs if any((c + (s,)) in pairs for s in sizes)]
+        if not configs:
+            continue
+        header = ["size"]
+        for allocator, path in configs:
+            if allocator == "pool":
+                header.append("raw pool")
+            else:
+                who = "native" if allocator == "native" else "shim " + allocator.split(":")[1]
+                header.append(who + {"runtime": "", "static-runtime": ", static", "driver": ", cuMemAlloc"}[path])
+        rows = []
+        for size in sizes:
+            row = [size_text(size)]
+            for allocator, path in configs:
+                v = pairs.get((allocator, path, size))
+                if allocator == "pool":
+                    row.append(us(v))
+                else:
+                    r = ratio(v, pool_value(pairs, path, size))
+                    row.append(f"**{times(r)}** ({us(v)})" if r is not None else us(v))
+            rows.append(row)
+        lines += [title + ":", "", table(header, rows), ""]
+    return lines
+
+
+def churn_section(records):
+    churn = [r for r in records if r.get("bench") == "churn"]
+    if not churn:
+        return ["No churn measurements."]
+    base = {}
+    for r in churn:
+        if r["allocator"] == "pool":
+            base[r["path"]] = r
+    rows = []
+    for r in churn:
+        b = base.get(baseline_path(r["path"])) or base.get("runtime")
+        rw = ratio(r["wall_ns_per_step"], b["wall_ns_per_step"]) if b else None
+        rm = ratio(r["median_ns"], b["median_ns"]) if b else None
+        rows.append([config_name(r["allocator"], r["path"]), us(r["median_ns"]), f"{us(r['p10_ns'])} – {us(r['p90_ns'])}",
+                     us(r["wall_ns_per_step"]), f"{r['final_sync_us']:.0f} µs",
+                     "—" if r["allocator"] == "pool" else f"**{times(rw)}** / {times(rm)}"])
+    first = churn[0]
+    return [f"{first['live']} live buffers of 256 B – 1 MiB (log-uniform, the same sequence for every configuration); "
+            f"each step frees one, allocates one and launches a one-block kernel writing up to 4 KiB of it, "
+            f"alternately on the legacy stream and on a non-blocking stream (the raw pool allocates and frees each "
+            f"block on the stream that uses it); {first['steps']} timed steps.", "",
+            table(["configuration", "median per step", "p10 – p90", "wall per step (incl. final sync)",
+                   "final sync", "ratio to the raw pool: wall / median"], rows)]
+
+
+def threads_section(records):
+    threads = collect(records, "threads", ("threads",), "pairs_per_s")
+    counts = sorted({k[2] for k in threads})
+    if not counts:
+        return ["No multi-thread measurements."]
+    configs = []
+    for allocator, path, _ in threads:
+        if (allocator, path) not in configs:
+            configs.append((allocator, path))
+    order = {"pool": 0, "shim:device": 1, "shim:stream": 2, "shim:sync": 3, "native": 4}
+    path_order = {"runtime": 0, "static-runtime": 1, "driver": 2}
+    configs.sort(key=lambda c: (order.get(c[0], 9), path_order.get(c[1], 9)))
+    size = next((r["size"] for r in records if r.get("bench") == "threads"), 0)
+    rows = []
+    for allocator, path in configs:
+        row = [config_name(allocator, path)]
+        for n in counts:
+            v = threads.get((allocator, path, n))
+            r = ratio(v, pool_value(threads, path, n))
+            row.append(rate(v) if allocator == "pool" or r is None else f"{rate(v)} (**{times(r)}**)")
+        rows.append(row)
+    return [f"Aggregate alloc+free pairs per second of {size_text(size)}; each thread has its own non-blocking "
+            f"stream (the raw pool allocates and frees on it; `cudaMalloc` under the shim allocates on the legacy "
+            f"stream, and in device ordering every free is fenced behind every live non-blocking stream). In "
+            f"parentheses: the ratio to the raw pool at the same thread count (above 1 = more pairs per second).",
+            "", table(["configuration"] + [f"{n} thread{'s' if n > 1 else ''}" for n in counts], rows)]
+
+
+def load_section(records):
+    rows = []
+    for r in records:
+        if r.get("bench") == "load-time":
+            rows.append([f"`{r.get('label') or r['program']}`", f"{r['without_median_us']:.0f} µs "
+                         f"({r['without_p10_us']:.0f} – {r['without_p90_us']:.0f})",
+                         f"{r['with_median_us']:.0f} µs ({r['with_p10_us']:.0f} – {r['with_p90_us']:.0f})",
+                         f"**{r['cost_us']:.0f} µs**", r["runs"]])
+    if not rows:
+        return ["No load-time measurements."]
+    return ["Wall time of a whole process that never uses CUDA (`posix_spawn` to `waitpid`), with and without "
+            "`LD_PRELOAD` of the shim, runs alternating; medians (p10 – p90); cost = difference of the medians (a "
+            "negative one, or one well inside the p10 – p90 spread, is noise).", "",
+            table(["program", "without the shim", "with the shim", "cost", "runs per arm"], rows)]
+
+
+TORCH_CONFIGS = (("caching", "caching allocator"), ("cudaMallocAsync", "backend:cudaMallocAsync"),
+                 ("uncached", "uncached, native"), ("uncached+shim:device", "uncached + shim (device)"),
+                 ("uncached+shim:stream", "uncached + shim (stream)"))
+
+
+def torch_section(records):
+    torch = [r for r in records if r.get("bench") == "torch"]
+    if not torch:
+        return ["No PyTorch measurements (no torch or no GPU there, or the runs failed: see Runs)."]
+    by_model = {}
+    for r in torch:
+        by_model.setdefault(r["model"], {})[r["config"]] = r
+    rows = []
+    for model, configs in by_model.items():
+        base = configs.get("caching")
+        row = [next(iter(configs.values()))["description"]]
+        for config, _ in TORCH_CONFIGS:
+            r = configs.get(config)
+            if r is None:
+                row.append("—")
+            elif config == "caching":
+                row.append(f"{r['median_step_ms']:.2f} ms")
+            else:
+                row.append(f"{r['median_step_ms']:.2f} ms (**{times(ratio(r['median_step_ms'], base and base['median_step_ms']))}**)")
+        rows.append(row)
+    first = torch[0]
+    return [f"Median step time over {first['steps']} steps after {first['warmup']} warm-up steps (each step between "
+            f"two `torch.cuda.synchronize()`); torch {first['torch']} (CUDA {first['torch_cuda']}) on "
+            f"{first['gpu']}. In parentheses: the ratio to PyTorch's caching allocator. "
+            f"\"uncached\" = `PYTORCH_NO_CUDA_MEMORY_CACHING=1` (one `cudaMalloc`/`cudaFree` per tensor); "
+            f"`backend:cudaMallocAsync` = `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync`.", "",
+            table(["model"] + [text for _, text in TORCH_CONFIGS], rows)]
+
+
+def details_section(records):
+    rows = []
+    for r in records:
+        bench = r.get("bench")
+        if bench == "pairs":
+            rows.append(["pairs", config_name(r["allocator"], r["path"]), size_text(r["size"]), us(r["median_ns"]),
+                         f"{us(r['p10_ns'])} – {us(r['p90_ns'])}", us(r["wall_ns_per_pair"]),
+                         f"{r['final_sync_us']:.0f} µs", r["pairs"]])
+    if not rows:
+        return []
+    return ["### Every pair measurement", "",
+            "Median, p10 and p90 of per-batch averages (batches of 100 pairs); wall = the whole timed loop plus the "
+            "final `cudaDeviceSynchronize`, per pair.", "",
+            table(["bench", "configuration", "size", "median", "p10 – p90", "wall per pair", "final sync", "pairs"], rows),
+            ""]
+
+
+def page(meta, runs, records, targets):
+    get = dict(meta)
+    lines = ["# asyncshim performance", "",
+             f"Generated by `scripts/benchmarks.sh` on {get.get('date', '?')}; do not edit by hand. "
+             "Machines are noisy: compare only figures from one run (this page is one run).", ""]
+    lines += [table(["", ""], [[k, v] for k, v in meta]), ""]
+    lines += ["Every run under the shim has `LD_PRELOAD=<build>/shim/libasyncshim.so` and "
+              "`ASYNCSHIM_INITIAL_POOL_SIZE=1GiB` (plus `ASYNCSHIM_ORDERING` where named; the default is `device`); "
+              "the raw pool of `alloc_bench` is primed with 1 GiB too and its release threshold is the maximum. "
+              "Runs without the shim have no `LD_PRELOAD` and no `ASYNCSHIM_*` variable.", ""]
+
+    lines += ["## Targets", ""]
+    lines += [table(["target", "measured", "result"],
+                    [[t["target"], t["measured"], f"**{t['result']}**"] for t in targets]), ""]
+
+    lines += ["## Allocation pair latency", "",
+              "One `cudaMalloc` + `cudaFree` (or the API named) of the same size, back to back, single thread, on "
+              "the legacy stream. Headline: the ratio of the median pair to the raw pool's median pair (below 1 = "
+              "faster than the raw pool); in parentheses the median pair itself.", ""]
+    lines += pairs_section(records)
+    lines += ["", "## Churn: a live set with kernels", ""] + churn_section(records)
+    lines += ["", "## Threads", ""] + threads_section(records)
+    lines += ["", "## Load-time cost for a program without CUDA", ""] + load_section(records)
+    lines += ["", "## PyTorch training loops", ""] + torch_section(records)
+    lines += ["", "## Method", "",
+              "- `alloc_bench` (tests/bench/alloc_bench.cu): warm-up first, then the timed loop in batches of 100 "
+              "pairs or steps; each batch's time / 100 is one sample; median, p10, p90 over the samples "
+              "(`std::chrono::steady_clock`).",
+              "- Nothing in a timed loop synchronizes the device except what the API does itself (native `cudaFree` "
+              "does; the raw pool's and the shim's frees do not). The work they leave queued is waited for once, "
+              "after the loop, by one `cudaDeviceSynchronize`: its time is the *final sync*, and *wall* includes it, "
+              "so a backlog on the device cannot hide.",
+              "- Threads: each thread runs pairs for a fixed time; pairs/s = all pairs / (time from the common start "
+              "until every thread's stream and then the device are synchronized).",
+              "- The shim reads its settings once per process: every configuration is a process of its own.",
+              "- The driver-path measurement of an unmodified program is `alloc_bench_static`: the same source linked "
+              "with the static CUDA runtime, whose `cudaMalloc` reaches the shim as `cuMemAlloc_v2` through "
+              "`cuGetProcAddress`.", ""]
+    lines += details_section(records)
+
+    lines += ["## Runs", "", "Each run's exact command, run from the repository root (paths shown relative to it; raw output in the `raw/` logs).", ""]
+    rows = []
+    for run in runs:
+        status = run["exit"]
+        if status is None:  # never started: the command field says why
+            rows.append([run["name"], run["command"], "—", "—"])
+            continue
+        result = ("timed out" if status in (124, 137) else f"exit {status}") if status else "ok"
+        if run["skip"]:
+            result += f" — {run['skip']}"
+        seconds = f"{run['seconds']:.1f} s" if run["seconds"] is not None else "—"
+        rows.append([run["name"], result, seconds, "`" + run["command"].replace("|", "\\|") + "`"])
+    lines += [table(["run", "result", "time", "command"], rows), ""]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Writes the benchmark results page")
+    parser.add_argument("--raw", required=True, help="folder with NAME.out, runs.tsv and meta.tsv")
+    parser.add_argument("--markdown", required=True)
+    parser.add_argument("--json", required=True)
+    args = parser.parse_args()
+
+    meta = [tuple((row + [""])[:2]) for row in read_tsv(os.path.join(args.raw, "meta.tsv"))]
+    runs = read_runs(args.raw)
+    records = [r for run in runs for r in run["records"]]
+    targets = evaluate_targets(records)
+
+    with open(args.markdown, "w") as f:
+        f.write(page(meta, runs, records, targets))
+    document = {"format": "asyncshim-bench", "format_version": 1, "meta": dict(meta), "targets": targets,
+                "runs": [{k: v for k, v in run.items() if k != "records"} for run in runs], "records": records}
+    with open(args.json, "w") as f:
+        json.dump(document, f, indent=1)
+        f.write("\n")
+
+    failed = [run for run in runs if run["exit"] not in (0, None)]
+    skipped = [run for run in runs if run["skip"]]
+    not_run = [run for run in runs if run["exit"] is None]
+    print(f"{len(records)} measurements from {len(runs)} runs ({len(skipped)} said SKIP, {len(failed)} failed, "
+          f"{len(not_run)} not run for lack of time)")
+    for run in failed:
+        print(f"    failed: {run['name']} (exit {run['exit']})")
+    for t in targets:
+        print(f"{'met   ' if t['met'] else 'MISSED' if t['met'] is False else '—     '} {t['target']}: "
+              f"{t['measured'] or 'not measured'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

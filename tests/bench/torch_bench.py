@@ -1,0 +1,186 @@
+"""Median training-step time of an unmodified PyTorch loop, for comparing
+allocators. One configuration per process: the allocator is chosen by the
+environment the caller sets (scripts/benchmarks.sh runs each of these):
+
+    caching          (nothing set: PyTorch's caching allocator)
+    cudaMallocAsync  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+    uncached         PYTORCH_NO_CUDA_MEMORY_CACHING=1 (one cudaMalloc/cudaFree per tensor)
+    uncached + shim  the same with LD_PRELOAD=libasyncshim.so [ASYNCSHIM_ORDERING=...]
+
+    python3 torch_bench.py --model resnet18|transformer|mlp [--steps 40] [--warmup 10] [--label TEXT]
+
+Prints one JSON object on one line (median, p10, p90 and mean step time in ms
+over the timed steps, and what the process actually ran with: the allocator
+backend PyTorch reports, whether the shim is loaded, its ordering), then one
+line for people. Each step is bracketed by torch.cuda.synchronize(), so a step
+is everything it queued on the device. Prints "SKIP: ..." and exits 0 without
+torch or a CUDA device.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def resnet18(torch):
+    """ResNet-18 (He et al. 2015; torchvision's layout) in plain torch.nn:
+    torchvision may be missing."""
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = torch.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return torch.relu(out + (x if self.down is None else self.down(x)))
+
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
+    return nn.Sequential(*layers)
+
+
+def build(torch, model_name, device):
+    """The model, its optimizer and a function making one batch (inputs, targets)."""
+    nn = torch.nn
+    if model_name == "resnet18":
+        batch = 64
+        model = resnet18(torch).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+
+        def data():
+            return (torch.randn(batch, 3, 224, 224, device=device), torch.randint(0, 1000, (batch,), device=device))
+        return model, optimizer, data, f"ResNet-18, batch {batch}, 224x224, SGD"
+    if model_name == "transformer":
+        batch, seq, width, vocab = 32, 128, 512, 8192
+        layer = nn.TransformerEncoderLayer(d_model=width, nhead=8, dim_feedforward=2048, dropout=0.1,
+                                           batch_first=True)
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, width)
+                self.encoder = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+                self.head = nn.Linear(width, vocab)
+
+            def forward(self, tokens):
+                return self.head(self.encoder(self.embed(tokens))).flatten(0, 1)
+
+        model = Encoder().to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def data():
+            tokens = torch.randint(0, vocab, (batch, seq), device=device)
+            return tokens, torch.randint(0, vocab, (batch * seq,), device=device)
+        return model, optimizer, data, f"6-layer transformer encoder, d_model {width}, batch {batch} x {seq} tokens, AdamW"
+    if model_name == "mlp":
+        batch, width, depth = 256, 1024, 8
+        layers = []
+        for i in range(depth):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        model = nn.Sequential(*layers, nn.Linear(width, 10)).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def data():
+            return torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
+        return model, optimizer, data, f"MLP, {depth} x {width}, batch {batch}, Adam"
+    raise ValueError(model_name)
+
+
+def shim_loaded() -> bool:
+    try:
+        with open("/proc/self/maps") as maps:
+            return "libasyncshim" in maps.read()
+    except OSError:
+        return False
+
+
+def configuration(backend: str, shim: bool, ordering: str) -> str:
+    """What the process ran with, from what it observes (not from a label)."""
+    if backend == "cudaMallocAsync":
+        name = "cudaMallocAsync"
+    elif os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "") not in ("", "0"):
+        name = "uncached"
+    else:
+        name = "caching"
+    return f"{name}+shim:{ordering}" if shim else name
+
+
+def percentile(sorted_values, q):
+    return sorted_values[int(q * (len(sorted_values) - 1) + 0.5)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=("resnet18", "transformer", "mlp"), required=True)
+    parser.add_argument("--steps", type=int, default=40, help="timed steps (after the warm-up)")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: torch is not installed")
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA device for torch")
+        return 0
+
+    torch.manual_seed(0)
+    device = torch.device("cuda")
+    model, optimizer, data, description = build(torch, args.model, device)
+    model.train()
+    loss_fn = torch.nn.functional.cross_entropy
+    times = []
+    for step in range(args.warmup + args.steps):
+        inputs, targets = data()  # outside the timed region: the data loader's part
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+        if step >= args.warmup:
+            times.append(1000 * (time.perf_counter() - start))
+    final_loss = loss.item()
+
+    backend = torch.cuda.get_allocator_backend()
+    shim = shim_loaded()
+    ordering = (os.environ.get("ASYNCSHIM_ORDERING") or "device").lower()
+    ordered = sorted(times)
+    result = {
+        "bench": "torch", "model": args.model, "description": description,
+        "config": configuration(backend, shim, ordering), "label": args.label,
+        "steps": args.steps, "warmup": args.warmup,
+        "median_step_ms": statistics.median(times), "p10_step_ms": percentile(ordered, 0.1),
+        "p90_step_ms": percentile(ordered, 0.9), "mean_step_ms": statistics.fmean(times),
+        "final_loss": final_loss,
+        "allocator_backend": backend, "shim": shim, "ordering": ordering if shim else None,
+        "PYTORCH_NO_CUDA_MEMORY_CACHING": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"),
+        "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
+    }
+    print(json.dumps(result))
+    print(f"torch_bench: {description}, {result['config']}: median {result['median_step_ms']:.2f} ms per step "
+          f"(p10 {result['p10_step_ms']:.2f}, p90 {result['p90_step_ms']:.2f}; {args.steps} steps after "
+          f"{args.warmup} warm-up)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
