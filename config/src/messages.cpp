@@ -23,6 +23,13 @@ std::string_view power_of_1024(char unit_letter) {
   }
 }
 
+// "NAME='value' is not a valid <what>: expected one of <accepted>": the
+// message of every setting that takes one of a few words.
+std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
+                                   std::string_view accepted) {
+  return fmt::format("{}={} is not a valid {}: expected one of {}", name, quoted(value), what, accepted);
+}
+
 }  // namespace
 
 std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why) {
@@ -48,28 +55,24 @@ std::string invalid_size_message(std::string_view name, std::string_view value, 
 }
 
 std::string invalid_handle_type_message(std::string_view name, std::string_view value) {
-  return fmt::format(
-      "{}={} is not a valid export handle type: expected one of none, posix_file_descriptor (or posix_fd), fabric, "
-      "win32, win32_kmt",
-      name, quoted(value));
+  return invalid_choice_message(name, value, "export handle type",
+                                "none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt");
 }
 
 std::string invalid_stream_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid stream: expected one of legacy, per-thread (or per_thread)", name,
-                     quoted(value));
+  return invalid_choice_message(name, value, "stream", "legacy, per-thread (or per_thread)");
 }
 
 std::string invalid_mode_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid mode: expected one of pool, observe", name, quoted(value));
+  return invalid_choice_message(name, value, "mode", "pool, observe");
 }
 
 std::string invalid_intercept_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid interception level: expected one of runtime, driver, all", name,
-                     quoted(value));
+  return invalid_choice_message(name, value, "interception level", "runtime, driver, all");
 }
 
 std::string invalid_ordering_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid ordering: expected one of device, stream, sync", name, quoted(value));
+  return invalid_choice_message(name, value, "ordering", "device, stream, sync");
 }
 
 std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
