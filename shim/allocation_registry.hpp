@@ -2,14 +2,20 @@
 // tell pool memory (freed stream-ordered) from everything else (passed to the
 // native cudaFree untouched). Sharded so threads freeing different pointers
 // rarely meet on a lock; no lock is ever held across a CUDA call.
+//
+// Every cudaMalloc inserts and every cudaFree takes, so neither may touch the
+// host heap in steady state: each shard is an open-addressing table whose
+// slot array is allocated at the shard's first insert and only ever grows
+// (doubling). A program that frees as much as it allocates stops allocating
+// host memory here once its tables are big enough for its peak.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -22,7 +28,8 @@ struct allocation_record {
 
 class allocation_registry {
  public:
-  // Throws std::bad_alloc when the record cannot be stored.
+  // Throws std::bad_alloc when the record cannot be stored (the registry is then as it was). A record for `ptr`
+  // already there is replaced. A null pointer is never stored (no allocation is ever null): inserting it does nothing.
   void insert(void const* ptr, allocation_record record);
   // Removes and returns the record of `ptr`; nothing when the shim did not allocate it.
   [[nodiscard]] std::optional<allocation_record> take(void const* ptr) noexcept;
@@ -33,9 +40,41 @@ class allocation_registry {
 
  private:
   static constexpr std::size_t shard_count = 64;
+
+  // One shard's records: linear probing over a power-of-two array of slots,
+  // keyed by address, address 0 marking an empty slot. The load is kept at
+  // most one half, so there is always an empty slot to end a probe. Removal
+  // shifts the rest of the probe chain back (no tombstones), so chains stay
+  // as short as if the removed record had never been there and the table
+  // never needs rebuilding; it is never shrunk either.
+  class record_table {
+   public:
+    [[nodiscard]] allocation_record* find(std::uintptr_t address) noexcept;
+    // Throws std::bad_alloc, leaving the table as it was, when it must grow and cannot.
+    void insert_or_assign(std::uintptr_t address, allocation_record record);
+    [[nodiscard]] std::optional<allocation_record> take(std::uintptr_t address) noexcept;
+    // Removes every record of `device`, appending it to `taken` while there is host memory for that.
+    void take_device(int device, std::vector<std::pair<void*, allocation_record>>& taken) noexcept;
+
+   private:
+    struct slot {
+      std::uintptr_t address = 0;  // 0: empty
+      allocation_record record;
+    };
+    [[nodiscard]] std::size_t probe(std::uintptr_t address) const noexcept;
+    void erase_at(std::size_t index) noexcept;
+    void grow();
+
+    std::unique_ptr<slot[]> slots_;  // null until the first insert
+    std::size_t capacity_ = 0;       // a power of two, or 0
+    std::size_t size_ = 0;           // occupied slots
+  };
+
+  // A cache line each, so that threads working on different shards do not
+  // share one.
   struct alignas(64) shard {
     std::mutex mutex;
-    std::unordered_map<std::uintptr_t, allocation_record> records;
+    record_table records;
   };
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;
 

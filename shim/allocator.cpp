@@ -14,14 +14,15 @@
 #include "fork_state.hpp"
 #include "log.hpp"
 #include "peer_access.hpp"
+#include "pending_frees.hpp"
 #include "process_settings.hpp"
 #include "runtime_binding.hpp"
 #include "statistics.hpp"
 #include "stats_report.hpp"
 #include "stream_tracker.hpp"
 
+#include <array>
 #include <atomic>
-#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
@@ -30,58 +31,6 @@ namespace asyncshim::shim {
 namespace {
 
 
-// Frees put off while a stream capture is in progress (README, "Stream
-// capture"): the memory stays unavailable until they are issued.
-class deferred_frees {
- public:
-  struct entry {
-    void* ptr;
-    allocation_record record;
-    int failures = 0;  // issuing it failed this many times
-  };
-
-  // False when there is no host memory to remember it (the caller then
-  // fails the free, and the block stays allocated).
-  [[nodiscard]] bool add(void* ptr, allocation_record record, int failures = 0) noexcept
-  {
-    try {
-      std::lock_guard lock{mutex_};
-      entries_.push_back({ptr, record, failures});
-      pending_.store(true, std::memory_order_release);
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
-
-  [[nodiscard]] bool pending() const noexcept { return pending_.load(std::memory_order_acquire); }
-
-  // All of them (those of `device` only, when given).
-  [[nodiscard]] std::vector<entry> take(int device = -1) noexcept
-  {
-    std::vector<entry> taken;
-    std::lock_guard lock{mutex_};
-    if (device < 0) {
-      taken.swap(entries_);
-    } else {
-      try {
-        for (entry const& e : entries_) {
-          if (e.record.device == device) { taken.push_back(e); }
-        }
-      } catch (...) {  // no host memory: those blocks are left to the reset
-      }
-      std::erase_if(entries_, [&](entry const& e) { return e.record.device == device; });
-    }
-    pending_.store(!entries_.empty(), std::memory_order_release);
-    return taken;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<entry> entries_;
-  std::atomic<bool> pending_{false};
-};
-
 // Process-wide state, made on the first interposed call and never destroyed:
 // calls may still arrive from atexit handlers and static destructors.
 struct shim_state {
@@ -89,7 +38,7 @@ struct shim_state {
   config::settings const& settings;
   device_pools pools;
   allocation_registry registry;
-  deferred_frees deferred;
+  pending_frees pending;
   statistics all_stats;
   // What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
@@ -242,12 +191,13 @@ class owner_device_scope {
 // The resource's pool calls made at the driver level where a context is
 // current: the runtime then keeps no error of the shim's own attempts. A
 // failure is repeated at the caller's level, so that it leaves the error the
-// native call would have left (cudaGetLastError).
+// native call would have left (cudaGetLastError). The caller says whether a
+// context is current (it has made sure of it, or found none).
 template <class Attempt>
-cudaError_t quietly_then_at_caller_level(api_level level, Attempt attempt) noexcept
+cudaError_t quietly_then_at_caller_level(api_level level, bool context_current, Attempt attempt) noexcept
 {
   if (level == api_level::driver) { return attempt(); }
-  if (context_is_current()) {
+  if (context_current) {
     api_level_scope quiet{api_level::driver};
     if (attempt() == cudaSuccess) { return cudaSuccess; }
   }
@@ -263,42 +213,90 @@ cudaError_t synchronize_device(api_level level) noexcept
   return ctx_synchronize != nullptr ? static_cast<cudaError_t>(ctx_synchronize()) : cudaErrorInitializationError;
 }
 
-// Frees `ptr` as the configured ordering says. The caller holds the
-// tracker's access and has checked that no capture is in progress. A free
-// that was deferred is issued with device ordering whatever the mode: the
-// thread issuing it is not the one that freed, so its own stream means
-// nothing to the program's work.
-cudaError_t ordered_free(shim_state& s, api_level level, void* ptr, allocation_record const& record,
-                         cuda_async_memory_resource& pool, bool deferred) noexcept
+// Hands the frees queued for `device` to the pool, on the shim's own stream
+// behind one fence per chunk: the frees wait on the device, not the host, for
+// the work submitted so far to the legacy stream (and so to every blocking
+// stream) and to every non-blocking stream, which covers everything submitted
+// before each of them was freed; the pool hands a block out again only once
+// its free has completed there. The caller holds the tracker's access and
+// has checked that no capture is in progress.
+void issue_queued(shim_state& s, int device) noexcept
 {
-  device_streams const streams = s.pools.streams(record.device);
-  auto const free_on = [&](cudaStream_t stream) {
-    return quietly_then_at_caller_level(level, [&] { return pool.try_deallocate_async(ptr, stream); });
-  };
-  switch (deferred ? config::ordering_mode::device : s.settings.ordering) {
-    case config::ordering_mode::stream: return free_on(allocation_stream(s.settings));
-    case config::ordering_mode::sync: {
-      if (cudaError_t const r = synchronize_device(level); r != cudaSuccess) { return r; }
-      return free_on(reinterpret_cast<cudaStream_t>(streams.own));
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr) { return; }  // a reset took the queue with the pool
+  api_level_scope level{api_level::driver};
+  owner_device_scope owner{api_level::driver, device, true};
+  if (owner.status() != cudaSuccess) { return; }  // they stay queued for the next try
+  device_streams const streams = s.pools.streams(device);
+  std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
+  std::vector<pending_frees::entry> failed;  // allocates only when a free fails
+  for (;;) {
+    std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
+    if (count == 0) { break; }
+    cudaError_t fenced = cudaSuccess;
+    if (tracker().fence(streams.own, streams.legacy_fence) != CUDA_SUCCESS) {
+      // E.g. a context of the program's own is current, not the one of the
+      // shim's event: wait on the host instead, as native cudaFree does.
+      fenced = synchronize_device(api_level::driver);
     }
-    case config::ordering_mode::device: break;
+    for (std::size_t i = 0; i < count; ++i) {
+      pending_frees::entry& e = chunk[i];
+      cudaError_t const r =
+        fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
+      if (r == cudaSuccess) { continue; }
+      constexpr int attempts = 3;
+      if (++e.failures < attempts) {
+        try {
+          failed.push_back(e);
+          continue;
+        } catch (...) {
+        }
+      }
+      log::error("a queued free of {} on device {} failed {} times (error {}): the block stays allocated", e.ptr,
+                 e.record.device, e.failures, static_cast<int>(r));
+    }
+    if (count < chunk.size()) { break; }
   }
-  // The free waits on the device, not the host, for the work submitted so
-  // far to the legacy stream (and so to every blocking stream) and to every
-  // non-blocking stream; the pool hands the block out again only once the
-  // free has completed there.
-  if (tracker().fence(streams.own, streams.legacy_fence) != CUDA_SUCCESS) {
-    // E.g. a context of the program's own is current, not the one of the
-    // shim's event: wait on the host instead, as native cudaFree does.
-    if (cudaError_t const r = synchronize_device(level); r != cudaSuccess) { return r; }
+  for (pending_frees::entry const& e : failed) { (void)s.pending.add(e, false); }  // tried again with the next batch
+}
+
+// Issues the queues that hold frees put off by a capture, once none is in progress.
+void issue_urgent(shim_state& s) noexcept
+{
+  if (!s.pending.urgent()) { return; }
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) {
+    // Frees wait: make sure it is for a capture that is still going on.
+    static std::atomic<unsigned> calls{0};
+    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { streams.recheck_captures(); }
+    if (streams.captures_in_progress()) { return; }
   }
-  return free_on(reinterpret_cast<cudaStream_t>(streams.own));
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return; }
+  std::uint64_t const devices = s.pending.urgent_devices();
+  for (int device = 0; device < pending_frees::max_devices; ++device) {
+    if ((devices >> device & 1U) != 0) { issue_queued(s, device); }
+  }
+}
+
+// Queues a free; issues the device's queue when it is due and no capture is
+// in progress.
+cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
+{
+  auto const [added, due] = s.pending.add({ptr, record}, urgent);
+  if (!added) { return cudaErrorMemoryAllocation; }
+  if (!due) { return cudaSuccess; }
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) { return cudaSuccess; }
+  auto access = streams.access();
+  if (!streams.captures_in_progress()) { issue_queued(s, record.device); }
+  return cudaSuccess;
 }
 
 // What native cudaFree does when a capture forbids it: fail with the
 // capture's error and invalidate the capture. A native one-byte allocation
 // fails in exactly that way; should it succeed (the capture rules said
-// otherwise), it is given back and the free is deferred.
+// otherwise), it is given back and the free is queued.
 cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api, void* ptr,
                                            allocation_record const& record) noexcept
 {
@@ -306,49 +304,60 @@ cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api,
   cudaError_t const native = api.malloc(&probe, 1);
   if (native != cudaSuccess) { return native; }
   (void)api.free(probe);
-  return s.deferred.add(ptr, record) ? cudaSuccess : cudaErrorMemoryAllocation;
+  auto const [added, due] = s.pending.add({ptr, record}, true);
+  return added ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record,
-                         bool issuing_deferred = false) noexcept
+// Frees `ptr` as the configured ordering says:
+//  - device: queued, issued behind a fence with the rest of its batch
+//    (issue_queued);
+//  - stream: on the allocation stream of the calling thread, at once;
+//  - sync: after a device synchronization, on the shim's own stream.
+// During a capture, frees the capture rules allow are queued whatever the
+// ordering (and issued with the device ordering's fence once no capture is
+// in progress: the thread issuing them is not the one that freed, so its
+// own stream means nothing to the program's work).
+cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(record.device);
   if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
   stream_tracker& streams = tracker();
+  bool const device_ordering = s.settings.ordering == config::ordering_mode::device;
+  if (device_ordering && !streams.captures_in_progress()) {
+    // As natively, a driver-level free needs a current context.
+    if (api.level == api_level::driver && !context_is_current()) {
+      return static_cast<cudaError_t>(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    return queue_free(s, ptr, record, false);
+  }
   auto access = streams.access();
   if (streams.captures_in_progress()) {
-    if (!issuing_deferred && streams.calling_thread_is_prohibited()) {
+    if (streams.calling_thread_is_prohibited()) {
       access.unlock();
       return free_during_forbidding_capture(s, api, ptr, record);
     }
     // Never stream work of the shim's own that a capture could absorb or
     // that the capture rules forbid: issued once no capture is in progress.
-    return s.deferred.add(ptr, record) ? cudaSuccess : cudaErrorMemoryAllocation;
+    access.unlock();
+    return queue_free(s, ptr, record, true);
   }
-  owner_device_scope owner{api.level, record.device, issuing_deferred};
+  if (device_ordering) {  // the capture ended meanwhile
+    access.unlock();
+    return queue_free(s, ptr, record, false);
+  }
+  owner_device_scope owner{api.level, record.device};
   if (owner.status() != cudaSuccess) { return owner.status(); }
-  return ordered_free(s, api.level, ptr, record, *pool, issuing_deferred);
-}
-
-void issue_deferred(shim_state& s) noexcept
-{
-  if (!s.deferred.pending()) { return; }
-  if (tracker().captures_in_progress()) {
-    // Frees wait: make sure it is for a capture that is still going on.
-    static std::atomic<unsigned> calls{0};
-    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { tracker().recheck_captures(); }
-    if (tracker().captures_in_progress()) { return; }
+  // The owner's context is current now (cudaSetDevice makes it so).
+  auto const free_on = [&](CUstream stream) {
+    return quietly_then_at_caller_level(api.level, true, [&] {
+      return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream));
+    });
+  };
+  if (s.settings.ordering == config::ordering_mode::sync) {
+    if (cudaError_t const r = synchronize_device(api.level); r != cudaSuccess) { return r; }
+    return free_on(s.pools.streams(record.device).own);
   }
-  api_level_scope level{api_level::driver};
-  for (deferred_frees::entry const& e : s.deferred.take()) {
-    // A capture that began meanwhile defers it again (with success).
-    cudaError_t const r = free_to_pool(s, driver_api, e.ptr, e.record, true);
-    if (r == cudaSuccess) { continue; }
-    constexpr int attempts = 3;
-    if (e.failures + 1 < attempts && s.deferred.add(e.ptr, e.record, e.failures + 1)) { continue; }
-    log::error("a deferred free of {} on device {} failed {} times (error {}): the block stays allocated", e.ptr,
-               e.record.device, e.failures + 1, static_cast<int>(r));
-  }
+  return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
 }
 
 void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda_async_memory_resource& pool) noexcept
@@ -402,9 +411,10 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   // The shim's own pool calls go to the driver, which needs the device's
   // context current: the runtime makes it so on a thread's first call that
   // needs one, so do that now (the runtime's device stays the same).
-  if (api.level == api_level::runtime && !context_is_current()) { (void)runtime().set_device(timer.device); }
+  bool context_current = api.level == api_level::driver || context_is_current();
+  if (!context_current) { context_current = runtime().set_device(timer.device) == cudaSuccess && context_is_current(); }
 
-  issue_deferred(s);
+  issue_urgent(s);
   stream_tracker& streams = tracker();
   auto access = streams.access();
   bool const during_capture = streams.captures_in_progress();
@@ -429,14 +439,16 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     stream = reinterpret_cast<cudaStream_t>(own);
   }
   void* ptr = nullptr;
-  cudaError_t const result = quietly_then_at_caller_level(api.level, [&] {
+  cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {
     cudaError_t r = pool->try_allocate_async(&ptr, size, stream);
     // Only in the driver-level attempt, which leaves no error behind when the
     // second try succeeds.
     if (r == cudaErrorMemoryAllocation && s.settings.ordering != config::ordering_mode::stream &&
         current_api_level() == api_level::driver && driver().stream_synchronize != nullptr) {
-      // Blocks whose frees are still in flight on the shim's stream cannot
-      // be handed out yet: wait for them, as native cudaFree would have.
+      // Blocks whose frees are queued or still in flight on the shim's
+      // stream cannot be handed out yet: issue the queue and wait for them,
+      // as native cudaFree would have.
+      if (!during_capture) { issue_queued(s, timer.device); }
       (void)driver().stream_synchronize(own);
       r = pool->try_allocate_async(&ptr, size, stream);
     }
@@ -515,9 +527,16 @@ cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
   cudaError_t result = cudaSuccess;
   {
     timed_call timer{s->stats, api.free_call};
-    if (s->settings.mode == config::shim_mode::pool) { issue_deferred(*s); }
+    if (s->settings.mode == config::shim_mode::pool) { issue_urgent(*s); }
     auto const record = ptr != nullptr ? s->registry.take(ptr) : std::nullopt;
-    if (!record) {
+    if (!record && ptr != nullptr && s->pending.contains(ptr)) {
+      // Freed already, and still queued: a double free. Natively an invalid
+      // value, also left as the runtime's last error: the native free of an
+      // address that is certainly not device memory answers exactly that.
+      static char const not_device_memory = 0;
+      result = api.free(const_cast<char*>(&not_device_memory));
+      if (result == cudaSuccess) { result = cudaErrorInvalidValue; }
+    } else if (!record) {
       // Not ours (null, memory from before the shim was active or from
       // another path, not device memory): the native call answers.
       if (s->stats != nullptr) { s->stats->free_passed_through(); }
@@ -570,7 +589,20 @@ CUresult driver_deallocate(CUdeviceptr ptr) noexcept
 
 void issue_deferred_frees() noexcept
 {
-  if (shim_state* s = existing_state()) { issue_deferred(*s); }
+  if (shim_state* s = existing_state()) { issue_urgent(*s); }
+}
+
+void issue_all_queued_frees() noexcept
+{
+  shim_state* s = existing_state();
+  if (s == nullptr || !s->pending.any()) { return; }
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) { return; }
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return; }
+  for (int device = 0; device < pending_frees::max_devices; ++device) {
+    if (s->pending.count(device) > 0) { issue_queued(*s, device); }
+  }
 }
 
 namespace {
@@ -592,7 +624,10 @@ void release_device_pool(shim_state& s, int device) noexcept
     if (s.stats != nullptr) { s.stats->free_served(device, record.bytes); }
     ++freed;
   }
-  for (deferred_frees::entry const& e : s.deferred.take(device)) { release(e.ptr); }
+  std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
+  while (std::size_t const count = s.pending.take(device, chunk.data(), chunk.size())) {
+    for (std::size_t i = 0; i < count; ++i) { release(chunk[i].ptr); }
+  }
   if (pushed) {
     CUcontext popped = nullptr;
     (void)drv.ctx_pop_current(&popped);

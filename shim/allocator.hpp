@@ -15,6 +15,9 @@ namespace asyncshim::shim {
 // Frees put off while a stream capture was in progress, issued now that
 // none is (called when a capture ends, and by the next allocation or free).
 void issue_deferred_frees() noexcept;
+// After a successful cuCtxSynchronize (cudaDeviceSynchronize): every queued
+// free is handed to the pool (pending_frees.hpp).
+void issue_all_queued_frees() noexcept;
 // Before the real cuDevicePrimaryCtxReset (cudaDeviceReset): the device's
 // pool, its ownership records and the shim's streams on it are dropped.
 void device_resetting(int device) noexcept;

@@ -2,7 +2,11 @@
 
 namespace asyncshim::shim {
 namespace {
-thread_local api_level current = api_level::none;  // zero-initialized: no constructor runs
+// Read twice per intercepted call: initial-exec, so the access is one load
+// at a fixed offset from the thread pointer instead of a __tls_get_addr call
+// (the library is preloaded, so its TLS is in the static block).
+// Zero-initialized: no constructor runs.
+__attribute__((tls_model("initial-exec"))) thread_local api_level current = api_level::none;
 }  // namespace
 
 api_level current_api_level() noexcept { return current; }

@@ -26,6 +26,7 @@ CUresult asyncshim_hook_stream_begin_capture_to_graph_ptsz(CUstream, CUgraph, CU
 CUresult asyncshim_hook_stream_end_capture(CUstream, CUgraph*);
 CUresult asyncshim_hook_stream_end_capture_ptsz(CUstream, CUgraph*);
 CUresult asyncshim_hook_ctx_destroy(CUcontext);
+CUresult asyncshim_hook_ctx_synchronize();
 CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice);
 CUresult asyncshim_hook_ctx_enable_peer_access(CUcontext, unsigned);
 CUresult asyncshim_hook_ctx_disable_peer_access(CUcontext);
@@ -134,6 +135,8 @@ replacement_table search() noexcept
   same_for_both("cuStreamDestroy", address(drv.stream_destroy), address(&asyncshim_hook_stream_destroy),
                 purpose::following);
   same_for_both("cuCtxDestroy", address(drv.ctx_destroy), address(&asyncshim_hook_ctx_destroy), purpose::following);
+  same_for_both("cuCtxSynchronize", address(drv.ctx_synchronize), address(&asyncshim_hook_ctx_synchronize),
+                purpose::following);
   same_for_both("cuDevicePrimaryCtxReset", address(drv.device_primary_ctx_reset),
                 address(&asyncshim_hook_device_primary_ctx_reset), purpose::following);
   same_for_both("cuCtxEnablePeerAccess", address(drv.ctx_enable_peer_access),
@@ -212,7 +215,8 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
     // The old names of the last three (same ABI), which dlsym() callers that
     // spell them out get.
     "cuStreamDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxReset",
-    "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle", "cuMemPoolExportToShareableHandle"};
+    "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle", "cuMemPoolExportToShareableHandle",
+    "cuCtxSynchronize"};
   if (name == nullptr || found == nullptr || name[0] != 'c' || name[1] != 'u') { return found; }
   for (char const* r : replaced) {
     if (std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }

@@ -1,6 +1,7 @@
 // The driver calls the shim follows without changing what they do: stream
-// creation and destruction, stream capture, context destruction, primary
-// context reset, peer access, and pool export and legacy IPC (for hints). Each runs the real driver function and tells the tracker
+// creation and destruction, stream capture, context synchronization and
+// destruction, primary context reset, peer access, and pool export and
+// legacy IPC (for hints). Each runs the real driver function and tells the tracker
 // (stream_tracker.hpp) or the allocator (device reset) what happened. The
 // runtime reaches them through cuGetProcAddress (driver_interception.cpp
 // hands out the asyncshim_hook_* functions); programs linked with -lcuda
@@ -117,6 +118,16 @@ CUresult asyncshim_hook_ctx_destroy(CUcontext context)
   return call_real(driver().ctx_destroy, context);
 }
 
+CUresult asyncshim_hook_ctx_synchronize()
+{
+  CUresult const result = call_real(driver().ctx_synchronize);
+  // Everything submitted before has completed: the frees queued under
+  // device ordering go to the pool now, so that after a synchronization
+  // every block freed before it can be handed out again.
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::issue_all_queued_frees(); }
+  return result;
+}
+
 CUresult asyncshim_hook_ctx_enable_peer_access(CUcontext peer, unsigned flags)
 {
   CUresult const result = call_real(driver().ctx_enable_peer_access, peer, flags);
@@ -206,6 +217,8 @@ ASYNCSHIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phG
 }
 
 ASYNCSHIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return asyncshim_hook_ctx_destroy(ctx); }
+
+ASYNCSHIM_EXPORT CUresult cuCtxSynchronize() { return asyncshim_hook_ctx_synchronize(); }
 
 ASYNCSHIM_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {

@@ -113,6 +113,7 @@ struct Api {
   CUresult (*mem_free)(CUdeviceptr) = nullptr;
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*ctx_synchronize)() = nullptr;
 };
 
 template <class F>
@@ -131,6 +132,7 @@ Api look_up_all(GetProcAddressV2 get, char const* label) {
   take(api.mem_free, lookup_with(get, label, "cuMemFree", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
   take(api.memcpy_htod, lookup_with(get, label, "cuMemcpyHtoD", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
   take(api.memcpy_dtoh, lookup_with(get, label, "cuMemcpyDtoH", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.ctx_synchronize, lookup_with(get, label, "cuCtxSynchronize", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
   take(api.device_get_name, lookup_with(get, label, "cuDeviceGetName", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
   (void)lookup_with(get, label, "cuGetProcAddress", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT);
   (void)lookup_with(get, label, "cuMemAllocAsync", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT);
@@ -158,6 +160,7 @@ Api look_up_directly() {
   take(api.mem_free, direct("cuMemFree_v2"));
   take(api.memcpy_htod, direct("cuMemcpyHtoD_v2"));
   take(api.memcpy_dtoh, direct("cuMemcpyDtoH_v2"));
+  take(api.ctx_synchronize, direct("cuCtxSynchronize"));
   take(api.device_get_name, direct("cuDeviceGetName"));
   return api;
 }
@@ -234,6 +237,11 @@ void allocate_and_check(Api const& api) {
       std::printf("free %d: failed %d\n", i + 1, static_cast<int>(r));
       fail();
     }
+  }
+  // Frees may be queued until a synchronization (the shim's device ordering).
+  if (api.ctx_synchronize != nullptr && api.ctx_synchronize() != CUDA_SUCCESS) {
+    std::printf("synchronize: failed\n");
+    fail();
   }
 }
 

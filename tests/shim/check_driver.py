@@ -14,7 +14,8 @@ import tempfile
 import unittest
 
 SHIM = PROBE = DRIVER = None
-REPLACED = {"cuMemAlloc", "cuMemFree", "cuGetProcAddress"}
+# The allocation calls, the lookup itself, and a followed call the probe uses.
+REPLACED = {"cuMemAlloc", "cuMemFree", "cuGetProcAddress", "cuCtxSynchronize"}
 
 
 def run(check, shim=True, **env):
@@ -72,10 +73,12 @@ class StaticRuntime(unittest.TestCase):
     def test_runtime_only_interception_leaves_the_driver_alone(self):
         out = run("basic", ASYNCSHIM_INTERCEPT="runtime")
         self.assertIn("summary: allocations 4 pool 0 driver 4", out.stdout)
-        # The allocation entry points stay the driver's; cuGetProcAddress is
-        # still the shim's, which follows streams and captures at every level.
+        # The allocation entry points stay the driver's; cuGetProcAddress and
+        # the followed calls are still the shim's, which follows streams,
+        # captures and synchronizations at every level.
         for name, (_, lib) in lookups(out.stdout).items():
-            self.assertEqual(lib, "libasyncshim.so" if name == "cuGetProcAddress" else "libcuda.so.1", name)
+            followed = name in ("cuGetProcAddress", "cuCtxSynchronize")
+            self.assertEqual(lib, "libasyncshim.so" if followed else "libcuda.so.1", name)
 
     def test_disabled_shim_leaves_the_driver_alone(self):
         out = run("basic", ASYNCSHIM_DISABLE="1")

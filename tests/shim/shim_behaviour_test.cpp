@@ -62,6 +62,10 @@ std::string log_text()
   return text.str();
 }
 
+// Under device ordering (the default) a free is queued until its batch is
+// issued; a device synchronization issues every queued free.
+void issue_queued_frees() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
 class ShimTest : public ::testing::Test {
  protected:
   void SetUp() override
@@ -82,24 +86,65 @@ TEST_F(ShimRedirects, CudaMallocComesFromThePoolOnTheLegacyStream)
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1), cudaSuccess);  // the pool exists (priming counts as a pool free)
   ASSERT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
   auto const before = cuda_double_get_counters();
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   EXPECT_EQ(cuda_double_pointer_kind(p), pool);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 256, 0U);
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamLegacy);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+  // Device ordering (the default): queued, the pool does not have it yet.
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees);
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
   auto const after = cuda_double_get_counters();
   EXPECT_EQ(after.native_mallocs, before.native_mallocs);
   EXPECT_EQ(after.native_frees, before.native_frees);
   EXPECT_EQ(after.pool_frees, before.pool_frees + 1);
-  // Device ordering (the default): freed on the shim's own non-blocking
-  // stream, after a fence on the legacy stream.
+  // Then freed on the shim's own non-blocking stream, after a fence on the
+  // legacy stream.
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
   EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream);
   EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
   EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
   EXPECT_EQ(cuda_double_last_wait_stream(), cuda_double_last_free_stream());
+}
+
+TEST_F(ShimRedirects, QueuedFreesAreIssuedInBatchesBehindOneFence)
+{
+  issue_queued_frees();
+  constexpr int batch = 64;  // pending_frees::batch_frees
+  std::vector<void*> blocks(batch);
+  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess); }
+  auto const before = cuda_double_get_counters();
+  for (int i = 0; i < batch - 1; ++i) { ASSERT_EQ(cudaFree(blocks[i]), cudaSuccess); }
+  auto after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees);  // all 63 queued
+  EXPECT_EQ(after.events_recorded, before.events_recorded);
+  EXPECT_EQ(cudaFree(blocks[0]), cudaErrorInvalidValue);  // a double free while queued, as natively
+  ASSERT_EQ(cudaFree(blocks[batch - 1]), cudaSuccess);   // the 64th: the batch goes
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + batch);
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + batch);
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 1);  // one fence: the legacy stream
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
+  for (void* p : blocks) { EXPECT_EQ(cuda_double_pointer_kind(p), unknown); }
+  (void)cudaGetLastError();
+}
+
+TEST_F(ShimRedirects, AQueueOfManyBytesIsIssuedAtOnce)
+{
+  issue_queued_frees();
+  void* small = nullptr;
+  void* large = nullptr;
+  ASSERT_EQ(cudaMalloc(&small, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&large, 64 * MiB), cudaSuccess);  // pending_frees::batch_bytes
+  ASSERT_EQ(cudaFree(small), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(small), pool);
+  ASSERT_EQ(cudaFree(large), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(small), unknown);
+  EXPECT_EQ(cuda_double_pointer_kind(large), unknown);
 }
 
 TEST_F(ShimRedirects, PoolHasTheConfiguredSettings)
@@ -227,6 +272,7 @@ TEST_F(ShimRedirects, ManyThreadsAllocateAndFreeEachOthersMemory)
   }
   for (auto& w : workers) { w.join(); }
   EXPECT_EQ(failures.load(), 0);
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
 
@@ -240,6 +286,7 @@ TEST_F(ShimPerThreadStream, AllocatesOnThePerThreadStream)
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamPerThread);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
@@ -307,8 +354,10 @@ TEST_F(ShimDeviceOrdering, FreeIsFencedBehindEveryLiveNonBlockingStream)
   for (auto& s : nonblocking) { ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
   ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
 
+  issue_queued_frees();
   auto before = cuda_double_get_counters();
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
   auto after = cuda_double_get_counters();
   // The legacy stream (which covers the blocking stream) and both non-blocking ones.
   EXPECT_EQ(after.events_recorded, before.events_recorded + 3);
@@ -321,6 +370,7 @@ TEST_F(ShimDeviceOrdering, FreeIsFencedBehindEveryLiveNonBlockingStream)
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   before = cuda_double_get_counters();
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
   after = cuda_double_get_counters();
   EXPECT_EQ(after.events_recorded, before.events_recorded + 2);
   EXPECT_EQ(after.failed_calls, before.failed_calls);
@@ -337,6 +387,7 @@ TEST_F(ShimDeviceOrdering, StreamsMadeThroughTheDriverAreFollowedToo)
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   auto const before = cuda_double_get_counters();
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
   auto const after = cuda_double_get_counters();
   EXPECT_EQ(after.events_recorded, before.events_recorded + 2);
   EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
@@ -408,6 +459,7 @@ TEST_F(ShimCapture, ForbiddenCallsFailAsNativelyAndInvalidateTheCapture)
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
   (void)cudaGetLastError();
   EXPECT_EQ(cudaFree(before_capture), cudaSuccess);  // still the shim's, freed now
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(before_capture), unknown);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
@@ -455,6 +507,7 @@ TEST_F(ShimCapture, AnotherThreadsThreadLocalCaptureDefersFrees)
   EXPECT_EQ(capture.end(), cudaSuccess);
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
   EXPECT_EQ(cudaFree(q), cudaSuccess);
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(q), unknown);
 }
 
@@ -498,6 +551,7 @@ TEST_F(ShimReset, ResetDropsThePoolAndTheNextAllocationMakesANewOne)
   EXPECT_EQ(cuda_double_get_counters().pools_created, start.pools_created + 1);
   EXPECT_NE(cuda_double_pointer_pool(after_reset), first_pool);
   EXPECT_EQ(cudaFree(after_reset), cudaSuccess);
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(after_reset), unknown);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
@@ -598,6 +652,7 @@ TEST_F(ShimCrossLevel, MemoryFromEitherLevelIsFreedThroughTheOther)
   EXPECT_EQ(cuda_double_pointer_kind(runtime_ptr), pool);
   auto const before = cuda_double_get_counters();
   EXPECT_EQ(cuMemFree_v2(reinterpret_cast<CUdeviceptr>(runtime_ptr)), CUDA_SUCCESS);
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(runtime_ptr), unknown);
   EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 1);
 
@@ -605,8 +660,10 @@ TEST_F(ShimCrossLevel, MemoryFromEitherLevelIsFreedThroughTheOther)
   ASSERT_EQ(cuMemAlloc_v2(&driver_ptr, 8192), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_pointer_kind(reinterpret_cast<void*>(driver_ptr)), pool);
   EXPECT_EQ(cudaFree(reinterpret_cast<void*>(driver_ptr)), cudaSuccess);
+  EXPECT_EQ(cuMemFree_v2(driver_ptr), CUDA_ERROR_INVALID_VALUE);  // a double free while queued, as natively
+  issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(reinterpret_cast<void*>(driver_ptr)), unknown);
-  EXPECT_EQ(cuMemFree_v2(driver_ptr), CUDA_ERROR_INVALID_VALUE);  // a double free, as natively
+  EXPECT_EQ(cuMemFree_v2(driver_ptr), CUDA_ERROR_INVALID_VALUE);  // and once issued
 }
 
 TEST_F(ShimCrossLevel, DriverEdgeCasesBehaveNatively)

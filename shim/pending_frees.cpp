@@ -1,0 +1,75 @@
+#include "pending_frees.hpp"
+
+namespace asyncshim::shim {
+
+pending_frees::add_result pending_frees::add(entry const& e, bool urgent) noexcept
+{
+  int const device = e.record.device;
+  if (device < 0 || device >= max_devices) { return {}; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  try {
+    // The first push reserves a whole batch: from then on the queue reuses
+    // its buffer and a free allocates nothing.
+    if (q.entries.capacity() < batch_frees) { q.entries.reserve(batch_frees); }
+    q.entries.push_back(e);
+  } catch (...) {
+    return {};
+  }
+  q.bytes += e.record.bytes;
+  queued_.fetch_add(1, std::memory_order_acq_rel);
+  if (urgent) { urgent_devices_.fetch_or(std::uint64_t{1} << device, std::memory_order_acq_rel); }
+  bool const is_urgent = (urgent_devices_.load(std::memory_order_acquire) >> device & 1U) != 0;
+  return {true, is_urgent || q.entries.size() >= batch_frees || q.bytes >= batch_bytes};
+}
+
+std::size_t pending_frees::take(int device, entry* out, std::size_t capacity) noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  std::size_t taken = 0;
+  // From the back: a long queue (frees put off by a capture) is taken in
+  // chunks without moving the rest.
+  while (taken < capacity && !q.entries.empty()) {
+    out[taken++] = q.entries.back();
+    q.bytes -= q.entries.back().record.bytes;
+    q.entries.pop_back();
+  }
+  queued_.fetch_sub(taken, std::memory_order_acq_rel);
+  if (q.entries.empty()) {
+    q.bytes = 0;
+    urgent_devices_.fetch_and(~(std::uint64_t{1} << device), std::memory_order_acq_rel);
+  }
+  return taken;
+}
+
+std::size_t pending_frees::count(int device) const noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  queue const& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  return q.entries.size();
+}
+
+bool pending_frees::contains(void const* ptr) const noexcept
+{
+  if (!any()) { return false; }
+  for (queue const& q : queues_) {
+    std::lock_guard lock{q.mutex};
+    for (entry const& e : q.entries) {
+      if (e.ptr == ptr) { return true; }
+    }
+  }
+  return false;
+}
+
+std::size_t pending_frees::bytes(int device) const noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  queue const& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  return q.bytes;
+}
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,82 @@
+// Frees the program has made that the shim has not yet handed to the pool,
+// one queue per device. Two kinds wait here:
+//  - under ASYNCSHIM_ORDERING=device, every free: a queue is issued behind
+//    one fence once it holds `batch_frees` frees or `batch_bytes` bytes (so a
+//    fence, which costs two driver calls per stream it covers, is paid once
+//    per batch instead of once per free);
+//  - in every ordering, a free made while a stream capture is in progress
+//    (README, "Stream capture"): urgent, issued as soon as no capture is.
+// Until issued, a block is neither the program's (the ownership record is
+// gone) nor reusable by the pool. Nothing here calls CUDA.
+#pragma once
+
+#include "allocation_registry.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace asyncshim::shim {
+
+class pending_frees {
+ public:
+  static constexpr int max_devices = 64;
+  // A batch: enough frees to make the fence's cost small next to the frees
+  // themselves, few enough bytes that holding them back never matters (an
+  // allocation that finds the pool exhausted issues the queue first).
+  static constexpr std::size_t batch_frees = 64;
+  static constexpr std::size_t batch_bytes = std::size_t{64} << 20;
+
+  struct entry {
+    void* ptr = nullptr;
+    allocation_record record;
+    int failures = 0;  // issuing it failed this many times
+  };
+
+  // Queues a free; true when the device's queue is now due (a full batch,
+  // or urgent). False from `added` when there is no host memory to remember
+  // it (the caller then fails the free, and the block stays allocated).
+  struct add_result {
+    bool added = false;
+    bool due = false;
+  };
+  [[nodiscard]] add_result add(entry const& e, bool urgent) noexcept;
+
+  // Whether any queue holds an urgent entry (cheap: one atomic load).
+  [[nodiscard]] bool urgent() const noexcept { return urgent_devices_.load(std::memory_order_acquire) != 0; }
+  // The devices whose queue holds an urgent entry, as a bit mask.
+  [[nodiscard]] std::uint64_t urgent_devices() const noexcept
+  {
+    return urgent_devices_.load(std::memory_order_acquire);
+  }
+
+  // Moves up to `capacity` of the entries queued for `device` to `out` (the
+  // caller's buffer: taking never allocates) and returns how many; the
+  // device's urgency ends when its queue is empty.
+  [[nodiscard]] std::size_t take(int device, entry* out, std::size_t capacity) noexcept;
+
+  // Whether anything is queued on any device (cheap: one atomic load).
+  [[nodiscard]] bool any() const noexcept { return queued_.load(std::memory_order_acquire) != 0; }
+  // What is queued on `device`.
+  [[nodiscard]] std::size_t count(int device) const noexcept;
+  [[nodiscard]] std::size_t bytes(int device) const noexcept;
+  // Whether `ptr` is queued (a second free of it is a double free). Scans:
+  // only for frees of pointers the ownership record does not know.
+  [[nodiscard]] bool contains(void const* ptr) const noexcept;
+
+ private:
+  struct alignas(64) queue {
+    mutable std::mutex mutex;
+    std::vector<entry> entries;
+    std::size_t bytes = 0;
+  };
+
+  std::array<queue, max_devices> queues_;
+  std::atomic<std::uint64_t> urgent_devices_{0};
+  std::atomic<std::size_t> queued_{0};  // entries on all devices
+};
+
+}  // namespace asyncshim::shim
