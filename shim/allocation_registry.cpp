@@ -157,13 +157,57 @@ std::optional<allocation_record> allocation_registry::take(void const* ptr) noex
   return s.records.take(address);
 }
 
+free_claim allocation_registry::claim_for_free(void const* ptr, allocation_record& record) noexcept
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (address == 0) { return free_claim::not_found; }
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  allocation_record* found = s.records.find(address);
+  if (found == nullptr) { return free_claim::not_found; }
+  if (found->freed) { return free_claim::already_freed; }
+  found->freed = true;
+  record = *found;
+  return free_claim::claimed;
+}
+
+void allocation_registry::unclaim(void const* ptr) noexcept
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (address == 0) { return; }
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  if (allocation_record* found = s.records.find(address)) { found->freed = false; }
+}
+
+bool allocation_registry::is_freed(void const* ptr) noexcept
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (address == 0) { return false; }
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  allocation_record const* found = s.records.find(address);
+  return found != nullptr && found->freed;
+}
+
+void allocation_registry::release_freed(void const* ptr) noexcept
+{
+  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (address == 0) { return; }
+  shard& s = shards_[shard_of(address)];
+  std::lock_guard lock{s.mutex};
+  allocation_record const* found = s.records.find(address);
+  if (found != nullptr && found->freed) { (void)s.records.take(address); }
+}
+
 bool allocation_registry::contains(void const* ptr) noexcept
 {
   auto const address = reinterpret_cast<std::uintptr_t>(ptr);
   if (address == 0) { return false; }
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock{s.mutex};
-  return s.records.find(address) != nullptr;
+  allocation_record const* found = s.records.find(address);
+  return found != nullptr && !found->freed;
 }
 
 std::vector<std::pair<void*, allocation_record>> allocation_registry::take_device(int device) noexcept

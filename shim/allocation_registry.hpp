@@ -24,7 +24,13 @@ namespace asyncshim::shim {
 struct allocation_record {
   std::size_t bytes = 0;
   int device = 0;
+  // The program has freed the block and the shim has not yet handed it to
+  // the pool (pending_frees.hpp): no longer the program's, still the shim's.
+  bool freed = false;
 };
+
+// What claim_for_free found.
+enum class free_claim { not_found, claimed, already_freed };
 
 class allocation_registry {
  public:
@@ -33,9 +39,23 @@ class allocation_registry {
   void insert(void const* ptr, allocation_record record);
   // Removes and returns the record of `ptr`; nothing when the shim did not allocate it.
   [[nodiscard]] std::optional<allocation_record> take(void const* ptr) noexcept;
-  // Whether `ptr` is the start of a block the shim handed out.
+  // A free of `ptr`: marks its record freed and copies it to `record`. The
+  // record stays until release_freed() (or unclaim(), should the free fail),
+  // so that a second free of it is known to be a double free however long
+  // the block waits before it goes back to the pool.
+  [[nodiscard]] free_claim claim_for_free(void const* ptr, allocation_record& record) noexcept;
+  // The free of a claimed block failed: the program has it again.
+  void unclaim(void const* ptr) noexcept;
+  // Whether `ptr` is claimed for a free that has not been handed to the pool.
+  [[nodiscard]] bool is_freed(void const* ptr) noexcept;
+  // The claimed block has been handed to the pool: its record goes. A record
+  // that is not claimed (the pool has handed the address out again, and a new
+  // allocation has replaced the record) stays.
+  void release_freed(void const* ptr) noexcept;
+  // Whether `ptr` is the start of a block the shim handed out and the program
+  // has not freed.
   [[nodiscard]] bool contains(void const* ptr) noexcept;
-  // Removes and returns every record of `device` (a device reset).
+  // Removes and returns every record of `device`, freed ones too (a device reset).
   [[nodiscard]] std::vector<std::pair<void*, allocation_record>> take_device(int device) noexcept;
 
  private:

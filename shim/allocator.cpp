@@ -128,11 +128,10 @@ void count_failure(shim_state& s, int device) noexcept
 // what was current: the runtime's device, or at the driver level the exact
 // context (which may be one the program made itself).
 // At the driver level with no context current, nothing is switched (the
-// free then fails as natively) unless `need_context` (frees the shim issues
-// on its own, e.g. deferred ones).
+// free then fails as natively).
 class owner_device_scope {
  public:
-  owner_device_scope(api_level level, int owner, bool need_context = false) noexcept : level_{level}
+  owner_device_scope(api_level level, int owner) noexcept : level_{level}
   {
     if (level_ == api_level::driver) {
       // The owner's primary context is pushed for the free and popped after,
@@ -141,7 +140,7 @@ class owner_device_scope {
       auto const& drv = driver();
       int device = owner;
       bool const has_context = drv.ctx_get_device(&device) == CUDA_SUCCESS;
-      if ((has_context && device == owner) || (!has_context && !need_context)) { return; }
+      if (!has_context || device == owner) { return; }
       CUcontext primary = nullptr;
       status_ = static_cast<cudaError_t>(drv.device_primary_ctx_retain(&primary, owner));
       if (status_ != cudaSuccess) { return; }
@@ -213,37 +212,96 @@ cudaError_t synchronize_device(api_level level) noexcept
   return ctx_synchronize != nullptr ? static_cast<cudaError_t>(ctx_synchronize()) : cudaErrorInitializationError;
 }
 
+// Makes `context` current for the scope (pushed, then popped: the context
+// stack is left exactly as it was), unless it is current already.
+class context_scope {
+ public:
+  explicit context_scope(CUcontext context) noexcept
+  {
+    auto const& drv = driver();
+    CUcontext current = nullptr;
+    if (drv.ctx_get_current == nullptr || drv.ctx_get_current(&current) != CUDA_SUCCESS) { return; }
+    if (current == context) {
+      current_ = true;
+      return;
+    }
+    pushed_ = drv.ctx_push_current != nullptr && drv.ctx_push_current(context) == CUDA_SUCCESS;
+    current_ = pushed_;
+  }
+  ~context_scope()
+  {
+    CUcontext popped = nullptr;
+    if (pushed_) { (void)driver().ctx_pop_current(&popped); }
+  }
+  context_scope(context_scope const&) = delete;
+  context_scope& operator=(context_scope const&) = delete;
+
+  [[nodiscard]] bool current() const noexcept { return current_; }
+
+ private:
+  bool pushed_ = false;
+  bool current_ = false;
+};
+
+// Whether the calling thread's current context is the one `device`'s pool
+// and the shim's stream and events live in (the device's primary context for
+// the runtime): a free made there can wait in the queue, because the fence
+// recorded later in that same context covers the work the program had
+// submitted there.
+bool in_pool_context(shim_state& s, int device) noexcept
+{
+  auto const get = driver().ctx_get_current;
+  CUcontext current = nullptr;
+  return get != nullptr && get(&current) == CUDA_SUCCESS && current != nullptr &&
+         current == s.pools.streams(device).context;
+}
+
+// Makes the shim's stream on `device` wait for the work submitted so far to
+// the legacy stream of the current context (and so to every blocking stream)
+// and to every non-blocking stream; where it cannot (a context of the
+// program's own is current, not the one of the shim's event), waits on the
+// host instead, as native cudaFree does.
+cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept
+{
+  if (tracker().fence(streams.own, streams.legacy_fence) == CUDA_SUCCESS) { return cudaSuccess; }
+  return synchronize_device(level);
+}
+
 // Hands the frees queued for `device` to the pool, on the shim's own stream
-// behind one fence per chunk: the frees wait on the device, not the host, for
-// the work submitted so far to the legacy stream (and so to every blocking
-// stream) and to every non-blocking stream, which covers everything submitted
-// before each of them was freed; the pool hands a block out again only once
-// its free has completed there. The caller holds the tracker's access and
-// has checked that no capture is in progress.
+// behind one fence per chunk, recorded in the pool's context. The fence comes
+// later than each free, so it covers everything submitted before each of
+// them; the pool hands a block out again only once its free has completed on
+// the device. The caller holds the tracker's access and has checked that no
+// capture is in progress.
 void issue_queued(shim_state& s, int device) noexcept
 {
-  cuda_async_memory_resource* pool = s.pools.existing(device);
-  if (pool == nullptr) { return; }  // a reset took the queue with the pool
-  api_level_scope level{api_level::driver};
-  owner_device_scope owner{api_level::driver, device, true};
-  if (owner.status() != cudaSuccess) { return; }  // they stay queued for the next try
-  device_streams const streams = s.pools.streams(device);
   std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr) {
+    // A reset took the pool with its blocks (and their records): nothing to issue.
+    while (s.pending.take(device, chunk.data(), chunk.size()) > 0) {}
+    return;
+  }
+  device_streams const streams = s.pools.streams(device);
+  api_level_scope level{api_level::driver};
+  context_scope in_context{streams.context};
+  if (!in_context.current()) { return; }  // they stay queued for the next try
   std::vector<pending_frees::entry> failed;  // allocates only when a free fails
   for (;;) {
     std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
     if (count == 0) { break; }
-    cudaError_t fenced = cudaSuccess;
-    if (tracker().fence(streams.own, streams.legacy_fence) != CUDA_SUCCESS) {
-      // E.g. a context of the program's own is current, not the one of the
-      // shim's event: wait on the host instead, as native cudaFree does.
-      fenced = synchronize_device(api_level::driver);
-    }
+    cudaError_t const fenced = fence_or_synchronize(streams, api_level::driver);
     for (std::size_t i = 0; i < count; ++i) {
       pending_frees::entry& e = chunk[i];
+      // Still claimed: not dropped by a reset, nor a second entry for an
+      // address already handed back.
+      if (!s.registry.is_freed(e.ptr)) { continue; }
       cudaError_t const r =
         fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
-      if (r == cudaSuccess) { continue; }
+      if (r == cudaSuccess) {
+        s.registry.release_freed(e.ptr);
+        continue;
+      }
       constexpr int attempts = 3;
       if (++e.failures < attempts) {
         try {
@@ -279,8 +337,8 @@ void issue_urgent(shim_state& s) noexcept
   }
 }
 
-// Queues a free; issues the device's queue when it is due and no capture is
-// in progress.
+// Queues a claimed free; issues the device's queue when it is due and no
+// capture is in progress.
 cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
 {
   auto const [added, due] = s.pending.add({ptr, record}, urgent);
@@ -304,30 +362,29 @@ cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api,
   cudaError_t const native = api.malloc(&probe, 1);
   if (native != cudaSuccess) { return native; }
   (void)api.free(probe);
-  auto const [added, due] = s.pending.add({ptr, record}, true);
-  return added ? cudaSuccess : cudaErrorMemoryAllocation;
+  return queue_free(s, ptr, record, true);
 }
 
-// Frees `ptr` as the configured ordering says:
+// Frees `ptr`, claimed in the ownership record, as the configured ordering
+// says:
 //  - device: queued, issued behind a fence with the rest of its batch
-//    (issue_queued);
+//    (issue_queued); fenced and freed at once when the calling thread's
+//    context is not the pool's (a driver-API program's own context, another
+//    device current), as the fence must be recorded where the program worked;
 //  - stream: on the allocation stream of the calling thread, at once;
 //  - sync: after a device synchronization, on the shim's own stream.
 // During a capture, frees the capture rules allow are queued whatever the
 // ordering (and issued with the device ordering's fence once no capture is
 // in progress: the thread issuing them is not the one that freed, so its
-// own stream means nothing to the program's work).
+// own stream means nothing to the program's work). A block freed at once has
+// its record released once the pool has it.
 cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(record.device);
   if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
   stream_tracker& streams = tracker();
   bool const device_ordering = s.settings.ordering == config::ordering_mode::device;
-  if (device_ordering && !streams.captures_in_progress()) {
-    // As natively, a driver-level free needs a current context.
-    if (api.level == api_level::driver && !context_is_current()) {
-      return static_cast<cudaError_t>(CUDA_ERROR_INVALID_CONTEXT);
-    }
+  if (device_ordering && !streams.captures_in_progress() && in_pool_context(s, record.device)) {
     return queue_free(s, ptr, record, false);
   }
   auto access = streams.access();
@@ -341,23 +398,26 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
     access.unlock();
     return queue_free(s, ptr, record, true);
   }
-  if (device_ordering) {  // the capture ended meanwhile
-    access.unlock();
-    return queue_free(s, ptr, record, false);
-  }
   owner_device_scope owner{api.level, record.device};
   if (owner.status() != cudaSuccess) { return owner.status(); }
   // The owner's context is current now (cudaSetDevice makes it so).
+  device_streams const shim_streams = s.pools.streams(record.device);
   auto const free_on = [&](CUstream stream) {
-    return quietly_then_at_caller_level(api.level, true, [&] {
+    cudaError_t const r = quietly_then_at_caller_level(api.level, true, [&] {
       return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream));
     });
+    if (r == cudaSuccess) { s.registry.release_freed(ptr); }
+    return r;
   };
-  if (s.settings.ordering == config::ordering_mode::sync) {
-    if (cudaError_t const r = synchronize_device(api.level); r != cudaSuccess) { return r; }
-    return free_on(s.pools.streams(record.device).own);
+  switch (s.settings.ordering) {
+    case config::ordering_mode::stream: return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
+    case config::ordering_mode::sync:
+      if (cudaError_t const r = synchronize_device(api.level); r != cudaSuccess) { return r; }
+      return free_on(shim_streams.own);
+    case config::ordering_mode::device: break;
   }
-  return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
+  if (cudaError_t const r = fence_or_synchronize(shim_streams, api.level); r != cudaSuccess) { return r; }
+  return free_on(shim_streams.own);
 }
 
 void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda_async_memory_resource& pool) noexcept
@@ -518,6 +578,62 @@ cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t siz
   return result;
 }
 
+// A free of memory the shim did not hand out (null, memory from before the
+// shim was active or from another path, not device memory): the native call
+// answers.
+cudaError_t foreign_free(shim_state& s, native_api const& api, void* ptr) noexcept
+{
+  if (s.stats != nullptr) { s.stats->free_passed_through(); }
+  return api.free(ptr);
+}
+
+// Observe mode: the native allocator freed it; the record only counts.
+cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_call& timer) noexcept
+{
+  auto const record = ptr != nullptr ? s.registry.take(ptr) : std::nullopt;
+  if (!record) { return foreign_free(s, api, ptr); }
+  timer.device = record->device;
+  cudaError_t const result = api.free(ptr);
+  if (result != cudaSuccess) {
+    try {
+      s.registry.insert(ptr, *record);
+    } catch (...) {
+    }
+  } else if (s.stats != nullptr) {
+    s.stats->free_served(record->device, record->bytes);
+  }
+  return result;
+}
+
+cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_call& timer) noexcept
+{
+  allocation_record record;
+  switch (s.registry.claim_for_free(ptr, record)) {
+    case free_claim::not_found: return foreign_free(s, api, ptr);
+    case free_claim::already_freed: {
+      // Freed already, its block not yet back in the pool: a double free.
+      // Natively an invalid value, also left as the runtime's last error: the
+      // native free of an address that is certainly not device memory
+      // answers exactly that.
+      static char const not_device_memory = 0;
+      cudaError_t const r = api.free(const_cast<char*>(&not_device_memory));
+      return r != cudaSuccess ? r : cudaErrorInvalidValue;
+    }
+    case free_claim::claimed: break;
+  }
+  timer.device = record.device;
+  cudaError_t const result = free_to_pool(s, api, ptr, record);
+  if (result != cudaSuccess) {
+    // Still allocated (e.g. no current context at the driver level, as
+    // natively an error): the program's again, so a retry frees it.
+    s.registry.unclaim(ptr);
+  } else if (s.stats != nullptr) {
+    s.stats->free_served(record.device, record.bytes);
+  }
+  log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record.device, record.bytes);
+  return result;
+}
+
 cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
 {
   shim_state* s = intercepting(api);
@@ -528,33 +644,10 @@ cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
   {
     timed_call timer{s->stats, api.free_call};
     if (s->settings.mode == config::shim_mode::pool) { issue_urgent(*s); }
-    auto const record = ptr != nullptr ? s->registry.take(ptr) : std::nullopt;
-    if (!record && ptr != nullptr && s->pending.contains(ptr)) {
-      // Freed already, and still queued: a double free. Natively an invalid
-      // value, also left as the runtime's last error: the native free of an
-      // address that is certainly not device memory answers exactly that.
-      static char const not_device_memory = 0;
-      result = api.free(const_cast<char*>(&not_device_memory));
-      if (result == cudaSuccess) { result = cudaErrorInvalidValue; }
-    } else if (!record) {
-      // Not ours (null, memory from before the shim was active or from
-      // another path, not device memory): the native call answers.
-      if (s->stats != nullptr) { s->stats->free_passed_through(); }
-      result = api.free(ptr);
+    if (s->settings.mode == config::shim_mode::observe) {
+      result = observe_free(*s, api, ptr, timer);
     } else {
-      timer.device = record->device;
-      result = s->settings.mode == config::shim_mode::observe ? api.free(ptr) : free_to_pool(*s, api, ptr, *record);
-      if (result != cudaSuccess) {
-        // Still allocated (e.g. no current context at the driver level, as
-        // natively an error): keep it ours, so a retry frees it to the pool.
-        try {
-          s->registry.insert(ptr, *record);
-        } catch (...) {
-        }
-      } else if (s->stats != nullptr) {
-        s->stats->free_served(record->device, record->bytes);
-      }
-      log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record->device, record->bytes);
+      result = pool_free(*s, api, ptr, timer);
     }
   }
   arm_report(*s);
@@ -594,6 +687,10 @@ void issue_deferred_frees() noexcept
 
 void issue_all_queued_frees() noexcept
 {
+  // Not from inside an intercepted call (the shim's own synchronization in
+  // sync ordering reaches the followed cuCtxSynchronize through the runtime):
+  // that thread holds the tracker's access already.
+  if (current_api_level() != api_level::none) { return; }
   shim_state* s = existing_state();
   if (s == nullptr || !s->pending.any()) { return; }
   stream_tracker& streams = tracker();
@@ -612,28 +709,30 @@ namespace {
 void release_device_pool(shim_state& s, int device) noexcept
 {
   if (s.pools.existing(device) == nullptr) { return; }
+  // No allocation or issue of queued frees is in the middle of using this
+  // pool meanwhile (they hold the access shared).
+  auto exclusive = tracker().exclusive_access();
+  if (s.pools.existing(device) == nullptr) { return; }
   auto const& drv = driver();
   device_streams const streams = s.pools.streams(device);
   bool const pushed = drv.ctx_push_current != nullptr && drv.ctx_push_current(streams.context) == CUDA_SUCCESS;
-  auto const release = [&](void* ptr) {
-    if (drv.mem_free_async != nullptr) { (void)drv.mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), streams.own); }
-  };
-  std::size_t freed = 0;
+  std::size_t live = 0;
+  // Every block of the pool the shim handed out: the program's, and the
+  // freed ones still queued (their queue entries are dropped below).
   for (auto const& [ptr, record] : s.registry.take_device(device)) {
-    release(ptr);
+    if (drv.mem_free_async != nullptr) { (void)drv.mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), streams.own); }
+    if (record.freed) { continue; }
     if (s.stats != nullptr) { s.stats->free_served(device, record.bytes); }
-    ++freed;
+    ++live;
   }
   std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
-  while (std::size_t const count = s.pending.take(device, chunk.data(), chunk.size())) {
-    for (std::size_t i = 0; i < count; ++i) { release(chunk[i].ptr); }
-  }
+  while (s.pending.take(device, chunk.data(), chunk.size()) > 0) {}
   if (pushed) {
     CUcontext popped = nullptr;
     (void)drv.ctx_pop_current(&popped);
   }
   s.pools.retire(device);
-  if (freed > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, freed); }
+  if (live > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, live); }
 }
 
 }  // namespace

@@ -52,24 +52,4 @@ std::size_t pending_frees::count(int device) const noexcept
   return q.entries.size();
 }
 
-bool pending_frees::contains(void const* ptr) const noexcept
-{
-  if (!any()) { return false; }
-  for (queue const& q : queues_) {
-    std::lock_guard lock{q.mutex};
-    for (entry const& e : q.entries) {
-      if (e.ptr == ptr) { return true; }
-    }
-  }
-  return false;
-}
-
-std::size_t pending_frees::bytes(int device) const noexcept
-{
-  if (device < 0 || device >= max_devices) { return 0; }
-  queue const& q = queues_[static_cast<std::size_t>(device)];
-  std::lock_guard lock{q.mutex};
-  return q.bytes;
-}
-
 }  // namespace asyncshim::shim

@@ -6,8 +6,8 @@
 //    per batch instead of once per free);
 //  - in every ordering, a free made while a stream capture is in progress
 //    (README, "Stream capture"): urgent, issued as soon as no capture is.
-// Until issued, a block is neither the program's (the ownership record is
-// gone) nor reusable by the pool. Nothing here calls CUDA.
+// Until issued, a block is neither the program's (its ownership record is
+// marked freed) nor reusable by the pool. Nothing here calls CUDA.
 #pragma once
 
 #include "allocation_registry.hpp"
@@ -60,12 +60,8 @@ class pending_frees {
 
   // Whether anything is queued on any device (cheap: one atomic load).
   [[nodiscard]] bool any() const noexcept { return queued_.load(std::memory_order_acquire) != 0; }
-  // What is queued on `device`.
+  // How many frees are queued on `device`.
   [[nodiscard]] std::size_t count(int device) const noexcept;
-  [[nodiscard]] std::size_t bytes(int device) const noexcept;
-  // Whether `ptr` is queued (a second free of it is a double free). Scans:
-  // only for frees of pointers the ownership record does not know.
-  [[nodiscard]] bool contains(void const* ptr) const noexcept;
 
  private:
   struct alignas(64) queue {

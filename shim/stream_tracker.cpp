@@ -121,6 +121,16 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
   std::erase_if(streams_, [&](tracked_stream const& t) { return t.context == context; });
 }
 
+void stream_tracker::record_before_capture(CUstream stream) noexcept
+{
+  auto const record = driver().event_record;
+  if (record == nullptr) { return; }
+  std::shared_lock lock{stream_mutex_};
+  for (tracked_stream const& t : streams_) {
+    if (t.stream == stream && stream != nullptr) { (void)record(t.fence, t.stream); }
+  }
+}
+
 void stream_tracker::capture_began(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode) noexcept
 {
   bool const per_thread = stream == CU_STREAM_PER_THREAD || (per_thread_api && stream == nullptr);

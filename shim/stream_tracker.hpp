@@ -32,6 +32,12 @@ class stream_tracker {
   // Held while the shim issues stream work of its own.
   using shared_access = std::shared_lock<std::shared_mutex>;
   [[nodiscard]] shared_access access() { return shared_access{capture_mutex_}; }
+  // Held while a device's pool goes (a reset): no stream work of the shim's
+  // own is in progress meanwhile. Never taken by a thread holding access().
+  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusive_access()
+  {
+    return std::unique_lock<std::shared_mutex>{capture_mutex_};
+  }
 
   // Whether a capture is in progress anywhere in the process (cheap).
   [[nodiscard]] bool captures_in_progress() const noexcept { return captures_.load(std::memory_order_acquire) > 0; }
@@ -69,6 +75,10 @@ class stream_tracker {
   CUresult begin_capture(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode, RealBegin real_begin)
   {
     std::unique_lock lock{capture_mutex_};
+    // A fence after the capture has begun cannot record on the stream (the
+    // record would join the capture): record now what stands for the work
+    // submitted before it, in case the stream is destroyed mid-capture.
+    record_before_capture(stream);
     CUresult const result = real_begin();
     if (result == CUDA_SUCCESS) { capture_began(stream, per_thread_api, mode); }
     return result;
@@ -98,6 +108,7 @@ class stream_tracker {
   };
 
   void capture_began(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode) noexcept;
+  void record_before_capture(CUstream stream) noexcept;
   // Under the exclusive stream lock: drops destroyed streams whose last work
   // has completed, records the last work of `stream` and returns its entry.
   tracked_stream* before_destroy(CUstream stream) noexcept;

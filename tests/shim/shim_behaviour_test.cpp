@@ -205,7 +205,38 @@ TEST_F(ShimRedirects, DoubleFreeOfPoolMemoryIsInvalidValue)
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 512), cudaSuccess);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // while queued
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // left as the last error, as natively
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // the first free still holds
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // once back in the pool
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+}
+
+TEST_F(ShimRedirects, AFreeWithAnotherDeviceCurrentIsFencedAtOnce)
+{
+  issue_queued_frees();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  void* q = nullptr;
+  ASSERT_EQ(cudaMalloc(&q, 1000), cudaSuccess);  // device 1's pool and context exist
+  auto const before = cuda_double_get_counters();
+  // Not in the pool's context: the fence must be taken now, where the
+  // program worked, so the free does not wait in the queue.
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 1);
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
+  int device = -1;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(device, 1);  // put back
+  EXPECT_EQ(cudaFree(q), cudaSuccess);
+  issue_queued_frees();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
 TEST_F(ShimOutOfMemory, OneLogLineWithTheFiguresAndTheProgramContinues)
@@ -395,16 +426,119 @@ TEST_F(ShimDeviceOrdering, StreamsMadeThroughTheDriverAreFollowedToo)
 
 TEST_F(ShimDeviceOrdering, ThePendingErrorOfTheProgramSurvivesShimCalls)
 {
+  issue_queued_frees();
+  std::vector<void*> blocks(64);  // pending_frees::batch_frees: the last free issues the batch
+  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess); }
   int on_stack = 0;
   EXPECT_EQ(cudaFree(&on_stack), cudaErrorInvalidValue);  // the program leaves this unchecked
+  auto const before = cuda_double_get_counters();
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  for (void* b : blocks) { ASSERT_EQ(cudaFree(b), cudaSuccess); }
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 64);  // issued inside the last cudaFree
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   ASSERT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // nothing left behind by the shim's own calls
+}
+
+TEST_F(ShimDeviceOrdering, AStreamDestroyedBetweenTheFreeAndTheIssueIsStillWaitedFor)
+{
+  issue_queued_frees();
+  cudaStream_t nonblocking = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // queued
+  auto before = cuda_double_get_counters();
+  ASSERT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // its last work
+  before = cuda_double_get_counters();
+  issue_queued_frees();
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 1);  // the legacy stream
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 2);        // and the destroyed stream's last work
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+}
+
+TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
+{
+  issue_queued_frees();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  // Recorded before the capture began: nothing joined it.
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);
+  EXPECT_EQ(cuda_double_get_counters().captured_operations, before.captured_operations);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 CUDA_DOUBLE_MEMORY=64MiB
+
+using ShimQueuedFrees = ShimTest;
+
+TEST_F(ShimQueuedFrees, AnAllocationThatFindsThePoolExhaustedIssuesTheQueue)
+{
+  void* a = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, 48 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(a), cudaSuccess);  // queued: under 64 MiB, fewer than 64 frees
+  EXPECT_EQ(cuda_double_pointer_kind(a), pool);
+  void* b = nullptr;
+  // The device has 16 MiB left: only the queued block can serve this.
+  ASSERT_EQ(cudaMalloc(&b, 48 * MiB), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the retry left no error behind
+  EXPECT_EQ(cudaFree(b), cudaSuccess);
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_live_allocations(), 0);
+}
+
+TEST_F(ShimQueuedFrees, AResetTakesTheQueueWithThePool)
+{
+  void* kept = nullptr;
+  void* freed = nullptr;
+  ASSERT_EQ(cudaMalloc(&kept, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&freed, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(freed), cudaSuccess);  // queued
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().pools_destroyed, before.pools_destroyed + 1);
+  EXPECT_EQ(cuda_double_live_allocations(), 0);  // both blocks went with the pool, each once
+  EXPECT_EQ(cudaFree(freed), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(kept), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  void* after = nullptr;
+  ASSERT_EQ(cudaMalloc(&after, 1000), cudaSuccess);  // a new pool; nothing stale is issued into it
+  ASSERT_EQ(cudaFree(after), cudaSuccess);
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_live_allocations(), 0);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST_F(ShimQueuedFrees, ManyFreesDuringACaptureWaitForItsEnd)
+{
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<void*> blocks(100);  // more than a batch
+  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess); }
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  for (void* p : blocks) { ASSERT_EQ(cudaFree(p), cudaSuccess); }
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees);  // none during the capture
+  EXPECT_EQ(cuda_double_stream_is_capturing(stream), 1);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  std::size_t nodes = 99;
+  EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 0U);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 100);  // all at the end of the capture
+  for (void* p : blocks) { EXPECT_EQ(cuda_double_pointer_kind(p), unknown); }
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 // ---- ASYNCSHIM_INITIAL_POOL_SIZE=0: stream capture (README, "Stream capture")
