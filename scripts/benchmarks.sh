@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All benchmarks in one command, on a machine with a CUDA GPU, and the results
 # page regenerated from them:
-#   scripts/benchmarks.sh [--quick] [--skip-torch]
+#   scripts/benchmarks.sh [--quick] [--skip-torch] [--baseline LIB [--baseline-label TEXT]]
 # Builds the shim and alloc_bench (using .deps/ from
 # scripts/prepare-device-deps.sh where the Debian -dev packages are missing),
 # then runs, each configuration in a process of its own (the shim reads its
@@ -26,19 +26,36 @@
 # (default 480 s from the start, build included): whatever does not fit is
 # listed as not run, so the script stays within the device's 10 minutes.
 # --quick: a few iterations of everything (does it work?); --skip-torch: no
-# PyTorch runs.
+# PyTorch runs; --baseline LIB: also runs the shim's default configuration
+# (pairs, churn, threads, PyTorch) with LIB, an earlier build of
+# libasyncshim.so, in the same run, and the page compares before and after
+# (--baseline-label names it, e.g. the commit it was built from).
 # Without a GPU everything still builds and the page says what was skipped.
 set -uo pipefail
+command_args=$(printf ' %q' "$@")
 quick=0
 skip_torch=0
-for arg in "$@"; do
-  case $arg in
+baseline=""
+baseline_label=""
+while (($# > 0)); do
+  case $1 in
     --quick) quick=1 ;;
     --skip-torch) skip_torch=1 ;;
+    --baseline | --baseline-label)
+      if (($# < 2)); then echo "benchmarks.sh: $1 needs a value" >&2; exit 2; fi
+      if [[ $1 == --baseline ]]; then baseline=$2; else baseline_label=$2; fi
+      shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "benchmarks.sh: unknown argument $arg (--quick, --skip-torch)" >&2; exit 2 ;;
+    *) echo "benchmarks.sh: unknown argument $1 (--quick, --skip-torch, --baseline LIB, --baseline-label TEXT)" >&2
+      exit 2 ;;
   esac
+  shift
 done
+if [[ -n $baseline && ! -f $baseline ]]; then
+  echo "benchmarks.sh: --baseline $baseline: no such file (expected an earlier build of libasyncshim.so)" >&2
+  exit 2
+fi
+[[ -z $baseline || $baseline == /* ]] || baseline=$PWD/$baseline
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 out=${OUT:-$root/bench-results}
@@ -87,7 +104,8 @@ meta "host" "$(uname -r), $(nproc) CPUs"
 meta "build" "RelWithDebInfo, $(c++ --version 2>/dev/null | head -1)"
 meta "commit" "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')"
 meta "PyTorch" "$("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not installed')"
-meta "command" "scripts/benchmarks.sh $*"
+meta "command" "scripts/benchmarks.sh${command_args}"
+[[ -n $baseline ]] && meta "baseline" "${baseline_label:-an earlier build} (\`${baseline#"$root"/}\`)"
 
 # ---- running ------------------------------------------------------------------
 failed=0
@@ -135,45 +153,72 @@ if ((quick)); then
   slow=200 fast=2000 sync_pairs=1000 churn_slow=300 churn_fast=2000 seconds=0.3 true_runs=40 py_runs=6 steps=5 warmup=2
 else
   # native cudaMalloc pairs are ~65 us (503 us at 256 MiB), pool pairs ~0.7 us
-  slow=2000 fast=50000 sync_pairs=20000 churn_slow=3000 churn_fast=20000 seconds=1 true_runs=300 py_runs=40 steps=40 warmup=10
+  slow=2000 fast=50000 sync_pairs=20000 churn_slow=3000 churn_fast=20000 seconds=0.5 true_runs=300 py_runs=40 steps=40 warmup=10
 fi
 sizes=256,4K,64K,1M,16M,256M
-
-echo "== alloc+free pairs (${sizes})"
-run pairs-pool-runtime 90 -- "$bench" pairs --api pool-runtime --size $sizes --iterations $fast
-run pairs-pool-driver 90 -- "$bench" pairs --api pool-driver --size $sizes --iterations $fast
-for ordering in device stream sync; do
-  n=$fast
-  [[ $ordering == sync ]] && n=$sync_pairs
-  shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
-  run "pairs-shim-$ordering-runtime" 90 "${shim_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $n
-  run "pairs-shim-$ordering-static" 90 "${shim_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $n
-  run "pairs-shim-$ordering-driver" 90 "${shim_env[@]}" -- "$bench" pairs --api driver --size $sizes --iterations $n
-done
-run pairs-native-runtime 90 -- "$bench" pairs --api runtime --size $sizes --iterations $slow
-run pairs-native-driver 90 -- "$bench" pairs --api driver --size $sizes --iterations $slow
-
-echo "== churn (64 live buffers, a kernel per step, legacy + non-blocking stream)"
-run churn-pool-runtime 90 -- "$bench" churn --api pool-runtime --steps $churn_fast --live 64
-run churn-pool-driver 90 -- "$bench" churn --api pool-driver --steps $churn_fast --live 64
-for ordering in device stream sync; do
-  shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
-  run "churn-shim-$ordering-runtime" 90 "${shim_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
-  run "churn-shim-$ordering-static" 90 "${shim_env[@]}" -- "$bench_static" churn --api runtime --steps $churn_fast --live 64
-done
-run churn-native-runtime 90 -- "$bench" churn --api runtime --steps $churn_slow --live 64
-
-echo "== threads (1, 4, 16; 4 KiB pairs, each thread its own non-blocking stream)"
+small_sizes=256,4K,64K
 threads=(--threads "1,4,16" --seconds "$seconds" --size 4K)
-run threads-pool-runtime 60 -- "$bench" threads --api pool-runtime "${threads[@]}"
-run threads-pool-driver 60 -- "$bench" threads --api pool-driver "${threads[@]}"
-for ordering in device stream sync; do
-  run "threads-shim-$ordering-runtime" 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering" -- \
-    "$bench" threads --api runtime "${threads[@]}"
+torch_ok=0
+((!skip_torch)) && "$py" -c 'import torch' 2>/dev/null && torch_ok=1
+torch_bench=(tests/bench/torch_bench.py --steps "$steps" --warmup "$warmup")
+before_env=("LD_PRELOAD=$baseline" "ASYNCSHIM_INITIAL_POOL_SIZE=1GiB")
+
+# The machine's speed drifts over minutes (the raw pool's own pair has
+# measured 0.7 us in one run and 1.4 us in another): the allocator runs come
+# in rounds, each configuration once per round, and the page takes the median
+# of the rounds. The first round has every configuration and size; the later
+# ones the headline comparisons (raw pool, the shim's default, the baseline).
+rounds=$((quick ? 1 : 3))
+for ((round = 1; round <= rounds; ++round)); do
+  r="-r$round"
+  first=$((round == 1))
+  echo "== round $round of $rounds: alloc+free pairs ($([[ $first -eq 1 ]] && echo "$sizes" || echo "$small_sizes"))"
+  round_sizes=$([[ $first -eq 1 ]] && echo "$sizes" || echo "$small_sizes")
+  run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $round_sizes --iterations $fast
+  run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $round_sizes --iterations $fast
+  for ordering in device stream sync; do
+    [[ $first -eq 1 || $ordering == device ]] || continue
+    n=$fast
+    [[ $ordering == sync ]] && n=$sync_pairs
+    shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
+    run "pairs-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $n
+    run "pairs-shim-$ordering-static$r" 90 "${shim_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $n
+    run "pairs-shim-$ordering-driver$r" 90 "${shim_env[@]}" -- "$bench" pairs --api driver --size $round_sizes --iterations $n
+  done
+  if [[ -n $baseline ]]; then
+    run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" pairs --api runtime --size $small_sizes --iterations $fast
+    run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" pairs --api runtime --size $small_sizes --iterations $fast
+  fi
+  if ((first)); then
+    run pairs-native-runtime 90 -- "$bench" pairs --api runtime --size $sizes --iterations $slow
+    run pairs-native-driver 90 -- "$bench" pairs --api driver --size $sizes --iterations $slow
+  fi
+
+  echo "== round $round: churn (64 live buffers, a kernel per step, legacy + non-blocking stream)"
+  run "churn-pool-runtime$r" 90 -- "$bench" churn --api pool-runtime --steps $churn_fast --live 64
+  ((first)) && run churn-pool-driver 90 -- "$bench" churn --api pool-driver --steps $churn_fast --live 64
+  for ordering in device stream sync; do
+    [[ $first -eq 1 || $ordering == device ]] || continue
+    shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
+    run "churn-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
+    ((first)) && run "churn-shim-$ordering-static" 90 "${shim_env[@]}" -- "$bench_static" churn --api runtime --steps $churn_fast --live 64
+  done
+  [[ -n $baseline ]] && run "before-churn-runtime$r" 90 "${before_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
+  ((first)) && run churn-native-runtime 90 -- "$bench" churn --api runtime --steps $churn_slow --live 64
+
+  echo "== round $round: threads (1, 4, 16; 4 KiB pairs, each thread its own non-blocking stream)"
+  run "threads-pool-runtime$r" 60 -- "$bench" threads --api pool-runtime "${threads[@]}"
+  ((first)) && run threads-pool-driver 60 -- "$bench" threads --api pool-driver "${threads[@]}"
+  for ordering in device stream sync; do
+    [[ $first -eq 1 || $ordering == device ]] || continue
+    run "threads-shim-$ordering-runtime$r" 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering" -- \
+      "$bench" threads --api runtime "${threads[@]}"
+  done
+  ((first)) && run threads-shim-device-static 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=device" -- \
+    "$bench_static" threads --api runtime "${threads[@]}"
+  [[ -n $baseline ]] && run "before-threads-runtime$r" 60 "${before_env[@]}" -- "$bench" threads --api runtime "${threads[@]}"
+  ((first)) && run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
 done
-run threads-shim-device-static 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=device" -- \
-  "$bench_static" threads --api runtime "${threads[@]}"
-run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
 
 echo "== load-time cost (programs that never use CUDA)"
 run load-true 60 -- "$bench" load-time --preload "$shim" --set ASYNCSHIM_INITIAL_POOL_SIZE=1GiB --runs $true_runs \
@@ -183,23 +228,29 @@ run load-python 120 -- "$bench" load-time --preload "$shim" --set ASYNCSHIM_INIT
 
 if ((skip_torch)); then
   echo "== PyTorch: skipped (--skip-torch)"
+elif ((!torch_ok)); then
+  run torch 60 -- "$py" "${torch_bench[@]}" --model mlp  # says SKIP, for the page
 else
-  echo "== PyTorch training loops ($steps steps after $warmup warm-up)"
-  torch_bench=(tests/bench/torch_bench.py --steps "$steps" --warmup "$warmup")
-  if ! "$py" -c 'import torch' 2>/dev/null; then
-    run torch 60 -- "$py" "${torch_bench[@]}" --model mlp  # says SKIP, for the page
-  else
+  # Two rounds of the headline (caching allocator, uncached under the
+  # shim's default, the baseline), one of the rest.
+  torch_rounds=$((quick ? 1 : 2))
+  for ((round = 1; round <= torch_rounds; ++round)); do
+    r="-r$round"
+    echo "== round $round of $torch_rounds: PyTorch training loops ($steps steps after $warmup warm-up)"
     for model in resnet18 transformer mlp; do
-      run "torch-$model-caching" 180 -- "$py" "${torch_bench[@]}" --model $model
+      run "torch-$model-caching$r" 180 -- "$py" "${torch_bench[@]}" --model $model
+      run "torch-$model-uncached-shim-device$r" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
+        ASYNCSHIM_ORDERING=device -- "$py" "${torch_bench[@]}" --model $model
+      [[ -n $baseline ]] && run "before-torch-$model$r" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${before_env[@]}" -- \
+        "$py" "${torch_bench[@]}" --model $model
+      ((round == 1)) || continue
       run "torch-$model-cudamallocasync" 180 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync -- \
         "$py" "${torch_bench[@]}" --model $model
       run "torch-$model-uncached-native" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- "$py" "${torch_bench[@]}" --model $model
-      for ordering in device stream; do
-        run "torch-$model-uncached-shim-$ordering" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
-          "ASYNCSHIM_ORDERING=$ordering" -- "$py" "${torch_bench[@]}" --model $model
-      done
+      run "torch-$model-uncached-shim-stream" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
+        ASYNCSHIM_ORDERING=stream -- "$py" "${torch_bench[@]}" --model $model
     done
-  fi
+  done
 fi
 
 # ---- the page -----------------------------------------------------------------

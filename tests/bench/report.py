@@ -250,8 +250,25 @@ def pairs_section(records):
     return lines
 
 
+def median_records(records, key_fields, value_fields):
+    """One record per key, each value the median over the records (rounds) with that key."""
+    groups = {}
+    for r in records:
+        groups.setdefault(tuple(r.get(k) for k in key_fields), []).append(r)
+    merged = []
+    for group in groups.values():
+        m = dict(group[0])
+        for f in value_fields:
+            values = [r[f] for r in group if r.get(f) is not None]
+            m[f] = statistics.median(values) if values else None
+        m["rounds"] = len(group)
+        merged.append(m)
+    return merged
+
+
 def churn_section(records):
-    churn = [r for r in records if r.get("bench") == "churn"]
+    churn = median_records([r for r in records if r.get("bench") == "churn"], ("allocator", "path"),
+                           ("median_ns", "p10_ns", "p90_ns", "wall_ns_per_step", "final_sync_us"))
     if not churn:
         return ["No churn measurements."]
     base = {}
@@ -325,7 +342,8 @@ TORCH_CONFIGS = (("caching", "caching allocator"), ("cudaMallocAsync", "backend:
 
 
 def torch_section(records):
-    torch = [r for r in records if r.get("bench") == "torch"]
+    torch = median_records([r for r in records if r.get("bench") == "torch"], ("model", "config"),
+                           ("median_step_ms", "p10_step_ms", "p90_step_ms", "mean_step_ms"))
     if not torch:
         return ["No PyTorch measurements (no torch or no GPU there, or the runs failed: see Runs)."]
     by_model = {}
@@ -450,6 +468,10 @@ def page(meta, runs, records, targets, before):
               "- Threads: each thread runs pairs for a fixed time; pairs/s = all pairs / (time from the common start "
               "until every thread's stream and then the device are synchronized).",
               "- The shim reads its settings once per process: every configuration is a process of its own.",
+              "- The machine's speed drifts over minutes, so the allocator benchmarks run in rounds (each "
+              "configuration once per round; the later rounds only the headline comparisons) and PyTorch's headline "
+              "configurations twice: every figure above is the median over the rounds (the runs are listed below, "
+              "`-rN` = round N).",
               "- The driver-path measurement of an unmodified program is `alloc_bench_static`: the same source linked "
               "with the static CUDA runtime, whose `cudaMalloc` reaches the shim as `cuMemAlloc_v2` through "
               "`cuGetProcAddress`.", ""]
