@@ -21,10 +21,13 @@
 # PERFORMANCE.md (the page), results.json (everything) and raw/ (each run's
 # output, runs.tsv with the exact commands, meta.tsv); with $OUT set (the
 # device machine) raw/ is packed as raw.tgz. A short summary is printed last.
-# Whole run: about 5 minutes on an H200, build included (PyTorch takes most
-# of it). Each run has a timeout, cut to what is left of BENCH_TIME_LIMIT_S
-# (default 480 s from the start, build included): whatever does not fit is
-# listed as not run, so the script stays within the device's 10 minutes.
+# The allocator runs come in three rounds and PyTorch's headline
+# configurations in two (the page takes medians: the machine drifts).
+# Whole run: about 6.5 minutes on an H200 with --baseline, build included
+# (PyTorch takes most of it). Each run has a timeout, cut to what is left of
+# BENCH_TIME_LIMIT_S (default 480 s from the start, build included): whatever
+# does not fit is listed as not run, so the script stays within the device's
+# 10 minutes. BENCH_COMMIT names the commit on the page where git cannot.
 # --quick: a few iterations of everything (does it work?); --skip-torch: no
 # PyTorch runs; --baseline LIB: also runs the shim's default configuration
 # (pairs, churn, threads, PyTorch) with LIB, an earlier build of
@@ -102,7 +105,9 @@ fi
 meta "CUDA toolkit" "$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || /usr/local/cuda/bin/nvcc --version 2>/dev/null | grep -o 'release [0-9.]*')"
 meta "host" "$(uname -r), $(nproc) CPUs"
 meta "build" "RelWithDebInfo, $(c++ --version 2>/dev/null | head -1)"
-meta "commit" "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')"
+# BENCH_COMMIT names the commit where git cannot (a copy of the working tree
+# whose .git is stale or missing, as on the device machine).
+meta "commit" "${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')}"
 meta "PyTorch" "$("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not installed')"
 meta "command" "scripts/benchmarks.sh${command_args}"
 [[ -n $baseline ]] && meta "baseline" "${baseline_label:-an earlier build} (\`${baseline#"$root"/}\`)"
