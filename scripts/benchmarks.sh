@@ -221,6 +221,9 @@ for ((round = 1; round <= rounds; ++round)); do
   done
   ((first)) && run threads-shim-device-static 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=device" -- \
     "$bench_static" threads --api runtime "${threads[@]}"
+  # Not the default: each thread allocating on its own per-thread stream.
+  ((first)) && run threads-shim-device-per-thread-runtime 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=device" \
+    ASYNCSHIM_STREAM=per-thread -- "$bench" threads --api runtime "${threads[@]}"
   [[ -n $baseline ]] && run "before-threads-runtime$r" 60 "${before_env[@]}" -- "$bench" threads --api runtime "${threads[@]}"
   ((first)) && run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
 done

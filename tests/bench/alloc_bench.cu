@@ -227,13 +227,17 @@ std::string lower(std::string s)
   return s;
 }
 
-// "native", "pool" or "shim:<ordering>" (the shim's default ordering is device).
+// "native", "pool" or "shim:<ordering>" (the shim's default ordering is
+// device), with "+per-thread" when the shim allocates on per-thread streams.
 std::string allocator_name(api kind)
 {
   if (is_pool(kind)) { return "pool"; }
   if (!shim_loaded()) { return "native"; }
   char const* ordering = std::getenv("ASYNCSHIM_ORDERING");
-  return std::string{"shim:"} + (ordering != nullptr && ordering[0] != '\0' ? lower(ordering) : "device");
+  char const* stream = std::getenv("ASYNCSHIM_STREAM");
+  bool const per_thread = stream != nullptr && lower(stream).find("per") == 0;
+  return std::string{"shim:"} + (ordering != nullptr && ordering[0] != '\0' ? lower(ordering) : "device") +
+         (per_thread ? "+per-thread" : "");
 }
 
 // Which way the allocation reaches the allocator: "runtime" (exported

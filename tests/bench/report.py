@@ -116,7 +116,9 @@ def config_name(allocator, path):
     if allocator == "native":
         return "native " + {"runtime": "cudaMalloc", "static-runtime": "cudaMalloc (static runtime)",
                             "driver": "cuMemAlloc"}.get(path, path)
-    return f"shim, {allocator.split(':', 1)[1]} ordering, {PATH_TEXT.get(path, path)}"
+    ordering, _, per_thread = allocator.split(":", 1)[1].partition("+")
+    streams = " on per-thread streams (`ASYNCSHIM_STREAM=per-thread`)" if per_thread else ""
+    return f"shim, {ordering} ordering{streams}, {PATH_TEXT.get(path, path)}"
 
 
 def baseline_path(path):
@@ -301,7 +303,7 @@ def threads_section(records):
     for allocator, path, _ in threads:
         if (allocator, path) not in configs:
             configs.append((allocator, path))
-    order = {"pool": 0, "shim:device": 1, "shim:stream": 2, "shim:sync": 3, "native": 4}
+    order = {"pool": 0, "shim:device": 1, "shim:device+per-thread": 2, "shim:stream": 3, "shim:sync": 4, "native": 5}
     path_order = {"runtime": 0, "static-runtime": 1, "driver": 2}
     configs.sort(key=lambda c: (order.get(c[0], 9), path_order.get(c[1], 9)))
     size = next((r["size"] for r in records if r.get("bench") == "threads"), 0)
@@ -315,7 +317,8 @@ def threads_section(records):
         rows.append(row)
     return [f"Aggregate alloc+free pairs per second of {size_text(size)}; each thread has its own non-blocking "
             f"stream (the raw pool allocates and frees on it; `cudaMalloc` under the shim allocates on the legacy "
-            f"stream, and in device ordering every free is fenced behind every live non-blocking stream). In "
+            f"stream, or the thread's per-thread stream where named, and in device ordering frees are queued and "
+            f"each batch is fenced behind every live non-blocking stream). In "
             f"parentheses: the ratio to the raw pool at the same thread count (above 1 = more pairs per second).",
             "", table(["configuration"] + [f"{n} thread{'s' if n > 1 else ''}" for n in counts], rows)]
 
