@@ -359,6 +359,12 @@ summary summarize(std::vector<double> samples)
   return s;
 }
 
+// The four figures of a timed loop's samples, as every record names them.
+json_line& add_summary(json_line& j, summary const& s)
+{
+  return j.add("median_ns", s.median).add("p10_ns", s.p10).add("p90_ns", s.p90).add("mean_ns", s.mean);
+}
+
 std::string size_text(std::size_t bytes)
 {
   char const* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -404,17 +410,9 @@ void run_pairs(options const& o)
 
     summary const s = summarize(per_pair);
     double const wall = (loop_ns + sync_ns) / static_cast<double>(pairs);
-    record(o, "pairs")
-        .add("size", static_cast<std::int64_t>(size))
-        .add("pairs", pairs)
-        .add("batch", o.batch)
-        .add("median_ns", s.median)
-        .add("p10_ns", s.p10)
-        .add("p90_ns", s.p90)
-        .add("mean_ns", s.mean)
-        .add("final_sync_us", sync_ns / 1e3)
-        .add("wall_ns_per_pair", wall)
-        .print();
+    json_line j = record(o, "pairs");
+    j.add("size", static_cast<std::int64_t>(size)).add("pairs", pairs).add("batch", o.batch);
+    add_summary(j, s).add("final_sync_us", sync_ns / 1e3).add("wall_ns_per_pair", wall).print();
     std::printf("alloc_bench: pairs %s/%s %s: median %.3f us per pair (p10 %.3f, p90 %.3f), wall %.3f us incl. a "
                 "final sync of %.1f us, %lld pairs\n",
                 allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), size_text(size).c_str(), s.median / 1e3,
@@ -500,17 +498,9 @@ void run_churn(options const& o)
 
   summary const s = summarize(per_step);
   double const wall = (loop_ns + sync_ns) / static_cast<double>(steps);
-  record(o, "churn")
-      .add("steps", steps)
-      .add("live", o.live)
-      .add("batch", o.batch)
-      .add("median_ns", s.median)
-      .add("p10_ns", s.p10)
-      .add("p90_ns", s.p90)
-      .add("mean_ns", s.mean)
-      .add("final_sync_us", sync_ns / 1e3)
-      .add("wall_ns_per_step", wall)
-      .print();
+  json_line j = record(o, "churn");
+  j.add("steps", steps).add("live", o.live).add("batch", o.batch);
+  add_summary(j, s).add("final_sync_us", sync_ns / 1e3).add("wall_ns_per_step", wall).print();
   std::printf("alloc_bench: churn %s/%s, %lld live, 256 B..1 MiB: median %.3f us per step (p10 %.3f, p90 %.3f), wall "
               "%.3f us per step incl. a final sync of %.1f us, %lld steps\n",
               allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), static_cast<long long>(o.live),

@@ -138,6 +138,15 @@ def collect(records, bench, key_fields, value_field):
     return {k: statistics.median(v) for k, v in groups.items()}
 
 
+def torch_steps(records):
+    """{model: {config: median step in ms over the runs (rounds) of that configuration}}."""
+    steps = {}
+    for r in records:
+        if r.get("bench") == "torch":
+            steps.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["median_step_ms"])
+    return {model: {c: statistics.median(v) for c, v in configs.items()} for model, configs in steps.items()}
+
+
 def pool_value(values, path, *key):
     v = values.get(("pool", baseline_path(path)) + key)
     return v if v is not None else values.get(("pool", "runtime") + key)
@@ -179,13 +188,9 @@ def evaluate_targets(records):
         out.append(target(f"pair latency, shim default (device ordering), {PATH_TEXT[path]}, 256 B–64 KiB: "
                           f"≤ 1.15× the raw pool's pair", text, worst[0] if worst else None, 1.15, True))
 
-    by_model = {}
-    for r in records:
-        if r.get("bench") == "torch":
-            by_model.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["median_step_ms"])
-    by_model = {model: {c: statistics.median(v) for c, v in configs.items()} for model, configs in by_model.items()}
+    steps = torch_steps(records)
     for model in ("resnet18", "transformer", "mlp"):
-        m = by_model.get(model, {})
+        m = steps.get(model, {})
         r = ratio(m.get("uncached+shim:device"), m.get("caching"))
         text = (f"{r:.2f}× ({m['uncached+shim:device']:.2f} ms vs {m['caching']:.2f} ms)" if r is not None else "")
         out.append(target(f"PyTorch {model}, uncached under the shim (default ordering): ≤ 1.05× PyTorch's caching "
@@ -404,12 +409,11 @@ def before_after_section(before, records, label):
         add(f"{n} thread{'s' if n > 1 else ''}, pairs/s", old_threads.get(("shim:device", "runtime", n)),
             new_threads.get(("shim:device", "runtime", n)), rate, False)
     step = lambda v: f"{v:.2f} ms"  # noqa: E731
+    old_steps, new_steps = torch_steps(before), torch_steps(records)
     for model in ("resnet18", "transformer", "mlp"):
-        old = [r["median_step_ms"] for r in before if r.get("bench") == "torch" and r["model"] == model]
-        new = [r["median_step_ms"] for r in records if r.get("bench") == "torch" and r["model"] == model
-               and r["config"] == "uncached+shim:device"]
-        add(f"PyTorch {model}, uncached, median step", statistics.median(old) if old else None,
-            statistics.median(new) if new else None, step, True)
+        # The baseline's runs are its default configuration: uncached under the shim, device ordering.
+        add(f"PyTorch {model}, uncached, median step", old_steps.get(model, {}).get("uncached+shim:device"),
+            new_steps.get(model, {}).get("uncached+shim:device"), step, True)
     if not rows:
         return []
     return ["## Before and after", "",
