@@ -257,6 +257,73 @@ void threads()
   CHECK(bad.load() == 0);
 }
 
+// Every device gets its own pool, created with that device's own resolved
+// sizes: EXPECT_RESERVED_PERCENT and EXPECT_THRESHOLD_PERCENT (of each device's
+// total memory), or the seed's defaults (reserved ~ half of the device's free
+// memory at creation, threshold = its total). Each pool's memory then works
+// with a kernel on its device.
+int every_device()
+{
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  if (count < 2) {
+    std::printf("SKIP: one CUDA device here; this check needs two\n");
+    return 77;
+  }
+  char const* reserved_percent = std::getenv("EXPECT_RESERVED_PERCENT");
+  char const* threshold_percent = std::getenv("EXPECT_THRESHOLD_PERCENT");
+  std::vector<cudaMemPool_t> pools;
+  std::vector<unsigned*> buffers(count, nullptr);
+  std::size_t const n = 1 << 20;
+  for (int device = 0; device < count; ++device) {
+    CUDA_OK(cudaSetDevice(device));
+    std::size_t free = 0;
+    std::size_t total = 0;
+    CUDA_OK(cudaMemGetInfo(&free, &total));  // before this device's first cudaMalloc
+    CUDA_OK(cudaMalloc(&buffers[device], n * sizeof(unsigned)));
+    cudaPointerAttributes attributes{};
+    CUDA_OK(cudaPointerGetAttributes(&attributes, buffers[device]));
+    CHECK(attributes.device == device);
+    cudaMemPool_t const pool = pool_of(buffers[device]);
+    CHECK((pool != nullptr) == expect_pool());
+    if (pool == nullptr) { continue; }
+    for (cudaMemPool_t other : pools) { CHECK(other != pool); }
+    pools.push_back(pool);
+    std::uint64_t const threshold = pool_attribute(pool, cudaMemPoolAttrReleaseThreshold);
+    std::uint64_t const reserved = pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent);
+    std::uint64_t const want_threshold =
+      threshold_percent != nullptr ? static_cast<std::uint64_t>(total * std::atof(threshold_percent) / 100.0) : total;
+    std::uint64_t const want_reserved =
+      reserved_percent != nullptr ? static_cast<std::uint64_t>(total * std::atof(reserved_percent) / 100.0) : free / 2;
+    std::printf("device %d: free %zu total %zu threshold %llu (want %llu) reserved %llu (want %llu)\n", device, free,
+                total, static_cast<unsigned long long>(threshold), static_cast<unsigned long long>(want_threshold),
+                static_cast<unsigned long long>(reserved), static_cast<unsigned long long>(want_reserved));
+    // The percentage is resolved in whole bytes; allow a byte's rounding.
+    CHECK(threshold + 1 >= want_threshold && threshold <= want_threshold + 1);
+    CHECK(reserved + 64 * MiB >= want_reserved);  // the pool rounds to its granularity
+    CHECK(reserved <= want_reserved + 64 * MiB);
+  }
+  for (int device = 0; device < count; ++device) {
+    CUDA_OK(cudaSetDevice(device));
+    unsigned long long* sum = nullptr;
+    CUDA_OK(cudaMalloc(&sum, sizeof(*sum)));
+    CUDA_OK(cudaMemset(sum, 0, sizeof(*sum)));
+    unsigned const seed = 17u + static_cast<unsigned>(device);
+    fill<<<128, 256>>>(buffers[device], n, seed);
+    checksum<<<128, 256>>>(buffers[device], n, sum);
+    unsigned long long host = 0;
+    CUDA_OK(cudaMemcpy(&host, sum, sizeof(host), cudaMemcpyDeviceToHost));
+    CHECK(host == expected_checksum(n, seed));
+    CUDA_OK(cudaFree(sum));
+  }
+  // Freed from device 0, whichever device each buffer lives on.
+  CUDA_OK(cudaSetDevice(0));
+  for (unsigned* p : buffers) { CUDA_OK(cudaFree(p)); }
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaGetLastError());
+  return 0;
+}
+
 // cudaSetDevice + cudaMalloc on a second device gets that device's own pool.
 int second_device()
 {
@@ -291,7 +358,7 @@ int second_device()
 int main(int argc, char** argv)
 {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device\n");
+    std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -312,6 +379,7 @@ int main(int argc, char** argv)
   else if (check == "oom") { out_of_memory(); }
   else if (check == "threads") { threads(); }
   else if (check == "second-device") { status = second_device(); }
+  else if (check == "every-device") { status = every_device(); }
   else { std::fprintf(stderr, "unknown check %s\n", check.c_str()); return 2; }
   if (status != 0) { return status; }
   std::printf("%s: %s\n", check.c_str(), failures == 0 ? "passed" : "FAILED");
