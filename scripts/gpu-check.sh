@@ -107,23 +107,41 @@ echo "$torch_out" >"$logs/torch.log"
 note "PyTorch same losses (exit $torch_status):"
 while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
 
-# With two GPUs or more: a two-process PyTorch job (torchrun, NCCL all-reduce
-# each step) without and with the shim, each process writing its own
-# statistics file.
+# With two GPUs or more: the two-GPU tests again, verbosely, for their
+# per-device lines; then a two-process PyTorch job (torchrun, NCCL all-reduce
+# each step) without and with the shim, in alternating rounds (the machine
+# drifts), each process under the shim writing its own statistics file.
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [[ ${gpus:-0} -ge 2 ]]; then
+  ctest --test-dir "$build" -V -R 'second_device|every_device|peer_access' >"$logs/two-gpu-tests.log" 2>&1
+  note "two-GPU tests ($gpus GPUs):"
+  while read -r l; do note "    $l"; done < <(grep -E 'Test +#.*(Passed|Failed|Skipped|\*\*\*)' "$logs/two-gpu-tests.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ \.+ */ /')
+  while read -r l; do note "    $l"; done < <(grep -E ': device [0-9]+: free' "$logs/two-gpu-tests.log" | sed -E 's/^[0-9]+: //')
+  note "    peer-access data checks: $(grep -c ': data ok' "$logs/two-gpu-tests.log") 'data ok', $(grep -c 'words wrong' "$logs/two-gpu-tests.log") 'words wrong'"
+fi
 if [[ ${gpus:-0} -ge 2 ]] && python3 -c 'import torch' 2>/dev/null; then
-  note "torchrun, 2 processes, NCCL all-reduce, PYTORCH_NO_CUDA_MEMORY_CACHING=1:"
-  for arm in native shim; do
-    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim" "ASYNCSHIM_INITIAL_POOL_SIZE=0" "ASYNCSHIM_STATS_FILE=$logs/torchrun-stats-%p.json")
-    out=$(env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${preload[@]}" timeout 300 \
-      torchrun --nproc_per_node=2 --standalone tests/gpu/torch_allreduce.py --steps 60 2>"$logs/torchrun-$arm.err")
-    status=$?
-    [[ $status -eq 0 ]] || failed=1
-    while read -r l; do note "    $arm (exit $status): $l"; done < <(echo "$out" | grep -E '^rank|SKIP')
+  rounds=${TORCHRUN_ROUNDS:-3}
+  note "torchrun, 2 processes, NCCL all-reduce, PYTORCH_NO_CUDA_MEMORY_CACHING=1, $rounds rounds:"
+  for round in $(seq "$rounds"); do
+    for arm in native shim; do
+      preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim" "ASYNCSHIM_INITIAL_POOL_SIZE=0" "ASYNCSHIM_STATS_FILE=$logs/torchrun-stats-round$round-%p.json")
+      out=$(env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${preload[@]}" timeout 300 \
+        torchrun --nproc_per_node=2 --standalone tests/gpu/torch_allreduce.py --steps 100 2>"$logs/torchrun-$arm-$round.err")
+      status=$?
+      [[ $status -eq 0 ]] || failed=1
+      while read -r l; do note "    round $round $arm (exit $status): $l"; done < <(echo "$out" | grep -E '^rank|SKIP')
+    done
   done
   for stats in "$logs"/torchrun-stats-*.json; do
     [[ -e $stats ]] || continue
-    note "    $(basename "$stats"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(", ".join(f"device {v[\"device\"]}: {v[\"allocations\"]} allocations" for v in d["devices"]))' "$stats" 2>&1)"
+    note "    $(basename "$stats"): $(python3 - "$stats" <<'PY' 2>&1
+import json, sys
+record = json.load(open(sys.argv[1]))
+print("; ".join(f"device {d['device']}: {d['allocations']} allocations, {d['frees']} frees, "
+                f"{d['live_allocations']} live, {d['passed_through']['total']} passed through"
+                for d in record["devices"]))
+PY
+)"
   done
 fi
 
