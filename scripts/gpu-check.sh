@@ -113,7 +113,7 @@ while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
 # drifts), each process under the shim writing its own statistics file.
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [[ ${gpus:-0} -ge 2 ]]; then
-  ctest --test-dir "$build" -V -R 'second_device|every_device|peer_access' >"$logs/two-gpu-tests.log" 2>&1
+  ctest --test-dir "$build" -V -L gpu -R 'second_device|every_device|peer_access' >"$logs/two-gpu-tests.log" 2>&1
   note "two-GPU tests ($gpus GPUs):"
   while read -r l; do note "    $l"; done < <(grep -E 'Test +#.*(Passed|Failed|Skipped|\*\*\*)' "$logs/two-gpu-tests.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ \.+ */ /')
   while read -r l; do note "    $l"; done < <(grep -E ': device [0-9]+: free' "$logs/two-gpu-tests.log" | sed -E 's/^[0-9]+: //')
