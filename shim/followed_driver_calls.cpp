@@ -2,13 +2,17 @@
 // creation and destruction, stream capture, context synchronization and
 // destruction, primary context reset, peer access, and pool export and
 // legacy IPC (for hints). Each runs the real driver function and tells the tracker
-// (stream_tracker.hpp) or the allocator (device reset) what happened. The
+// (stream_tracker.hpp), the queued frees, the pools (reset, context
+// destruction, peer access) or the hints what happened. The
 // runtime reaches them through cuGetProcAddress (driver_interception.cpp
 // hands out the asyncshim_hook_* functions); programs linked with -lcuda
 // through the exported names below. Nothing here throws.
-#include "allocator.hpp"
+#include "context_teardown.hpp"
 #include "driver_binding.hpp"
 #include "driver_interception.hpp"
+#include "export_hints.hpp"
+#include "peer_access_changes.hpp"
+#include "queued_frees.hpp"
 #include "stream_tracker.hpp"
 
 #define ASYNCSHIM_EXPORT extern "C" __attribute__((visibility("default")))

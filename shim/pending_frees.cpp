@@ -17,9 +17,10 @@ pending_frees::add_result pending_frees::add(entry const& e, bool urgent) noexce
     return {};
   }
   q.bytes += e.record.bytes;
-  queued_.fetch_add(1, std::memory_order_acq_rel);
-  if (urgent) { urgent_devices_.fetch_or(std::uint64_t{1} << device, std::memory_order_acq_rel); }
-  bool const is_urgent = (urgent_devices_.load(std::memory_order_acquire) >> device & 1U) != 0;
+  std::uint64_t const bit = std::uint64_t{1} << device;
+  if (q.entries.size() == 1) { queued_devices_.fetch_or(bit, std::memory_order_acq_rel); }
+  if (urgent) { urgent_devices_.fetch_or(bit, std::memory_order_acq_rel); }
+  bool const is_urgent = (urgent_devices_.load(std::memory_order_acquire) & bit) != 0;
   return {true, is_urgent || q.entries.size() >= batch_frees || q.bytes >= batch_bytes};
 }
 
@@ -36,20 +37,13 @@ std::size_t pending_frees::take(int device, entry* out, std::size_t capacity) no
     q.bytes -= q.entries.back().record.bytes;
     q.entries.pop_back();
   }
-  queued_.fetch_sub(taken, std::memory_order_acq_rel);
   if (q.entries.empty()) {
     q.bytes = 0;
-    urgent_devices_.fetch_and(~(std::uint64_t{1} << device), std::memory_order_acq_rel);
+    std::uint64_t const others = ~(std::uint64_t{1} << device);
+    queued_devices_.fetch_and(others, std::memory_order_acq_rel);
+    urgent_devices_.fetch_and(others, std::memory_order_acq_rel);
   }
   return taken;
-}
-
-std::size_t pending_frees::count(int device) const noexcept
-{
-  if (device < 0 || device >= max_devices) { return 0; }
-  queue const& q = queues_[static_cast<std::size_t>(device)];
-  std::lock_guard lock{q.mutex};
-  return q.entries.size();
 }
 
 }  // namespace asyncshim::shim

@@ -58,21 +58,24 @@ class pending_frees {
   // device's urgency ends when its queue is empty.
   [[nodiscard]] std::size_t take(int device, entry* out, std::size_t capacity) noexcept;
 
-  // Whether anything is queued on any device (cheap: one atomic load).
-  [[nodiscard]] bool any() const noexcept { return queued_.load(std::memory_order_acquire) != 0; }
-  // How many frees are queued on `device`.
-  [[nodiscard]] std::size_t count(int device) const noexcept;
+  // The devices whose queue is not empty, as a bit mask (cheap: one atomic load).
+  [[nodiscard]] std::uint64_t queued_devices() const noexcept
+  {
+    return queued_devices_.load(std::memory_order_acquire);
+  }
 
  private:
   struct alignas(64) queue {
-    mutable std::mutex mutex;
+    std::mutex mutex;
     std::vector<entry> entries;
     std::size_t bytes = 0;
   };
 
   std::array<queue, max_devices> queues_;
+  // A device's bit in either mask changes only under its queue's lock, so
+  // it always agrees with the queue.
   std::atomic<std::uint64_t> urgent_devices_{0};
-  std::atomic<std::size_t> queued_{0};  // entries on all devices
+  std::atomic<std::uint64_t> queued_devices_{0};
 };
 
 }  // namespace asyncshim::shim

@@ -1,0 +1,128 @@
+#include "queued_frees.hpp"
+
+#include "context_scope.hpp"
+#include "driver_binding.hpp"
+#include "log.hpp"
+#include "stream_tracker.hpp"
+
+#include <array>
+#include <atomic>
+#include <vector>
+
+namespace asyncshim::shim {
+
+bool in_pool_context(shim_state& s, int device) noexcept
+{
+  auto const get = driver().ctx_get_current;
+  CUcontext current = nullptr;
+  return get != nullptr && get(&current) == CUDA_SUCCESS && current != nullptr &&
+         current == s.pools.streams(device).context;
+}
+
+cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept
+{
+  if (tracker().fence(streams.own, streams.legacy_fence) == CUDA_SUCCESS) { return cudaSuccess; }
+  return synchronize_device(level);
+}
+
+// The fence comes later than each free of the chunk, so it covers everything
+// submitted before each of them; the pool hands a block out again only once
+// its free has completed on the device.
+void issue_queued(shim_state& s, int device) noexcept
+{
+  std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr) {
+    // A reset took the pool with its blocks (and their records): nothing to issue.
+    while (s.pending.take(device, chunk.data(), chunk.size()) > 0) {}
+    return;
+  }
+  device_streams const streams = s.pools.streams(device);
+  api_level_scope level{api_level::driver};
+  context_scope in_context{streams.context};
+  if (!in_context.current()) { return; }  // they stay queued for the next try
+  std::vector<pending_frees::entry> failed;  // allocates only when a free fails
+  for (;;) {
+    std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
+    if (count == 0) { break; }
+    cudaError_t const fenced = fence_or_synchronize(streams, api_level::driver);
+    for (std::size_t i = 0; i < count; ++i) {
+      pending_frees::entry& e = chunk[i];
+      // Still claimed: not dropped by a reset, nor a second entry for an
+      // address already handed back.
+      if (!s.registry.is_freed(e.ptr)) { continue; }
+      cudaError_t const r =
+        fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
+      if (r == cudaSuccess) {
+        s.registry.release_freed(e.ptr);
+        continue;
+      }
+      constexpr int attempts = 3;
+      if (++e.failures < attempts) {
+        try {
+          failed.push_back(e);
+          continue;
+        } catch (...) {
+        }
+      }
+      log::error("a queued free of {} on device {} failed {} times (error {}): the block stays allocated", e.ptr,
+                 e.record.device, e.failures, static_cast<int>(r));
+    }
+    if (count < chunk.size()) { break; }
+  }
+  for (pending_frees::entry const& e : failed) { (void)s.pending.add(e, false); }  // tried again with the next batch
+}
+
+void issue_urgent_queues(shim_state& s) noexcept
+{
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) {
+    // Frees wait: make sure it is for a capture that is still going on.
+    static std::atomic<unsigned> calls{0};
+    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { streams.recheck_captures(); }
+    if (streams.captures_in_progress()) { return; }
+  }
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return; }
+  std::uint64_t const devices = s.pending.urgent_devices();
+  for (int device = 0; device < pending_frees::max_devices; ++device) {
+    if ((devices >> device & 1U) != 0) { issue_queued(s, device); }
+  }
+}
+
+cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
+{
+  auto const [added, due] = s.pending.add({ptr, record}, urgent);
+  if (!added) { return cudaErrorMemoryAllocation; }
+  if (!due) { return cudaSuccess; }
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) { return cudaSuccess; }
+  auto access = streams.access();
+  if (!streams.captures_in_progress()) { issue_queued(s, record.device); }
+  return cudaSuccess;
+}
+
+void issue_deferred_frees() noexcept
+{
+  if (shim_state* s = existing_state()) { issue_urgent(*s); }
+}
+
+void issue_all_queued_frees() noexcept
+{
+  // Not from inside an intercepted call (the shim's own synchronization in
+  // sync ordering reaches the followed cuCtxSynchronize through the runtime):
+  // that thread holds the tracker's access already.
+  if (current_api_level() != api_level::none) { return; }
+  shim_state* s = existing_state();
+  if (s == nullptr || s->pending.queued_devices() == 0) { return; }
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) { return; }
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return; }
+  std::uint64_t const devices = s->pending.queued_devices();
+  for (int device = 0; device < pending_frees::max_devices; ++device) {
+    if ((devices >> device & 1U) != 0) { issue_queued(*s, device); }
+  }
+}
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,48 @@
+#include "shim_state.hpp"
+
+#include "driver_interception.hpp"
+#include "fork_state.hpp"
+
+#include <atomic>
+#include <new>
+
+namespace asyncshim::shim {
+namespace {
+
+std::atomic<shim_state*> created_state{nullptr};
+
+}  // namespace
+
+shim_state* active_state() noexcept
+{
+  if (in_forked_child() || process_settings().disabled) { return nullptr; }
+  static shim_state* const instance = []() noexcept {
+    watch_for_fork();
+    auto* made = new (std::nothrow) shim_state{process_settings()};
+    created_state.store(made, std::memory_order_release);
+    return made;
+  }();
+  return instance;
+}
+
+shim_state* existing_state() noexcept
+{
+  if (in_forked_child()) { return nullptr; }
+  return created_state.load(std::memory_order_acquire);
+}
+
+bool tracking_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.mode == config::shim_mode::pool;
+}
+
+bool driver_interception_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.intercepts_driver();
+}
+
+}  // namespace asyncshim::shim
