@@ -1,5 +1,7 @@
 #include "allocation_registry.hpp"
 
+#include <type_traits>
+
 namespace asyncshim::shim {
 
 namespace {
@@ -139,75 +141,76 @@ std::size_t allocation_registry::shard_of(std::uintptr_t address) noexcept
   return static_cast<std::size_t>(((address >> 8) * golden) >> 58);
 }
 
-void allocation_registry::insert(void const* ptr, allocation_record record)
+// The steps every operation on one pointer shares: f(records, address) runs
+// with the pointer's shard locked, and nothing else runs under that lock.
+// Address 0 marks an empty slot and no allocation is null, so a null pointer
+// locks nothing and gets a value-initialized result: what the operations
+// answer for an address they do not hold.
+template <class F>
+auto allocation_registry::with_shard(void const* ptr, F&& f)
 {
+  using result = std::invoke_result_t<F&, record_table&, std::uintptr_t>;
   auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return; }  // 0 marks an empty slot; never an allocation
+  if (address == 0) { return result(); }
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock{s.mutex};
-  s.records.insert_or_assign(address, record);
+  return f(s.records, address);
+}
+
+// with_shard's answer to a null pointer.
+static_assert(free_claim{} == free_claim::not_found);
+
+void allocation_registry::insert(void const* ptr, allocation_record record)
+{
+  with_shard(ptr, [&](record_table& records, std::uintptr_t address) { records.insert_or_assign(address, record); });
 }
 
 std::optional<allocation_record> allocation_registry::take(void const* ptr) noexcept
 {
-  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return std::nullopt; }
-  shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
-  return s.records.take(address);
+  return with_shard(ptr, [](record_table& records, std::uintptr_t address) { return records.take(address); });
 }
 
 free_claim allocation_registry::claim_for_free(void const* ptr, allocation_record& record) noexcept
 {
-  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return free_claim::not_found; }
-  shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
-  allocation_record* found = s.records.find(address);
-  if (found == nullptr) { return free_claim::not_found; }
-  if (found->freed) { return free_claim::already_freed; }
-  found->freed = true;
-  record = *found;
-  return free_claim::claimed;
+  return with_shard(ptr, [&](record_table& records, std::uintptr_t address) {
+    allocation_record* found = records.find(address);
+    if (found == nullptr) { return free_claim::not_found; }
+    if (found->freed) { return free_claim::already_freed; }
+    found->freed = true;
+    record = *found;
+    return free_claim::claimed;
+  });
 }
 
 void allocation_registry::unclaim(void const* ptr) noexcept
 {
-  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return; }
-  shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
-  if (allocation_record* found = s.records.find(address)) { found->freed = false; }
+  with_shard(ptr, [](record_table& records, std::uintptr_t address) {
+    if (allocation_record* found = records.find(address)) { found->freed = false; }
+  });
 }
 
 bool allocation_registry::is_freed(void const* ptr) noexcept
 {
-  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return false; }
-  shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
-  allocation_record const* found = s.records.find(address);
-  return found != nullptr && found->freed;
+  return with_shard(ptr, [](record_table& records, std::uintptr_t address) {
+    allocation_record const* found = records.find(address);
+    return found != nullptr && found->freed;
+  });
 }
 
 void allocation_registry::release_freed(void const* ptr) noexcept
 {
-  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return; }
-  shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
-  allocation_record const* found = s.records.find(address);
-  if (found != nullptr && found->freed) { (void)s.records.take(address); }
+  with_shard(ptr, [](record_table& records, std::uintptr_t address) {
+    allocation_record const* found = records.find(address);
+    if (found != nullptr && found->freed) { (void)records.take(address); }
+  });
 }
 
 bool allocation_registry::contains(void const* ptr) noexcept
 {
-  auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (address == 0) { return false; }
-  shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
-  allocation_record const* found = s.records.find(address);
-  return found != nullptr && !found->freed;
+  return with_shard(ptr, [](record_table& records, std::uintptr_t address) {
+    allocation_record const* found = records.find(address);
+    return found != nullptr && !found->freed;
+  });
 }
 
 std::vector<std::pair<void*, allocation_record>> allocation_registry::take_device(int device) noexcept

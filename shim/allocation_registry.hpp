@@ -97,6 +97,9 @@ class allocation_registry {
     record_table records;
   };
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;
+  // Defined in the .cpp, the only place that calls it.
+  template <class F>
+  auto with_shard(void const* ptr, F&& f);
 
   std::array<shard, shard_count> shards_;
 };
