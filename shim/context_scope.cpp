@@ -23,10 +23,11 @@ cudaError_t synchronize_device(api_level level) noexcept
 context_scope::context_scope(CUcontext context) noexcept
 {
   auto const& drv = driver();
-  if (drv.ctx_get_current == nullptr) { return; }
-  CUcontext current = nullptr;
-  status_ = drv.ctx_get_current(&current);
-  if (status_ != CUDA_SUCCESS || current == context) { return; }
+  if (drv.ctx_get_current != nullptr) {
+    CUcontext current = nullptr;
+    status_ = drv.ctx_get_current(&current);
+    if (status_ != CUDA_SUCCESS || current == context) { return; }
+  }
   status_ = drv.ctx_push_current != nullptr ? drv.ctx_push_current(context) : CUDA_ERROR_NOT_INITIALIZED;
   pushed_ = status_ == CUDA_SUCCESS;
 }

@@ -2,6 +2,8 @@
 
 #include "bound_once.hpp"
 #include "driver_binding.hpp"
+#include "fork_state.hpp"
+#include "process_settings.hpp"
 
 #include <array>
 #include <cstring>
@@ -222,6 +224,20 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
     if (std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }
   }
   return found;
+}
+
+bool tracking_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.mode == config::shim_mode::pool;
+}
+
+bool driver_interception_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.intercepts_driver();
 }
 
 }  // namespace asyncshim::shim

@@ -2,6 +2,7 @@
 
 #include "driver_binding.hpp"
 #include "log.hpp"
+#include "process_settings.hpp"
 #include "shim_state.hpp"
 
 #include <atomic>

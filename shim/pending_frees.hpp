@@ -47,7 +47,8 @@ class pending_frees {
 
   // Whether any queue holds an urgent entry (cheap: one atomic load).
   [[nodiscard]] bool urgent() const noexcept { return urgent_devices_.load(std::memory_order_acquire) != 0; }
-  // The devices whose queue holds an urgent entry, as a bit mask.
+  // The devices whose queue holds an urgent entry (or did, until the queue
+  // empties), as a bit mask.
   [[nodiscard]] std::uint64_t urgent_devices() const noexcept
   {
     return urgent_devices_.load(std::memory_order_acquire);
@@ -55,7 +56,7 @@ class pending_frees {
 
   // Moves up to `capacity` of the entries queued for `device` to `out` (the
   // caller's buffer: taking never allocates) and returns how many; the
-  // device's urgency ends when its queue is empty.
+  // device's bits in both masks clear when its queue is empty.
   [[nodiscard]] std::size_t take(int device, entry* out, std::size_t capacity) noexcept;
 
   // The devices whose queue is not empty, as a bit mask (cheap: one atomic load).
@@ -72,8 +73,8 @@ class pending_frees {
   };
 
   std::array<queue, max_devices> queues_;
-  // A device's bit in either mask changes only under its queue's lock, so
-  // it always agrees with the queue.
+  // A device's bits are set and cleared only under its queue's lock: the
+  // queued bit is set exactly while the queue is not empty.
   std::atomic<std::uint64_t> urgent_devices_{0};
   std::atomic<std::uint64_t> queued_devices_{0};
 };

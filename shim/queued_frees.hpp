@@ -30,7 +30,8 @@ void issue_queued(shim_state& s, int device) noexcept;
 
 // Queues a claimed free; issues the device's queue when it is due and no
 // capture is in progress. Fails (cudaErrorMemoryAllocation) only without
-// host memory to remember it.
+// host memory to remember it (or for a device past pending_frees::max_devices,
+// which has no pool either).
 [[nodiscard]] cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept;
 
 // Issues the queues that hold frees put off by a capture, once none is in progress.

@@ -1,6 +1,5 @@
 #include "shim_state.hpp"
 
-#include "driver_interception.hpp"
 #include "fork_state.hpp"
 
 #include <atomic>
@@ -29,20 +28,6 @@ shim_state* existing_state() noexcept
 {
   if (in_forked_child()) { return nullptr; }
   return created_state.load(std::memory_order_acquire);
-}
-
-bool tracking_active() noexcept
-{
-  if (in_forked_child()) { return false; }
-  config::settings const& settings = process_settings();
-  return !settings.disabled && settings.mode == config::shim_mode::pool;
-}
-
-bool driver_interception_active() noexcept
-{
-  if (in_forked_child()) { return false; }
-  config::settings const& settings = process_settings();
-  return !settings.disabled && settings.intercepts_driver();
 }
 
 }  // namespace asyncshim::shim

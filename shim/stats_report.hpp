@@ -28,7 +28,7 @@ struct report_sources {
 // Arranges for the report to be written when the process exits (once; call
 // it after the program's CUDA runtime is initialized, so that this handler
 // runs before the runtime's own teardown). A child made by fork reports
-// nothing: it passes everything through (see allocator.cpp).
+// nothing: it passes everything through (see shim_state.cpp).
 void report_at_exit(report_sources const& sources) noexcept;
 
 }  // namespace asyncshim::shim
