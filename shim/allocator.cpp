@@ -327,7 +327,7 @@ cudaError_t foreign_free(shim_state& s, native_api const& api, void* ptr) noexce
 // Observe mode: the native allocator freed it; the record only counts.
 cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_call& timer) noexcept
 {
-  auto const record = ptr != nullptr ? s.registry.take(ptr) : std::nullopt;
+  auto const record = s.registry.take(ptr);  // none for null
   if (!record) { return foreign_free(s, api, ptr); }
   timer.device = record->device;
   cudaError_t const result = api.free(ptr);

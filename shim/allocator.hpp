@@ -1,7 +1,6 @@
 // What the interposed cudaMalloc and cudaFree do (entry_points.cpp only forwards).
 #pragma once
 
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

@@ -5,11 +5,11 @@
 
 namespace asyncshim::shim {
 
-bool context_is_current() noexcept
+CUcontext current_context() noexcept
 {
   auto const get = driver().ctx_get_current;
   CUcontext context = nullptr;
-  return get != nullptr && get(&context) == CUDA_SUCCESS && context != nullptr;
+  return get != nullptr && get(&context) == CUDA_SUCCESS ? context : nullptr;
 }
 
 cudaError_t synchronize_device(api_level level) noexcept

@@ -14,7 +14,9 @@
 
 namespace asyncshim::shim {
 
-[[nodiscard]] bool context_is_current() noexcept;
+// The calling thread's current context; null when there is none (or no driver).
+[[nodiscard]] CUcontext current_context() noexcept;
+[[nodiscard]] inline bool context_is_current() noexcept { return current_context() != nullptr; }
 
 // Waits for the current context's device, as native cudaFree does, at the
 // caller's API level.

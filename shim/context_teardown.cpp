@@ -7,8 +7,6 @@
 #include "shim_state.hpp"
 #include "stream_tracker.hpp"
 
-#include <array>
-
 namespace asyncshim::shim {
 namespace {
 
@@ -33,9 +31,8 @@ void release_device_pool(shim_state& s, int device) noexcept
       if (s.stats != nullptr) { s.stats->free_served(device, record.bytes); }
       ++live;
     }
-    std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
-    while (s.pending.take(device, chunk.data(), chunk.size()) > 0) {}
   }
+  s.pending.drop(device);
   s.pools.retire(device);
   if (live > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, live); }
 }
@@ -66,7 +63,7 @@ void context_destroying(CUcontext context) noexcept
   shim_state* s = existing_state();
   if (s == nullptr) { return; }
   // The context a device's pool and the shim's stream there were made in.
-  for (int device = 0; device < device_pools::max_devices; ++device) {
+  for (int device = 0; device < max_devices; ++device) {
     if (s->pools.existing(device) != nullptr && s->pools.streams(device).context == context) {
       release_device_pool(*s, device);
     }

@@ -8,6 +8,8 @@
 // new one.
 #pragma once
 
+#include "device_limit.hpp"
+
 #include <asyncshim/config/settings.hpp>
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
@@ -35,7 +37,7 @@ struct device_streams {
 
 class device_pools {
  public:
-  static constexpr int max_devices = 64;
+  static constexpr int max_devices = shim::max_devices;
 
   explicit device_pools(config::settings const& settings) : settings_{settings} {}
 

@@ -214,11 +214,12 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
     "cuStreamDestroy_v2", "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz",
     "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture",
     "cuStreamEndCapture_ptsz", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
-    // The old names of the last three (same ABI), which dlsym() callers that
-    // spell them out get.
-    "cuStreamDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxReset",
     "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle", "cuMemPoolExportToShareableHandle",
-    "cuCtxSynchronize"};
+    "cuCtxSynchronize",
+    // The old names of cuStreamDestroy_v2, cuCtxDestroy_v2 and
+    // cuDevicePrimaryCtxReset_v2 (same ABI), which dlsym() callers that spell
+    // them out get.
+    "cuStreamDestroy", "cuCtxDestroy", "cuDevicePrimaryCtxReset"};
   if (name == nullptr || found == nullptr || name[0] != 'c' || name[1] != 'u') { return found; }
   for (char const* r : replaced) {
     if (std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }

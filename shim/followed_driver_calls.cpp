@@ -54,7 +54,7 @@ CUresult end_capture(decltype(driver().stream_end_capture) real_end,
   bool const still = real_is_capturing != nullptr && real_is_capturing(stream, &status) == CUDA_SUCCESS &&
                      status != CU_STREAM_CAPTURE_STATUS_NONE;
   tracker().capture_maybe_ended(stream, per_thread_api, still);
-  if (!tracker().captures_in_progress()) { asyncshim::shim::issue_deferred_frees(); }
+  if (!tracker().captures_in_progress()) { asyncshim::shim::issue_urgent_frees(); }
   return result;
 }
 

@@ -6,6 +6,8 @@
 // later (device_pools applies the grants when it makes one).
 #pragma once
 
+#include "device_limit.hpp"
+
 #include <cuda.h>
 
 #include <array>
@@ -16,7 +18,7 @@ namespace asyncshim::shim {
 
 class peer_access_map {
  public:
-  static constexpr int max_devices = 64;
+  static constexpr int max_devices = shim::max_devices;
 
   // `accessor` may (no longer) access memory of `owner`.
   void grant(int accessor, int owner) noexcept;

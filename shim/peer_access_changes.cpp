@@ -1,5 +1,6 @@
 #include "peer_access_changes.hpp"
 
+#include "context_scope.hpp"
 #include "driver_binding.hpp"
 #include "log.hpp"
 #include "peer_access.hpp"
@@ -12,11 +13,12 @@ void peer_access_changed(CUcontext peer, bool enabled) noexcept
   auto const& drv = driver();
   int accessor = -1;
   int owner = -1;
-  if (drv.ctx_get_device(&accessor) != CUDA_SUCCESS || drv.ctx_push_current(peer) != CUDA_SUCCESS) { return; }
-  if (drv.ctx_get_device(&owner) != CUDA_SUCCESS) { owner = -1; }
-  CUcontext popped = nullptr;
-  (void)drv.ctx_pop_current(&popped);
-  if (owner < 0 || owner == accessor) { return; }
+  if (drv.ctx_get_device(&accessor) != CUDA_SUCCESS) { return; }
+  {
+    context_scope in_peer{peer};
+    if (!in_peer.current() || drv.ctx_get_device(&owner) != CUDA_SUCCESS) { return; }
+  }
+  if (owner == accessor) { return; }
   if (enabled) {
     peer_access().grant(accessor, owner);
   } else {

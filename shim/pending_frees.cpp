@@ -20,7 +20,7 @@ pending_frees::add_result pending_frees::add(entry const& e, bool urgent) noexce
   std::uint64_t const bit = std::uint64_t{1} << device;
   if (q.entries.size() == 1) { queued_devices_.fetch_or(bit, std::memory_order_acq_rel); }
   if (urgent) { urgent_devices_.fetch_or(bit, std::memory_order_acq_rel); }
-  bool const is_urgent = (urgent_devices_.load(std::memory_order_acquire) & bit) != 0;
+  bool const is_urgent = urgent || (urgent_devices_.load(std::memory_order_acquire) & bit) != 0;
   return {true, is_urgent || q.entries.size() >= batch_frees || q.bytes >= batch_bytes};
 }
 
@@ -37,13 +37,25 @@ std::size_t pending_frees::take(int device, entry* out, std::size_t capacity) no
     q.bytes -= q.entries.back().record.bytes;
     q.entries.pop_back();
   }
-  if (q.entries.empty()) {
-    q.bytes = 0;
-    std::uint64_t const others = ~(std::uint64_t{1} << device);
-    queued_devices_.fetch_and(others, std::memory_order_acq_rel);
-    urgent_devices_.fetch_and(others, std::memory_order_acq_rel);
-  }
+  if (q.entries.empty()) { mark_empty(device, q); }
   return taken;
+}
+
+void pending_frees::drop(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  q.entries.clear();
+  mark_empty(device, q);
+}
+
+void pending_frees::mark_empty(int device, queue& q) noexcept
+{
+  q.bytes = 0;
+  std::uint64_t const others = ~(std::uint64_t{1} << device);
+  queued_devices_.fetch_and(others, std::memory_order_acq_rel);
+  urgent_devices_.fetch_and(others, std::memory_order_acq_rel);
 }
 
 }  // namespace asyncshim::shim

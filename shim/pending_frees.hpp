@@ -11,6 +11,7 @@
 #pragma once
 
 #include "allocation_registry.hpp"
+#include "device_limit.hpp"
 
 #include <array>
 #include <atomic>
@@ -23,7 +24,7 @@ namespace asyncshim::shim {
 
 class pending_frees {
  public:
-  static constexpr int max_devices = 64;
+  static constexpr int max_devices = shim::max_devices;
   // A batch: enough frees to make the fence's cost small next to the frees
   // themselves, few enough bytes that holding them back never matters (an
   // allocation that finds the pool exhausted issues the queue first).
@@ -45,8 +46,6 @@ class pending_frees {
   };
   [[nodiscard]] add_result add(entry const& e, bool urgent) noexcept;
 
-  // Whether any queue holds an urgent entry (cheap: one atomic load).
-  [[nodiscard]] bool urgent() const noexcept { return urgent_devices_.load(std::memory_order_acquire) != 0; }
   // The devices whose queue holds an urgent entry (or did, until the queue
   // empties), as a bit mask.
   [[nodiscard]] std::uint64_t urgent_devices() const noexcept
@@ -58,6 +57,8 @@ class pending_frees {
   // caller's buffer: taking never allocates) and returns how many; the
   // device's bits in both masks clear when its queue is empty.
   [[nodiscard]] std::size_t take(int device, entry* out, std::size_t capacity) noexcept;
+  // Forgets everything queued for `device` (its pool and blocks are gone).
+  void drop(int device) noexcept;
 
   // The devices whose queue is not empty, as a bit mask (cheap: one atomic load).
   [[nodiscard]] std::uint64_t queued_devices() const noexcept
@@ -71,6 +72,9 @@ class pending_frees {
     std::vector<entry> entries;
     std::size_t bytes = 0;
   };
+
+  // The queue is empty: its bytes and the device's bits go (under its lock).
+  void mark_empty(int device, queue& q) noexcept;
 
   std::array<queue, max_devices> queues_;
   // A device's bits are set and cleared only under its queue's lock: the

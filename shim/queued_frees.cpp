@@ -14,10 +14,8 @@ namespace asyncshim::shim {
 
 bool in_pool_context(shim_state& s, int device) noexcept
 {
-  auto const get = driver().ctx_get_current;
-  CUcontext current = nullptr;
-  return get != nullptr && get(&current) == CUDA_SUCCESS && current != nullptr &&
-         current == s.pools.streams(device).context;
+  CUcontext const current = current_context();
+  return current != nullptr && current == s.pools.streams(device).context;
 }
 
 cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept
@@ -31,11 +29,10 @@ cudaError_t fence_or_synchronize(device_streams const& streams, api_level level)
 // its free has completed on the device.
 void issue_queued(shim_state& s, int device) noexcept
 {
-  std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
   cuda_async_memory_resource* pool = s.pools.existing(device);
   if (pool == nullptr) {
     // A reset took the pool with its blocks (and their records): nothing to issue.
-    while (s.pending.take(device, chunk.data(), chunk.size()) > 0) {}
+    s.pending.drop(device);
     return;
   }
   device_streams const streams = s.pools.streams(device);
@@ -43,6 +40,7 @@ void issue_queued(shim_state& s, int device) noexcept
   context_scope in_context{streams.context};
   if (!in_context.current()) { return; }  // they stay queued for the next try
   std::vector<pending_frees::entry> failed;  // allocates only when a free fails
+  std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
   for (;;) {
     std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
     if (count == 0) { break; }
@@ -74,36 +72,47 @@ void issue_queued(shim_state& s, int device) noexcept
   for (pending_frees::entry const& e : failed) { (void)s.pending.add(e, false); }  // tried again with the next batch
 }
 
-void issue_urgent_queues(shim_state& s) noexcept
+namespace {
+
+// Issues the queues of the devices `devices_now()` names (a bit mask, read
+// once the tracker's access is held), if no capture is in progress.
+template <class DeviceMask>
+void issue_unless_capturing(shim_state& s, DeviceMask devices_now) noexcept
 {
   stream_tracker& streams = tracker();
-  if (streams.captures_in_progress()) {
-    // Frees wait: make sure it is for a capture that is still going on.
-    static std::atomic<unsigned> calls{0};
-    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { streams.recheck_captures(); }
-    if (streams.captures_in_progress()) { return; }
-  }
+  if (streams.captures_in_progress()) { return; }
   auto access = streams.access();
   if (streams.captures_in_progress()) { return; }
-  std::uint64_t const devices = s.pending.urgent_devices();
-  for (int device = 0; device < pending_frees::max_devices; ++device) {
+  std::uint64_t const devices = devices_now();
+  for (int device = 0; device < max_devices; ++device) {
     if ((devices >> device & 1U) != 0) { issue_queued(s, device); }
   }
+}
+
+}  // namespace
+
+void issue_urgent_queues(shim_state& s) noexcept
+{
+  if (tracker().captures_in_progress()) {
+    // Frees wait: make sure it is for a capture that is still going on.
+    static std::atomic<unsigned> calls{0};
+    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { tracker().recheck_captures(); }
+  }
+  issue_unless_capturing(s, [&] { return s.pending.urgent_devices(); });
 }
 
 cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
 {
   auto const [added, due] = s.pending.add({ptr, record}, urgent);
   if (!added) { return cudaErrorMemoryAllocation; }
-  if (!due) { return cudaSuccess; }
-  stream_tracker& streams = tracker();
-  if (streams.captures_in_progress()) { return cudaSuccess; }
-  auto access = streams.access();
-  if (!streams.captures_in_progress()) { issue_queued(s, record.device); }
+  if (due) {
+    std::uint64_t const device_bit = std::uint64_t{1} << record.device;  // add() accepted the device
+    issue_unless_capturing(s, [device_bit] { return device_bit; });
+  }
   return cudaSuccess;
 }
 
-void issue_deferred_frees() noexcept
+void issue_urgent_frees() noexcept
 {
   if (shim_state* s = existing_state()) { issue_urgent(*s); }
 }
@@ -116,14 +125,7 @@ void issue_all_queued_frees() noexcept
   if (current_api_level() != api_level::none) { return; }
   shim_state* s = existing_state();
   if (s == nullptr || s->pending.queued_devices() == 0) { return; }
-  stream_tracker& streams = tracker();
-  if (streams.captures_in_progress()) { return; }
-  auto access = streams.access();
-  if (streams.captures_in_progress()) { return; }
-  std::uint64_t const devices = s->pending.queued_devices();
-  for (int device = 0; device < pending_frees::max_devices; ++device) {
-    if ((devices >> device & 1U) != 0) { issue_queued(*s, device); }
-  }
+  issue_unless_capturing(*s, [s] { return s->pending.queued_devices(); });
 }
 
 }  // namespace asyncshim::shim

@@ -30,8 +30,8 @@ void issue_queued(shim_state& s, int device) noexcept;
 
 // Queues a claimed free; issues the device's queue when it is due and no
 // capture is in progress. Fails (cudaErrorMemoryAllocation) only without
-// host memory to remember it (or for a device past pending_frees::max_devices,
-// which has no pool either).
+// host memory to remember it (or for a device past max_devices, which has
+// no pool either).
 [[nodiscard]] cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept;
 
 // Issues the queues that hold frees put off by a capture, once none is in progress.
@@ -40,12 +40,12 @@ void issue_urgent_queues(shim_state& s) noexcept;
 // free is waiting for a capture to end.
 inline void issue_urgent(shim_state& s) noexcept
 {
-  if (s.pending.urgent()) { issue_urgent_queues(s); }
+  if (s.pending.urgent_devices() != 0) { issue_urgent_queues(s); }
 }
 
 // Frees put off while a stream capture was in progress, issued now that
 // none is (called when a capture ends, and by the next allocation or free).
-void issue_deferred_frees() noexcept;
+void issue_urgent_frees() noexcept;
 // After a successful cuCtxSynchronize (cudaDeviceSynchronize): every queued
 // free is handed to the pool.
 void issue_all_queued_frees() noexcept;

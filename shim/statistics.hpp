@@ -3,6 +3,8 @@
 // holds a null pointer and pays one branch per call.
 #pragma once
 
+#include "device_limit.hpp"
+
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -40,7 +42,7 @@ struct device_counters {
 
 class statistics {
  public:
-  static constexpr int max_devices = 64;
+  static constexpr int max_devices = shim::max_devices;
   static constexpr int unattributed = -1;  // a call that cannot be tied to a device
 
   void allocation_served(int device, std::size_t bytes, interposed_call call) noexcept;

@@ -124,10 +124,10 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
 void stream_tracker::record_before_capture(CUstream stream) noexcept
 {
   auto const record = driver().event_record;
-  if (record == nullptr) { return; }
+  if (record == nullptr || stream == nullptr) { return; }
   std::shared_lock lock{stream_mutex_};
   for (tracked_stream const& t : streams_) {
-    if (t.stream == stream && stream != nullptr) { (void)record(t.fence, t.stream); }
+    if (t.stream == stream) { (void)record(t.fence, t.stream); }
   }
 }
 

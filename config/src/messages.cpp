@@ -75,23 +75,17 @@ std::string invalid_ordering_message(std::string_view name, std::string_view val
   return invalid_choice_message(name, value, "ordering", "device, stream, sync");
 }
 
-std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
-  return fmt::format(
-      "{}={} is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off; no statistics table is "
-      "printed",
-      name, quoted(value));
+std::string invalid_bool_message(std::string_view name, std::string_view value) {
+  return invalid_choice_message(name, value, "boolean", "1, true, yes, on, 0, false, no, off");
 }
 
-std::string invalid_bool_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid boolean: expected one of 1, true, yes, on, 0, false, no, off", name,
-                     quoted(value));
+std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
+  return invalid_bool_message(name, value) + "; no statistics table is printed";
 }
 
 std::string invalid_log_level_message(std::string_view name, std::string_view value) {
-  return fmt::format(
-      "{}={} is not a valid log level: expected one of trace, debug, info, warn (or warning), error, critical, off; "
-      "using warn",
-      name, quoted(value));
+  return invalid_choice_message(name, value, "log level", "trace, debug, info, warn (or warning), error, critical, off") +
+         "; using warn";
 }
 
 std::string unknown_variable_message(std::string_view name, std::optional<std::string> const& suggestion,
