@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The whole GPU check in one command, on a machine with a CUDA GPU: configures
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
-# -dev packages are missing), runs the CPU tier, the GPU tier, the PyTorch
-# same-losses check, and asyncshim-ab on the demo and on a PyTorch loop; keeps
-# full logs (and the A/B JSON exports) and prints a short summary last.
+# -dev packages are missing), runs the CPU tier, the GPU tier, the ordering
+# stress in each mode, compute-sanitizer, the PyTorch same-losses check, with
+# two GPUs or more the two-GPU tests (with their per-device lines) and a
+# two-process torchrun job (TORCHRUN_ROUNDS rounds, default 3), and
+# asyncshim-ab on the demo and on a PyTorch loop; keeps full logs (and the A/B
+# JSON exports) and prints a short summary last.
 #   scripts/gpu-check.sh [--skip-ab]   (logs go to $OUT, else ./gpu-check-logs)
 # --skip-ab leaves out the A/B timing runs (several minutes) when only
 # correctness is being checked.
@@ -47,9 +50,14 @@ run_ctest() {  # label, log name, extra ctest args
   return $status
 }
 failed=0
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+two_gpu_tests='second_device|every_device|peer_access'
 run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
-# (the ordering stress runs below, once per mode, with its numbers in the summary)
-run_ctest "GPU tier" ctest-gpu.log -L gpu -E 'torch|gpu\.ordering' || failed=1
+# (the ordering stress runs below, once per mode, with its numbers in the
+# summary; with two GPUs, so do the two-GPU tests, verbosely)
+excluded='torch|gpu\.ordering'
+[[ ${gpus:-0} -ge 2 ]] && excluded+="|$two_gpu_tests"
+run_ctest "GPU tier" ctest-gpu.log -L gpu -E "$excluded" || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
 
 shim=$PWD/$build/shim/libasyncshim.so
@@ -107,13 +115,13 @@ echo "$torch_out" >"$logs/torch.log"
 note "PyTorch same losses (exit $torch_status):"
 while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
 
-# With two GPUs or more: the two-GPU tests again, verbosely, for their
-# per-device lines; then a two-process PyTorch job (torchrun, NCCL all-reduce
+# With two GPUs or more: the two-GPU tests, verbosely, for their per-device
+# lines; then a two-process PyTorch job (torchrun, NCCL all-reduce
 # each step) without and with the shim, in alternating rounds (the machine
 # drifts), each process under the shim writing its own statistics file.
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [[ ${gpus:-0} -ge 2 ]]; then
-  ctest --test-dir "$build" -V -L gpu -R 'second_device|every_device|peer_access' >"$logs/two-gpu-tests.log" 2>&1
+  ctest --test-dir "$build" -V -L gpu -R "$two_gpu_tests" >"$logs/two-gpu-tests.log" 2>&1 || failed=1
+  grep -E '\*\*\*Failed|\(Failed\)|Timeout' "$logs/two-gpu-tests.log" | sed 's/^/    /' >>"$logs/failures.txt"
   note "two-GPU tests ($gpus GPUs):"
   while read -r l; do note "    $l"; done < <(grep -E 'Test +#.*(Passed|Failed|Skipped|\*\*\*)' "$logs/two-gpu-tests.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ \.+ */ /')
   while read -r l; do note "    $l"; done < <(grep -E ': device [0-9]+: free' "$logs/two-gpu-tests.log" | sed -E 's/^[0-9]+: //')

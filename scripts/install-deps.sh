@@ -18,8 +18,9 @@ done
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 updated=0
+apt_update_once() { if ((!updated)); then $sudo apt-get update -qq; updated=1; fi; }
 apt_install() {
-  if ((!updated)); then $sudo apt-get update -qq; updated=1; fi
+  apt_update_once
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -51,13 +52,13 @@ if ((fuzz)); then
     done
   }
   probe_output=""
+  link_probe="$(cd "$(dirname "$0")/.." && pwd)/tests/fuzz/link_probe.cpp"  # the fuzz build's own check
   links_a_fuzzer() {
     local cxx dir status
     cxx=$(clangxx)
     [[ -n $cxx ]] || return 1
     dir=$(mktemp -d)
-    printf '#include <cstddef>\n#include <cstdint>\n#include <span>\nextern "C" int LLVMFuzzerTestOneInput(std::uint8_t const*, std::size_t) { return 0; }\n' >"$dir/probe.cpp"
-    "$cxx" -std=c++20 -fsanitize=fuzzer,address,undefined "$dir/probe.cpp" -o "$dir/probe" >"$dir/log" 2>&1
+    "$cxx" -std=c++20 -fsanitize=fuzzer,address,undefined "$link_probe" -o "$dir/probe" >"$dir/log" 2>&1
     status=$?
     probe_output=$(cat "$dir/log")
     rm -rf "$dir"
@@ -71,7 +72,7 @@ if ((fuzz)); then
     if ! links_a_fuzzer; then
       major=$("$(clangxx)" -dumpversion | cut -d. -f1)
       for p in "libclang-rt-$major-dev" libclang-rt-dev "libclang-common-$major-dev"; do
-        if ((!updated)); then $sudo apt-get update -qq; updated=1; fi
+        apt_update_once
         if [[ -n $(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"') ]]; then
           echo "asyncshim: installing $p (libFuzzer, for the fuzz test)"
           apt_install "$p"
