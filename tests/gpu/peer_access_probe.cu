@@ -23,9 +23,7 @@
 // "peer_access_probe: passed" (exit 0) or "peer_access_probe: FAILED" (exit 1);
 // "SKIP: ..." (exit 0) with fewer than two devices or without peer access
 // between devices 0 and 1; usage errors exit 2. Every run has 120 s (alarm).
-#include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "memory_access_name.hpp"
+#include "probe_common.cuh"
 
 namespace {
 
@@ -70,15 +68,6 @@ void last_error() { call("cudaGetLastError", cudaGetLastError()); }
 // After an expected error: whatever CUDA's last-error state holds is printed
 // (and cleared), not judged; the comparison with the native run judges it.
 void show_last_error() { std::printf("cudaGetLastError: %s\n", name(cudaGetLastError())); }
-
-__host__ __device__ unsigned pattern(std::size_t i, unsigned seed) { return static_cast<unsigned>(i) * 2654435761u ^ seed; }
-
-__global__ void fill_kernel(unsigned* data, std::size_t n, unsigned seed)
-{
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    data[i] = pattern(i, seed);
-  }
-}
 
 __device__ unsigned long long bad_words;  // one per device
 
@@ -279,21 +268,6 @@ void pools_after_enable()
 }
 
 // ---- pool-access (the shim only) ---------------------------------------------------
-
-// The pool behind a device pointer, null for memory not from a pool. The
-// driver library is opened at run time, so the program starts without one.
-cudaMemPool_t pool_of(void* ptr)
-{
-  using get_attribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-  static auto const fn = [] {
-    void* const driver = dlopen("libcuda.so.1", RTLD_LAZY);
-    return driver != nullptr ? reinterpret_cast<get_attribute>(dlsym(driver, "cuPointerGetAttribute")) : nullptr;
-  }();
-  if (fn == nullptr) { return nullptr; }
-  CUmemoryPool pool = nullptr;
-  CUresult const r = fn(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(ptr));
-  return r == CUDA_SUCCESS ? reinterpret_cast<cudaMemPool_t>(pool) : nullptr;
-}
 
 void expect_access(std::string const& label, cudaMemPool_t pool, int from, cudaMemAccessFlags expected)
 {

@@ -42,7 +42,7 @@
 #include <cstring>
 #include <string>
 
-#include "memory_access_name.hpp"
+#include "probe_common.cuh"
 
 namespace {
 
@@ -61,15 +61,6 @@ char const* name(CUresult r)
 }
 
 void report(std::string const& what, cudaError_t e) { std::printf("%s: %s\n", what.c_str(), name(e)); }
-
-__host__ __device__ unsigned pattern(std::size_t i, unsigned seed) { return static_cast<unsigned>(i) * 2654435761u ^ seed; }
-
-__global__ void fill_kernel(unsigned* data, std::size_t n, unsigned seed)
-{
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    data[i] = pattern(i, seed);
-  }
-}
 
 // Words [0, head) must hold pattern(i, head_seed), words [head, n) pattern(i,
 // tail_seed); mismatches are counted in bad_words[0] (head) and [1] (tail).

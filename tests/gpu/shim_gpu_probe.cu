@@ -6,9 +6,7 @@
 // Built with nvcc against the shared CUDA runtime (-cudart shared), as programs
 // that the shim can serve are. The driver library is opened at run time, only
 // to read pointer attributes, so the program also starts where none is installed.
-#include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdio>
@@ -17,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "probe_common.cuh"
 
 namespace {
 
@@ -42,13 +42,6 @@ int failures = 0;
     }                                                                                 \
   } while (0)
 
-__global__ void fill(unsigned* data, std::size_t n, unsigned seed)
-{
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    data[i] = static_cast<unsigned>(i) * 2654435761u ^ seed;
-  }
-}
-
 __global__ void checksum(unsigned const* data, std::size_t n, unsigned long long* sum)
 {
   unsigned long long local = 0;
@@ -61,20 +54,8 @@ __global__ void checksum(unsigned const* data, std::size_t n, unsigned long long
 unsigned long long expected_checksum(std::size_t n, unsigned seed)
 {
   unsigned long long sum = 0;
-  for (std::size_t i = 0; i < n; ++i) { sum += static_cast<unsigned>(i) * 2654435761u ^ seed; }
+  for (std::size_t i = 0; i < n; ++i) { sum += pattern(i, seed); }
   return sum;
-}
-
-// The pool a device pointer was allocated from, or null for cudaMalloc memory.
-cudaMemPool_t pool_of(void* ptr)
-{
-  using get_attribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-  static auto const fn = reinterpret_cast<get_attribute>(
-    dlsym(dlopen("libcuda.so.1", RTLD_LAZY), "cuPointerGetAttribute"));
-  if (fn == nullptr) { return nullptr; }
-  CUmemoryPool pool = nullptr;
-  CUresult const r = fn(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(ptr));
-  return r == CUDA_SUCCESS ? reinterpret_cast<cudaMemPool_t>(pool) : nullptr;
 }
 
 std::uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr)
@@ -90,6 +71,16 @@ std::uint64_t env_bytes(char const* name)
 {
   char const* v = std::getenv(name);
   return v != nullptr ? std::strtoull(v, nullptr, 10) : 0;
+}
+
+// Sets count to the number of devices. With fewer than two, prints the SKIP
+// line of a check that needs two and returns true (the check then exits 77).
+bool fewer_than_two_devices(int& count)
+{
+  CUDA_OK(cudaGetDeviceCount(&count));
+  if (count >= 2) { return false; }
+  std::printf("SKIP: one CUDA device here; this check needs two\n");
+  return true;
 }
 
 // ---- checks -----------------------------------------------------------------
@@ -108,7 +99,7 @@ int first_call_is_malloc()
   CUDA_OK(first);
   if (data == nullptr) { return 1; }
   CHECK((pool_of(data) != nullptr) == expect_pool());
-  fill<<<64, 256>>>(data, n, 7);
+  fill_kernel<<<64, 256>>>(data, n, 7);
   unsigned long long* sum = nullptr;
   CUDA_OK(cudaMalloc(&sum, sizeof(*sum)));
   CUDA_OK(cudaMemset(sum, 0, sizeof(*sum)));
@@ -132,7 +123,7 @@ void kernels()
     std::size_t const n = (std::size_t{1} << (6 + round % 17)) + static_cast<std::size_t>(round);
     unsigned* data = nullptr;
     CUDA_OK(cudaMalloc(&data, n * sizeof(unsigned)));
-    fill<<<128, 256>>>(data, n, static_cast<unsigned>(round));
+    fill_kernel<<<128, 256>>>(data, n, static_cast<unsigned>(round));
     live.emplace_back(data, n);
     if (round % 3 == 2) {  // check and free the oldest
       auto [old, old_n] = live.front();
@@ -225,11 +216,11 @@ void threads()
       if (cudaMalloc(&data, n * sizeof(unsigned) + static_cast<std::size_t>(i % 7) * 1000) != cudaSuccess) { ++bad; continue; }
       unsigned const seed = static_cast<unsigned>(t * 1000 + i);
       // cudaMalloc memory is usable from any stream at once.
-      fill<<<8, 256, 0, stream>>>(data, n, seed);
+      fill_kernel<<<8, 256, 0, stream>>>(data, n, seed);
       if (cudaMemcpyAsync(host.data(), data, n * sizeof(unsigned), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
           cudaStreamSynchronize(stream) != cudaSuccess) { ++bad; }
       for (std::size_t k = 0; k < n; ++k) {
-        if (host[k] != (static_cast<unsigned>(k) * 2654435761u ^ seed)) { ++bad; break; }
+        if (host[k] != pattern(k, seed)) { ++bad; break; }
       }
       if (i % 2 == 0) {
         if (cudaFree(data) != cudaSuccess) { ++bad; }
@@ -247,7 +238,7 @@ void threads()
     pool.emplace_back([&, t] {
       for (auto [p, seed] : handoff[(t + 1) % thread_count]) {
         unsigned first = 0;
-        if (cudaMemcpy(&first, p, sizeof(first), cudaMemcpyDeviceToHost) != cudaSuccess || first != (0u ^ seed)) { ++bad; }
+        if (cudaMemcpy(&first, p, sizeof(first), cudaMemcpyDeviceToHost) != cudaSuccess || first != pattern(0, seed)) { ++bad; }
         if (cudaFree(p) != cudaSuccess) { ++bad; }
       }
     });
@@ -265,11 +256,7 @@ void threads()
 int every_device()
 {
   int count = 0;
-  CUDA_OK(cudaGetDeviceCount(&count));
-  if (count < 2) {
-    std::printf("SKIP: one CUDA device here; this check needs two\n");
-    return 77;
-  }
+  if (fewer_than_two_devices(count)) { return 77; }
   char const* reserved_percent = std::getenv("EXPECT_RESERVED_PERCENT");
   char const* threshold_percent = std::getenv("EXPECT_THRESHOLD_PERCENT");
   std::vector<cudaMemPool_t> pools;
@@ -309,7 +296,7 @@ int every_device()
     CUDA_OK(cudaMalloc(&sum, sizeof(*sum)));
     CUDA_OK(cudaMemset(sum, 0, sizeof(*sum)));
     unsigned const seed = 17u + static_cast<unsigned>(device);
-    fill<<<128, 256>>>(buffers[device], n, seed);
+    fill_kernel<<<128, 256>>>(buffers[device], n, seed);
     checksum<<<128, 256>>>(buffers[device], n, sum);
     unsigned long long host = 0;
     CUDA_OK(cudaMemcpy(&host, sum, sizeof(host), cudaMemcpyDeviceToHost));
@@ -328,11 +315,7 @@ int every_device()
 int second_device()
 {
   int count = 0;
-  CUDA_OK(cudaGetDeviceCount(&count));
-  if (count < 2) {
-    std::printf("SKIP: one CUDA device here; this check needs two\n");
-    return 77;
-  }
+  if (fewer_than_two_devices(count)) { return 77; }
   void* a = nullptr;
   void* b = nullptr;
   CUDA_OK(cudaSetDevice(0));
