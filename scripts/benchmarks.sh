@@ -152,7 +152,10 @@ run() {
     tail -5 "$raw/$name.err" | sed 's/^/    /'
   fi
 }
-with_shim=("LD_PRELOAD=$shim" "ASYNCSHIM_INITIAL_POOL_SIZE=1GiB")
+# The shim's initial pool in every run under it (the raw pool of alloc_bench is
+# primed with as much by default: --pool-prime 1G).
+pool_size=1GiB
+with_shim=("LD_PRELOAD=$shim" "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size")
 
 if ((quick)); then
   slow=200 fast=2000 sync_pairs=1000 churn_slow=300 churn_fast=2000 seconds=0.3 true_runs=40 py_runs=6 steps=5 warmup=2
@@ -166,7 +169,7 @@ threads=(--threads "1,4,16" --seconds "$seconds" --size 4K)
 torch_ok=0
 ((!skip_torch)) && "$py" -c 'import torch' 2>/dev/null && torch_ok=1
 torch_bench=(tests/bench/torch_bench.py --steps "$steps" --warmup "$warmup")
-before_env=("LD_PRELOAD=$baseline" "ASYNCSHIM_INITIAL_POOL_SIZE=1GiB")
+before_env=("LD_PRELOAD=$baseline" "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size")
 
 # The machine's speed drifts over minutes (the raw pool's own pair has
 # measured 0.7 us in one run and 1.4 us in another): the allocator runs come
@@ -177,12 +180,13 @@ rounds=$((quick ? 1 : 3))
 for ((round = 1; round <= rounds; ++round)); do
   r="-r$round"
   first=$((round == 1))
-  echo "== round $round of $rounds: alloc+free pairs ($([[ $first -eq 1 ]] && echo "$sizes" || echo "$small_sizes"))"
-  round_sizes=$([[ $first -eq 1 ]] && echo "$sizes" || echo "$small_sizes")
+  # The first round: every size and ordering; the later ones the headline.
+  round_sizes=$small_sizes orderings=(device)
+  ((first)) && round_sizes=$sizes orderings=(device stream sync)
+  echo "== round $round of $rounds: alloc+free pairs ($round_sizes)"
   run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $round_sizes --iterations $fast
   run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $round_sizes --iterations $fast
-  for ordering in device stream sync; do
-    [[ $first -eq 1 || $ordering == device ]] || continue
+  for ordering in "${orderings[@]}"; do
     n=$fast
     [[ $ordering == sync ]] && n=$sync_pairs
     shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
@@ -202,8 +206,7 @@ for ((round = 1; round <= rounds; ++round)); do
   echo "== round $round: churn (64 live buffers, a kernel per step, legacy + non-blocking stream)"
   run "churn-pool-runtime$r" 90 -- "$bench" churn --api pool-runtime --steps $churn_fast --live 64
   ((first)) && run churn-pool-driver 90 -- "$bench" churn --api pool-driver --steps $churn_fast --live 64
-  for ordering in device stream sync; do
-    [[ $first -eq 1 || $ordering == device ]] || continue
+  for ordering in "${orderings[@]}"; do
     shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
     run "churn-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
     ((first)) && run "churn-shim-$ordering-static" 90 "${shim_env[@]}" -- "$bench_static" churn --api runtime --steps $churn_fast --live 64
@@ -214,8 +217,7 @@ for ((round = 1; round <= rounds; ++round)); do
   echo "== round $round: threads (1, 4, 16; 4 KiB pairs, each thread its own non-blocking stream)"
   run "threads-pool-runtime$r" 60 -- "$bench" threads --api pool-runtime "${threads[@]}"
   ((first)) && run threads-pool-driver 60 -- "$bench" threads --api pool-driver "${threads[@]}"
-  for ordering in device stream sync; do
-    [[ $first -eq 1 || $ordering == device ]] || continue
+  for ordering in "${orderings[@]}"; do
     run "threads-shim-$ordering-runtime$r" 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering" -- \
       "$bench" threads --api runtime "${threads[@]}"
   done
@@ -229,9 +231,9 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 
 echo "== load-time cost (programs that never use CUDA)"
-run load-true 60 -- "$bench" load-time --preload "$shim" --set ASYNCSHIM_INITIAL_POOL_SIZE=1GiB --runs $true_runs \
+run load-true 60 -- "$bench" load-time --preload "$shim" --set "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size" --runs $true_runs \
   --label /bin/true -- /bin/true
-run load-python 120 -- "$bench" load-time --preload "$shim" --set ASYNCSHIM_INITIAL_POOL_SIZE=1GiB --runs $py_runs \
+run load-python 120 -- "$bench" load-time --preload "$shim" --set "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size" --runs $py_runs \
   --label 'python3 -c pass' -- "$py" -c pass
 
 if ((skip_torch)); then

@@ -66,7 +66,8 @@ def size_text(n):
 
 
 def us(ns):
-    """Nanoseconds as microseconds, three significant digits."""
+    """Nanoseconds as microseconds: three decimals below 10 µs, one below 100 µs,
+    none from 100 µs on."""
     if ns is None:
         return "—"
     v = ns / 1e3
@@ -141,10 +142,9 @@ def collect(records, bench, key_fields, value_field):
 def torch_steps(records):
     """{model: {config: median step in ms over the runs (rounds) of that configuration}}."""
     steps = {}
-    for r in records:
-        if r.get("bench") == "torch":
-            steps.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["median_step_ms"])
-    return {model: {c: statistics.median(v) for c, v in configs.items()} for model, configs in steps.items()}
+    for (_, _, model, config), v in collect(records, "torch", ("model", "config"), "median_step_ms").items():
+        steps.setdefault(model, {})[config] = v
+    return steps
 
 
 def pool_value(values, path, *key):
@@ -278,13 +278,10 @@ def churn_section(records):
                            ("median_ns", "p10_ns", "p90_ns", "wall_ns_per_step", "final_sync_us"))
     if not churn:
         return ["No churn measurements."]
-    base = {}
-    for r in churn:
-        if r["allocator"] == "pool":
-            base[r["path"]] = r
+    by_config = {(r["allocator"], r["path"]): r for r in churn}
     rows = []
     for r in churn:
-        b = base.get(baseline_path(r["path"])) or base.get("runtime")
+        b = pool_value(by_config, r["path"])
         rw = ratio(r["wall_ns_per_step"], b["wall_ns_per_step"]) if b else None
         rm = ratio(r["median_ns"], b["median_ns"]) if b else None
         rows.append([config_name(r["allocator"], r["path"]), us(r["median_ns"]), f"{us(r['p10_ns'])} – {us(r['p90_ns'])}",
@@ -425,9 +422,8 @@ def before_after_section(before, records, label):
 def details_section(records):
     rows = []
     for r in records:
-        bench = r.get("bench")
-        if bench == "pairs":
-            rows.append(["pairs", config_name(r["allocator"], r["path"]), size_text(r["size"]), us(r["median_ns"]),
+        if r.get("bench") == "pairs":
+            rows.append([config_name(r["allocator"], r["path"]), size_text(r["size"]), us(r["median_ns"]),
                          f"{us(r['p10_ns'])} – {us(r['p90_ns'])}", us(r["wall_ns_per_pair"]),
                          f"{r['final_sync_us']:.0f} µs", r["pairs"]])
     if not rows:
@@ -435,7 +431,7 @@ def details_section(records):
     return ["### Every pair measurement", "",
             "Median, p10 and p90 of per-batch averages (batches of 100 pairs); wall = the whole timed loop plus the "
             "final `cudaDeviceSynchronize`, per pair.", "",
-            table(["bench", "configuration", "size", "median", "p10 – p90", "wall per pair", "final sync", "pairs"], rows),
+            table(["configuration", "size", "median", "p10 – p90", "wall per pair", "final sync", "pairs"], rows),
             ""]
 
 
@@ -463,7 +459,7 @@ def page(meta, runs, records, targets, before):
     lines += ["", "## Threads", ""] + threads_section(records)
     lines += ["", "## Load-time cost for a program without CUDA", ""] + load_section(records)
     lines += ["", "## PyTorch training loops", ""] + torch_section(records)
-    lines += [""] + before_after_section(before, records, dict(meta).get("baseline", "an earlier build"))
+    lines += [""] + before_after_section(before, records, get.get("baseline", "an earlier build"))
     lines += ["", "## Method", "",
               "- `alloc_bench` (tests/bench/alloc_bench.cu): warm-up first, then the timed loop in batches of 100 "
               "pairs or steps; each batch's time / 100 is one sample; median, p10, p90 over the samples "

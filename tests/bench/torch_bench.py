@@ -7,7 +7,7 @@ environment the caller sets (scripts/benchmarks.sh runs each of these):
     uncached         PYTORCH_NO_CUDA_MEMORY_CACHING=1 (one cudaMalloc/cudaFree per tensor)
     uncached + shim  the same with LD_PRELOAD=libasyncshim.so [ASYNCSHIM_ORDERING=...]
 
-    python3 torch_bench.py --model resnet18|transformer|mlp [--steps 40] [--warmup 10] [--label TEXT]
+    python3 torch_bench.py --model resnet18|transformer|mlp [--steps 40] [--warmup 10]
 
 Prints one JSON object on one line (median, p10, p90 and mean step time in ms
 over the timed steps, and what the process actually ran with: the allocator
@@ -129,7 +129,6 @@ def main() -> int:
     parser.add_argument("--model", choices=("resnet18", "transformer", "mlp"), required=True)
     parser.add_argument("--steps", type=int, default=40, help="timed steps (after the warm-up)")
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--label", default="")
     args = parser.parse_args()
     try:
         import torch
@@ -165,7 +164,7 @@ def main() -> int:
     ordered = sorted(times)
     result = {
         "bench": "torch", "model": args.model, "description": description,
-        "config": configuration(backend, shim, ordering), "label": args.label,
+        "config": configuration(backend, shim, ordering),
         "steps": args.steps, "warmup": args.warmup,
         "median_step_ms": statistics.median(times), "p10_step_ms": percentile(ordered, 0.1),
         "p90_step_ms": percentile(ordered, 0.9), "mean_step_ms": statistics.fmean(times),
