@@ -189,20 +189,23 @@ void allocation_registry::unclaim(void const* ptr) noexcept
   });
 }
 
-bool allocation_registry::is_freed(void const* ptr) noexcept
+std::optional<allocation_record> allocation_registry::take_freed(void const* ptr) noexcept
 {
-  return with_shard(ptr, [](record_table& records, std::uintptr_t address) {
+  return with_shard(ptr, [](record_table& records, std::uintptr_t address) -> std::optional<allocation_record> {
     allocation_record const* found = records.find(address);
-    return found != nullptr && found->freed;
+    if (found == nullptr || !found->freed) { return std::nullopt; }
+    return records.take(address);
   });
 }
 
-void allocation_registry::release_freed(void const* ptr) noexcept
+bool allocation_registry::put_back(void const* ptr, allocation_record record) noexcept
 {
-  with_shard(ptr, [](record_table& records, std::uintptr_t address) {
-    allocation_record const* found = records.find(address);
-    if (found != nullptr && found->freed) { (void)records.take(address); }
-  });
+  try {
+    insert(ptr, record);
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 bool allocation_registry::contains(void const* ptr) noexcept

@@ -40,18 +40,22 @@ class allocation_registry {
   // Removes and returns the record of `ptr`; nothing when the shim did not allocate it.
   [[nodiscard]] std::optional<allocation_record> take(void const* ptr) noexcept;
   // A free of `ptr`: marks its record freed and copies it to `record`. The
-  // record stays until release_freed() (or unclaim(), should the free fail),
+  // record stays until take_freed() (or unclaim(), should the free fail),
   // so that a second free of it is known to be a double free however long
   // the block waits before it goes back to the pool.
   [[nodiscard]] free_claim claim_for_free(void const* ptr, allocation_record& record) noexcept;
   // The free of a claimed block failed: the program has it again.
   void unclaim(void const* ptr) noexcept;
-  // Whether `ptr` is claimed for a free that has not been handed to the pool.
-  [[nodiscard]] bool is_freed(void const* ptr) noexcept;
-  // The claimed block has been handed to the pool: its record goes. A record
-  // that is not claimed (the pool has handed the address out again, and a new
-  // allocation has replaced the record) stays.
-  void release_freed(void const* ptr) noexcept;
+  // A claimed block is about to be handed to the pool: removes and returns
+  // its record; nothing when `ptr` is not claimed (a reset dropped it, or it
+  // went back already). Taken before the pool has the block, never after:
+  // the pool may hand the address out again at once, and the new
+  // allocation's record (or its next free's claim) must stay. Should handing
+  // it over fail, put_back() restores the record.
+  [[nodiscard]] std::optional<allocation_record> take_freed(void const* ptr) noexcept;
+  // insert() for a record take_freed() returned; false when there is no host
+  // memory for it.
+  [[nodiscard]] bool put_back(void const* ptr, allocation_record record) noexcept;
   // Whether `ptr` is the start of a block the shim handed out and the program
   // has not freed.
   [[nodiscard]] bool contains(void const* ptr) noexcept;

@@ -140,10 +140,12 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   // The owner's context is current now (cudaSetDevice makes it so).
   device_streams const shim_streams = s.pools.streams(record.device);
   auto const free_on = [&](CUstream stream) {
+    // The record goes before the pool has the block (allocation_registry.hpp).
+    std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
     cudaError_t const r = quietly_then_at_caller_level(api.level, true, [&] {
       return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream));
     });
-    if (r == cudaSuccess) { s.registry.release_freed(ptr); }
+    if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }  // for pool_free's unclaim
     return r;
   };
   switch (s.settings.ordering) {

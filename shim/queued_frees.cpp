@@ -49,15 +49,15 @@ void issue_queued(shim_state& s, int device) noexcept
       pending_frees::entry& e = chunk[i];
       // Still claimed: not dropped by a reset, nor a second entry for an
       // address already handed back.
-      if (!s.registry.is_freed(e.ptr)) { continue; }
+      std::optional<allocation_record> const claimed = s.registry.take_freed(e.ptr);
+      if (!claimed) { continue; }
       cudaError_t const r =
         fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
-      if (r == cudaSuccess) {
-        s.registry.release_freed(e.ptr);
-        continue;
-      }
+      if (r == cudaSuccess) { continue; }
+      // Still the shim's block, freed: the record goes back, also when it is not tried again.
+      bool const recorded = s.registry.put_back(e.ptr, *claimed);
       constexpr int attempts = 3;
-      if (++e.failures < attempts) {
+      if (++e.failures < attempts && recorded) {
         try {
           failed.push_back(e);
           continue;
