@@ -7,6 +7,8 @@
 //   alloc_bench pairs   --api A --size 256,4K,64K,1M,16M,256M --iterations N [--batch 100]
 //   alloc_bench churn   --api A --steps N --live N
 //   alloc_bench threads --api A --threads 1,4,16 --seconds S [--size 4K]
+//   alloc_bench growth  --api A --size 64M --total 8G [--pool-prime 0]
+//   alloc_bench pool-facts
 //   alloc_bench load-time --preload LIB [--runs N] [--set NAME=VALUE]... -- PROGRAM [ARGS...]
 //   (every subcommand also takes --label TEXT, copied into its JSON)
 //
@@ -21,6 +23,21 @@
 //                      freed on the allocation's stream, as the seed's resource
 //                      does: the raw pool, the baseline of the ratios
 //        pool-driver   the same pool through cuMemAllocFromPoolAsync / cuMemFreeAsync
+//
+// growth: what a pool that starts empty costs. In one process: the first
+// allocation (for the shim: its pool is made then), then blocks of --size
+// until --total bytes are live (the pool grows on each), all freed and
+// allocated again (no growth: the steady state), then the pool trimmed to
+// nothing (cudaMemPoolTrimTo; the shim's pool is found through the pointer's
+// CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) and grown again. Every allocation is
+// followed by a device synchronization, so each time is the allocation's own
+// (native cudaMalloc synchronizes anyway).
+//
+// pool-facts: the pool behaviour the shim's design relies on, on this driver
+// (a pool of its own, never the shim's): whether a free still pending on its
+// stream counts as used and can be trimmed, what a trim needs, the pool's
+// growth granularity, and what the calls the shim makes to watch its pools
+// cost.
 //
 // Output: per measurement one JSON object on one line (starts with '{') and
 // one line for people (starts with "alloc_bench:"); nothing else on standard
@@ -103,6 +120,12 @@ struct driver_functions {
   CUresult (*mem_free)(CUdeviceptr) = nullptr;
   CUresult (*alloc_from_pool)(CUdeviceptr*, std::size_t, CUmemoryPool, CUstream) = nullptr;
   CUresult (*free_async)(CUdeviceptr, CUstream) = nullptr;
+  CUresult (*mem_get_info)(std::size_t*, std::size_t*) = nullptr;
+  CUresult (*pool_trim_to)(CUmemoryPool, std::size_t) = nullptr;
+  CUresult (*pool_get_attribute)(CUmemoryPool, CUmemPool_attribute, void*) = nullptr;
+  CUresult (*pointer_get_attribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
+  CUresult (*stream_query)(CUstream) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
 };
 
 template <typename F>
@@ -122,6 +145,12 @@ driver_functions load_driver()
   bind(library, "cuMemFree_v2", d.mem_free);
   bind(library, "cuMemAllocFromPoolAsync", d.alloc_from_pool);
   bind(library, "cuMemFreeAsync", d.free_async);
+  bind(library, "cuMemGetInfo_v2", d.mem_get_info);
+  bind(library, "cuMemPoolTrimTo", d.pool_trim_to);
+  bind(library, "cuMemPoolGetAttribute", d.pool_get_attribute);
+  bind(library, "cuPointerGetAttribute", d.pointer_get_attribute);
+  bind(library, "cuStreamQuery", d.stream_query);
+  bind(library, "cuCtxGetCurrent", d.ctx_get_current);
   return d;
 }
 
@@ -317,6 +346,7 @@ struct options {
   std::vector<std::int64_t> threads{1};
   double seconds = 1.0;
   std::size_t pool_prime = std::size_t{1} << 30;
+  std::size_t total = std::size_t{8} << 30;  // growth
   std::string label;
   // load-time
   std::string preload;
@@ -575,6 +605,214 @@ void run_threads(options const& o)
   }
 }
 
+// ---- growth: a pool that starts empty -------------------------------------------
+
+std::uint64_t pool_value(driver_functions const& d, CUmemoryPool pool, CUmemPool_attribute attribute)
+{
+  cuuint64_t value = 0;
+  check(d.pool_get_attribute(pool, attribute, &value), "cuMemPoolGetAttribute");
+  return value;
+}
+
+void run_growth(options const& o)
+{
+  allocator a = make_allocator(o.kind, o.pool_prime);
+  driver_functions const d = load_driver();
+  cudaStream_t const stream = cudaStreamLegacy;
+  std::size_t const size = o.sizes.front();
+  std::size_t const count = std::max<std::size_t>(1, o.total / size);
+  double const gib = static_cast<double>(count * size) / static_cast<double>(std::size_t{1} << 30);
+  // One allocation, timed with the synchronization that makes it complete.
+  auto const timed_allocation = [&](void*& p) {
+    auto const start = clock_type::now();
+    p = a.allocate(size, stream);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    return ns_since(start);
+  };
+  auto const release_all = [&](std::vector<void*>& blocks) {
+    for (void* p : blocks) { a.release(p, stream); }
+    blocks.clear();
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  };
+  // Fills `count` blocks; the times of each allocation.
+  auto const fill = [&](std::vector<void*>& blocks) {
+    std::vector<double> times;
+    for (std::size_t i = 0; i < count; ++i) {
+      void* p = nullptr;
+      times.push_back(timed_allocation(p));
+      blocks.push_back(p);
+    }
+    return times;
+  };
+  auto const total_us = [](std::vector<double> const& times) {
+    double sum = 0;
+    for (double t : times) { sum += t; }
+    return sum / 1e3;
+  };
+
+  std::vector<void*> blocks;
+  void* first = nullptr;
+  double const first_ns = timed_allocation(first);
+  blocks.push_back(first);
+  // The pool that serves this allocator (none for native cudaMalloc).
+  CUmemoryPool pool = nullptr;
+  if (d.pointer_get_attribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(first)) !=
+      CUDA_SUCCESS) {
+    pool = nullptr;
+  }
+  (void)cudaGetLastError();
+  std::uint64_t const reserved_after_first = pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
+  release_all(blocks);
+
+  std::vector<double> const grow = fill(blocks);
+  std::uint64_t const reserved_grown = pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
+  release_all(blocks);
+  std::vector<double> const reuse = fill(blocks);
+  release_all(blocks);
+  double trim_us = 0;
+  if (pool != nullptr) {
+    auto const start = clock_type::now();
+    check(d.pool_trim_to(pool, 0), "cuMemPoolTrimTo");
+    trim_us = ns_since(start) / 1e3;
+  }
+  std::uint64_t const reserved_trimmed = pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
+  std::vector<double> const regrow = fill(blocks);
+  release_all(blocks);
+
+  summary const g = summarize(grow), r = summarize(reuse), rg = summarize(regrow);
+  json_line j = record(o, "growth");
+  j.add("size", static_cast<std::int64_t>(size))
+      .add("blocks", static_cast<std::int64_t>(count))
+      .add("first_us", first_ns / 1e3)
+      .add("reserved_after_first", static_cast<std::int64_t>(reserved_after_first))
+      .add("grow_median_us", g.median / 1e3)
+      .add("grow_total_us", total_us(grow))
+      .add("grow_us_per_gib", total_us(grow) / gib)
+      .add("reserved_grown", static_cast<std::int64_t>(reserved_grown))
+      .add("reuse_median_us", r.median / 1e3)
+      .add("reuse_total_us", total_us(reuse))
+      .add("trim_us", trim_us)
+      .add("reserved_trimmed", static_cast<std::int64_t>(reserved_trimmed))
+      .add("regrow_median_us", rg.median / 1e3)
+      .add("regrow_us_per_gib", total_us(regrow) / gib)
+      .print();
+  std::printf("alloc_bench: growth %s/%s %s x %zu: first %.1f us (pool then %s); growing %.1f us each, %.0f us per GiB "
+              "(%s reserved); steady state %.1f us each; trim %.0f us; growing again %.1f us each, %.0f us per GiB\n",
+              allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), size_text(size).c_str(), count,
+              first_ns / 1e3, size_text(reserved_after_first).c_str(), g.median / 1e3, total_us(grow) / gib,
+              size_text(reserved_grown).c_str(), r.median / 1e3, trim_us, rg.median / 1e3, total_us(regrow) / gib);
+  std::fflush(stdout);
+}
+
+// ---- pool-facts: what the shim's pool watching relies on ----------------------
+
+__global__ void spin(long long cycles)
+{
+  long long const start = clock64();
+  while (clock64() - start < cycles) {}
+}
+
+void run_pool_facts(options const& o)
+{
+  driver_functions const d = load_driver();
+  allocator const a = make_allocator(api::pool_runtime, 0);
+  auto const pool = reinterpret_cast<CUmemoryPool>(a.pool);
+  auto const reserved = [&] { return static_cast<std::int64_t>(pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)); };
+  auto const used = [&] { return static_cast<std::int64_t>(pool_value(d, pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT)); };
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+
+  // Granularity: what the empty pool reserves for a small and a large block.
+  json_line g = record(o, "pool-facts");
+  g.add("fact", "granularity");
+  for (std::size_t bytes : {std::size_t{256}, std::size_t{1} << 20, std::size_t{33} << 20, std::size_t{1} << 30}) {
+    void* p = a.allocate(bytes, stream);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    g.add(("reserved_for_" + std::to_string(bytes)).c_str(), reserved());
+    a.release(p, stream);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    check(d.pool_trim_to(pool, 0), "cuMemPoolTrimTo");
+  }
+  g.print();
+
+  // A free still waiting on its stream (behind a 300 ms kernel): used, and trimmable?
+  std::size_t const big = std::size_t{4} << 30;
+  void* p = a.allocate(big, stream);
+  spin<<<1, 1, 0, stream>>>(600'000'000LL);
+  check(cudaGetLastError(), "spin<<<>>>");
+  a.release(p, stream);
+  json_line f = record(o, "pool-facts");
+  f.add("fact", "pending_free").add("bytes", static_cast<std::int64_t>(big));
+  f.add("used_while_pending", used()).add("reserved_while_pending", reserved());
+  std::size_t free_pending = 0, total = 0;
+  check(d.mem_get_info(&free_pending, &total), "cuMemGetInfo_v2");
+  f.add("trim_while_pending", static_cast<std::int64_t>(d.pool_trim_to(pool, 0)));
+  f.add("reserved_after_trim_while_pending", reserved());
+  f.add("stream_query_while_pending", static_cast<std::int64_t>(d.stream_query(reinterpret_cast<CUstream>(stream))));
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  f.add("used_after_sync", used()).add("reserved_after_sync", reserved());
+  check(d.pool_trim_to(pool, 0), "cuMemPoolTrimTo");
+  f.add("reserved_after_trim", reserved());
+  std::size_t free_after = 0;
+  check(d.mem_get_info(&free_after, &total), "cuMemGetInfo_v2");
+  f.add("device_free_gain_from_trim", static_cast<std::int64_t>(free_after) - static_cast<std::int64_t>(free_pending));
+  f.print();
+
+  // The release threshold at a synchronization: 0 gives everything back.
+  json_line t = record(o, "pool-facts");
+  std::uint64_t zero = 0;
+  check(cudaMemPoolSetAttribute(a.pool, cudaMemPoolAttrReleaseThreshold, &zero), "cudaMemPoolSetAttribute");
+  p = a.allocate(big, stream);
+  a.release(p, stream);
+  t.add("fact", "threshold_0").add("reserved_before_sync", reserved());
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  t.add("reserved_after_stream_sync", reserved()).print();
+  std::uint64_t most = UINT64_MAX;
+  check(cudaMemPoolSetAttribute(a.pool, cudaMemPoolAttrReleaseThreshold, &most), "cudaMemPoolSetAttribute");
+
+  // A trim from a thread that has no current context.
+  p = a.allocate(big, stream);
+  a.release(p, stream);
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  CUresult other_thread = CUDA_SUCCESS;
+  CUcontext other_context = nullptr;
+  std::int64_t reserved_before_thread = reserved();
+  std::thread([&] {
+    (void)d.ctx_get_current(&other_context);
+    other_thread = d.pool_trim_to(pool, 0);
+  }).join();
+  record(o, "pool-facts")
+      .add("fact", "trim_without_context")
+      .add("thread_had_context", other_context != nullptr)
+      .add("result", static_cast<std::int64_t>(other_thread))
+      .add("reserved_before", reserved_before_thread)
+      .add("reserved_after", reserved())
+      .print();
+
+  // What watching a pool costs, per call (medians of batches of 100).
+  auto const cost = [&](char const* name, auto&& call) {
+    std::vector<double> samples;
+    for (int b = 0; b < 50; ++b) {
+      auto const start = clock_type::now();
+      for (int i = 0; i < 100; ++i) { call(); }
+      samples.push_back(ns_since(start) / 100);
+    }
+    summary const s = summarize(samples);
+    record(o, "pool-facts").add("fact", "cost").add("call", name).add("median_ns", s.median).add("p90_ns", s.p90).print();
+    std::printf("alloc_bench: pool-facts cost of %s: %.0f ns (p90 %.0f)\n", name, s.median, s.p90);
+  };
+  std::size_t fr = 0, to = 0;
+  cost("cuMemGetInfo_v2", [&] { (void)d.mem_get_info(&fr, &to); });
+  cost("cudaMemGetInfo", [&] { (void)cudaMemGetInfo(&fr, &to); });
+  cuuint64_t value = 0;
+  cost("cuMemPoolGetAttribute(USED_MEM_CURRENT)",
+       [&] { (void)d.pool_get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value); });
+  cost("cuStreamQuery(idle stream)", [&] { (void)d.stream_query(reinterpret_cast<CUstream>(stream)); });
+  cost("cuMemPoolTrimTo(nothing to trim)", [&] { (void)d.pool_trim_to(pool, std::size_t{1} << 40); });
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  std::fflush(stdout);
+}
+
 // ---- load-time: what preloading the shim costs a program without CUDA ---------
 
 double spawn_and_wait(std::vector<std::string> const& argv_text, std::vector<std::string> const& env_text)
@@ -651,6 +889,8 @@ void usage()
       "usage: alloc_bench pairs   --api A --size N[,N...] [--iterations N] [--batch N]\n"
       "       alloc_bench churn   --api A [--steps N] [--live N] [--batch N]\n"
       "       alloc_bench threads --api A [--threads N[,N...]] [--seconds S] [--size N]\n"
+      "       alloc_bench growth  --api A --size N [--total N] [--pool-prime N]\n"
+      "       alloc_bench pool-facts\n"
       "       alloc_bench load-time --preload LIB [--runs N] [--set NAME=VALUE]... -- PROGRAM [ARGS...]\n"
       "  A: runtime | driver | pool-runtime | pool-driver; sizes take K, M, G (powers of 1024);\n"
       "  --pool-prime N (pool-*: bytes to prime the pool with, default 1G); --label TEXT (into the JSON)\n");
@@ -734,6 +974,8 @@ options parse(int argc, char** argv)
       o.threads = parse_list<std::int64_t>(value, parse_count);
     } else if (arg == "--seconds") {
       o.seconds = std::strtod(value.c_str(), nullptr);
+    } else if (arg == "--total") {
+      o.total = parse_size(value);
     } else if (arg == "--pool-prime") {
       o.pool_prime = parse_size(value);
     } else if (arg == "--label") {
@@ -749,12 +991,13 @@ options parse(int argc, char** argv)
       die("unknown option " + arg);
     }
   }
-  bool const known = o.command == "pairs" || o.command == "churn" || o.command == "threads" || o.command == "load-time";
+  bool const known = o.command == "pairs" || o.command == "churn" || o.command == "threads" || o.command == "growth" ||
+                     o.command == "pool-facts" || o.command == "load-time";
   if (!known) {
     usage();
     die("unknown subcommand '" + o.command + "'");
   }
-  if (o.command != "load-time" && !o.api_given) { die(o.command + " needs --api"); }
+  if (o.command != "load-time" && o.command != "pool-facts" && !o.api_given) { die(o.command + " needs --api"); }
   if (!(o.seconds > 0)) { die("--seconds must be positive"); }
   return o;
 }
@@ -780,6 +1023,10 @@ int main(int argc, char** argv)
     run_pairs(o);
   } else if (o.command == "churn") {
     run_churn(o);
+  } else if (o.command == "growth") {
+    run_growth(o);
+  } else if (o.command == "pool-facts") {
+    run_pool_facts(o);
   } else {
     run_threads(o);
   }
