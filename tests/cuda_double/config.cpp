@@ -65,6 +65,7 @@ Config read_config() {
     c.pool_handle_types = static_cast<unsigned>(n);
   if (char const* v = env("CUDA_DOUBLE_NO_PEER")) c.no_peer = parse_flag("CUDA_DOUBLE_NO_PEER", v);
   if (char const* v = env("CUDA_DOUBLE_FABRIC_OK")) c.fabric_ok = parse_flag("CUDA_DOUBLE_FABRIC_OK", v);
+  if (char const* v = env("CUDA_DOUBLE_SHARED_MEMORY")) c.shared_memory = v;
   return c;
 }
 

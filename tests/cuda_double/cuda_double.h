@@ -19,8 +19,8 @@
 // runtime reaches the real driver:
 //   * memory, pools, copies (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
 //     cudaMemPool* calls but those of access and exports, the stream-ordered
-//     calls, cudaMemGetInfo, ...): through an internal C++ API (model.h,
-//     operations.h), never through an exported CUDA function;
+//     calls, ...): through an internal C++ API (model.h, operations.h), never
+//     through an exported CUDA function;
 //   * streams, events, stream capture, graphs, synchronization, reset, peer
 //     access, pool access and exports (cudaStreamCreate*, cudaStreamDestroy,
 //     cudaStreamGetFlags, cudaStreamSynchronize, cudaStreamQuery,
@@ -29,7 +29,7 @@
 //     cudaGraphDestroy/GetNodes, cudaDeviceSynchronize, cudaDeviceReset,
 //     cudaDeviceCanAccessPeer, cudaDeviceEnable/DisablePeerAccess,
 //     cudaMemPoolSetAccess/GetAccess, cudaMemPoolExportToShareableHandle,
-//     cudaMemPoolExportPointer, cudaIpcGetMemHandle): through driver function
+//     cudaMemPoolExportPointer, cudaIpcGetMemHandle, cudaMemGetInfo): through driver function
 //     pointers that it fetched once with cuGetProcAddress_v2 (see "The
 //     runtime's driver entry points" below).
 // No exported function of either library calls an exported one by its
@@ -50,7 +50,7 @@
 //   cudaMalloc cudaFree cudaGetDevice cudaSetDevice cudaGetDeviceCount
 //   cudaDeviceGetAttribute cudaMemGetInfo cudaDeviceGetDefaultMemPool
 //   cudaMemPoolCreate cudaMemPoolDestroy cudaMemPoolSetAttribute
-//   cudaMemPoolGetAttribute cudaMallocFromPoolAsync cudaMallocAsync
+//   cudaMemPoolGetAttribute cudaMemPoolTrimTo cudaMallocFromPoolAsync cudaMallocAsync
 //   cudaFreeAsync cudaStreamCreate cudaStreamCreateWithFlags
 //   cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamGetFlags
 //   cudaStreamSynchronize cudaStreamQuery cudaStreamWaitEvent cudaEventCreate
@@ -104,6 +104,16 @@
 //                                  cuMemPoolExportToShareableHandle of a fabric
 //                                  handle fails with CUDA_ERROR_NOT_PERMITTED, as
 //                                  on an H200 without IMEX.
+//   CUDA_DOUBLE_SHARED_MEMORY=FILE processes that name the same file share their
+//                                  devices' memory, as processes on one GPU do:
+//                                  what the other live processes take (their
+//                                  cudaMalloc/cuMemAlloc allocations and their
+//                                  pools' reservations, on the first 8 devices)
+//                                  is free to none of them (allocations fail,
+//                                  cudaMemGetInfo reports it taken). The file
+//                                  (created, 0600) holds one slot per process
+//                                  (at most 64 at a time); a process that has
+//                                  ended counts for nothing.
 // Booleans accept 1/true/yes/on; numbers are decimal or 0x-hex. A value that
 // cannot be parsed is reported on stderr and the default is used.
 //
@@ -138,9 +148,10 @@
 //     had been called.
 //   * Per device: used (bytes of live cudaMalloc and cuMemAlloc_v2
 //     allocations, exactly as requested) plus the reserved bytes of every pool
-//     on it never exceeds CUDA_DOUBLE_MEMORY; cudaMemGetInfo reports free =
-//     memory - used - reserved, total = memory, for the current context's
-//     device. An allocation that
+//     on it never exceeds CUDA_DOUBLE_MEMORY less what other processes take
+//     (CUDA_DOUBLE_SHARED_MEMORY); cuMemGetInfo_v2 (and so cudaMemGetInfo)
+//     reports free = memory - used - reserved - taken by others, total =
+//     memory, for the current context's device. An allocation that
 //     does not fit fails with cudaErrorMemoryAllocation before any host memory
 //     is touched.
 //   * Allocations are host memory aligned to 256 bytes, contents unspecified
@@ -151,6 +162,8 @@
 //     one was given). cudaFreeAsync (and cudaFree of a pool pointer) returns
 //     the bytes to the pool; reserved stays. cudaFreeAsync of nullptr, or of
 //     anything but a live pool allocation, fails with cudaErrorInvalidValue.
+//     cuMemPoolTrimTo(pool, keep) (cudaMemPoolTrimTo) gives back what the
+//     pool reserves above max(used, keep) at once (nothing is in flight here).
 //     cudaStreamSynchronize and cudaDeviceSynchronize (nothing else, not even
 //     cudaFree or cudaStreamQuery) trim every pool of the stream's (current)
 //     device to
@@ -244,7 +257,7 @@
 //   cuMemGetInfo_v2 cuMemcpyHtoD_v2 cuMemcpyDtoH_v2 cuMemsetD8_v2
 //   cuMemAllocAsync cuMemAllocAsync_ptsz cuMemFreeAsync cuMemFreeAsync_ptsz
 //   cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemPoolCreate
-//   cuMemPoolDestroy cuMemPoolSetAttribute cuMemPoolGetAttribute
+//   cuMemPoolDestroy cuMemPoolSetAttribute cuMemPoolGetAttribute cuMemPoolTrimTo
 //   cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy (CUDA 2.0 ABI)
 //   cuStreamDestroy_v2 cuStreamGetFlags cuStreamGetFlags_ptsz
 //   cuStreamSynchronize cuStreamSynchronize_ptsz cuStreamQuery

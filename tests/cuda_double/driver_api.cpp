@@ -577,6 +577,10 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemP
   });
 }
 
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::trim_pool(pool, minBytesToKeep)); });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
   return run_driver(Gate::initialized, [&] {
     if (map == nullptr) return to_cu_result(operations::set_pool_access(pool, nullptr, count));

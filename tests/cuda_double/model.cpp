@@ -4,6 +4,7 @@
 // driver double, libcuda.so.1; the runtime double reaches it through the
 // internal API of model.h.
 #include "model.h"
+#include "shared_devices.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -119,8 +120,13 @@ Context* Model::find_context(void const* handle) {
 
 std::uint64_t Model::free_bytes(int d) {
   Device const& dev = device(d);
-  std::uint64_t const taken = dev.used + dev.reserved;  // never above memory
-  return config().memory - taken;
+  std::uint64_t const taken = dev.used + dev.reserved + shared_devices().taken_by_others(d);
+  return taken >= config().memory ? 0 : config().memory - taken;
+}
+
+void Model::taken_changed(int d) {
+  Device const& dev = device(d);
+  shared_devices().publish(d, dev.used + dev.reserved);
 }
 
 Allocation const* Model::find_allocation(void const* p) const {
@@ -168,6 +174,7 @@ Outcome Model::allocate_native(int d, std::size_t size, AllocationKind kind, voi
   if (p == nullptr) return Outcome::out_of_memory;
   insert_allocation(p, Allocation{size, d, nullptr, kind, 0});
   device(d).used += size;
+  taken_changed(d);
   *out = p;
   return Outcome::ok;
 }
@@ -197,10 +204,12 @@ void Model::release(void* p) {
   if (it == allocations_.end()) return;
   Allocation const a = it->second;
   allocations_.erase(it);
-  if (a.pool != nullptr)
+  if (a.pool != nullptr) {
     a.pool->used -= a.size;
-  else
+  } else {
     device(a.device).used -= a.size;
+    taken_changed(a.device);
+  }
   std::free(p);
 }
 
@@ -241,6 +250,7 @@ void Model::destroy_pool(Pool& pool) {
     }
   }
   device(pool.device).reserved -= pool.reserved;
+  taken_changed(pool.device);
   pool.reserved = 0;
   pool.used = 0;
   pool.alive = false;
@@ -252,6 +262,7 @@ void Model::set_reserved(Pool& pool, std::uint64_t reserved) {
   dev.reserved = dev.reserved - pool.reserved + reserved;
   pool.reserved = reserved;
   pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+  taken_changed(pool.device);
 }
 
 Access Model::pool_access(Pool const& pool, int d) {
@@ -270,6 +281,11 @@ bool Model::can_access(int d, Allocation const& a) {
   if (!valid_device(d)) return false;
   if (a.pool != nullptr) return pool_access(*a.pool, d) != Access::none;
   return d == a.device || peer_enabled(*primary_context(d), *primary_context(a.device));
+}
+
+void Model::trim_pool(Pool& pool, std::uint64_t keep) {
+  std::uint64_t const target = std::max(pool.used, std::min(pool.reserved, keep));
+  if (pool.reserved > target) set_reserved(pool, target);
 }
 
 void Model::trim_pools(int d) {

@@ -74,6 +74,7 @@ struct Config {
   unsigned pool_handle_types = kDefaultPoolHandleTypes;
   bool no_peer = false;    // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
   bool fabric_ok = false;  // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
+  std::string shared_memory;  // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
 };
 CUDA_DOUBLE_INTERNAL Config const& config();
 
@@ -226,7 +227,9 @@ class CUDA_DOUBLE_INTERNAL Model {
   Context* primary_context(int device);        // device must be valid
   Context* find_context(void const* handle);  // nullptr unless a primary context
 
-  // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor reserved by a pool.
+  // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor
+  // reserved by a pool, of this process or (CUDA_DOUBLE_SHARED_MEMORY) of the
+  // other live processes sharing the devices.
   std::uint64_t free_bytes(int device);
 
   // Allocation registry.
@@ -262,6 +265,8 @@ class CUDA_DOUBLE_INTERNAL Model {
   // cuMemAlloc memory), or a device the pool grants access (pool memory).
   bool can_access(int device, Allocation const& a);
   void trim_pools(int device);  // the "synchronization event": reserved -> max(used, threshold)
+  // cuMemPoolTrimTo: reserved -> max(used, min(reserved, keep)).
+  void trim_pool(Pool& pool, std::uint64_t keep);
   // attr: a cudaMemPoolAttr (the CUmemPool_attribute values are the same).
   // Outcome::invalid_value for attributes that cannot be set / read.
   static Outcome set_pool_attribute(Pool& pool, int attr, void const* value);
@@ -327,6 +332,9 @@ class CUDA_DOUBLE_INTERNAL Model {
 
   void* host_allocate(std::size_t size);
   void insert_allocation(void* p, Allocation const& a);
+  // After this process's used or reserved bytes on `device` changed: tells
+  // the processes sharing the devices (shared_devices.h).
+  void taken_changed(int device);
 };
 
 // The process-wide model; built at first use and never destroyed, so that calls

@@ -163,6 +163,16 @@ Outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value) {
   return Model::get_pool_attribute(*pool, attr, value);
 }
 
+Outcome trim_pool(cudaMemPool_t handle, std::size_t keep) {
+  if (Outcome o = pools_supported(); o != Outcome::ok) return o;
+  Model& m = model();
+  Lock lock(m.mu);
+  Pool* pool = m.find_pool(handle);
+  if (pool == nullptr) return Outcome::invalid_value;
+  m.trim_pool(*pool, keep);
+  return Outcome::ok;
+}
+
 Outcome allocate(int device, std::size_t size, AllocationKind kind, void** out) {
   Model& m = model();
   Lock lock(m.mu);

@@ -89,6 +89,8 @@ CUDA_DOUBLE_INTERNAL Outcome destroy_pool(cudaMemPool_t handle);
 // attr: a cudaMemPoolAttr (the CUmemPool_attribute values are the same).
 CUDA_DOUBLE_INTERNAL Outcome set_pool_attribute(cudaMemPool_t handle, int attr, void const* value);
 CUDA_DOUBLE_INTERNAL Outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value);
+// cuMemPoolTrimTo / cudaMemPoolTrimTo: reserved -> max(used, min(reserved, keep)).
+CUDA_DOUBLE_INTERNAL Outcome trim_pool(cudaMemPool_t handle, std::size_t keep);
 
 // ---- stream-ordered allocation
 //

@@ -67,6 +67,7 @@ Entry const kTable[] = {
     {"cuMemPoolDestroy", 11020, fn(&cuMemPoolDestroy), nullptr},
     {"cuMemPoolSetAttribute", 11020, fn(&cuMemPoolSetAttribute), nullptr},
     {"cuMemPoolGetAttribute", 11020, fn(&cuMemPoolGetAttribute), nullptr},
+    {"cuMemPoolTrimTo", 11020, fn(&cuMemPoolTrimTo), nullptr},
     {"cuMemPoolSetAccess", 11020, fn(&cuMemPoolSetAccess), nullptr},
     {"cuMemPoolGetAccess", 11020, fn(&cuMemPoolGetAccess), nullptr},
     {"cuMemPoolExportToShareableHandle", 11020, fn(&cuMemPoolExportToShareableHandle), nullptr},

@@ -228,6 +228,7 @@ struct Driver {
   decltype(&::cuMemPoolExportToShareableHandle) mem_pool_export_to_shareable_handle = nullptr;
   decltype(&::cuMemPoolExportPointer) mem_pool_export_pointer = nullptr;
   decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
+  decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
 };
 
 template <class F>
@@ -250,6 +251,7 @@ Driver const& driver() {
     auto const get = reinterpret_cast<decltype(&::cuGetProcAddress_v2)>(dlsym(handle, "cuGetProcAddress_v2"));
     if (get == nullptr) return out;
     fetch(get, "cuStreamCreate", out.stream_create);
+    fetch(get, "cuMemGetInfo", out.mem_get_info);
     fetch(get, "cuStreamCreateWithPriority", out.stream_create_with_priority);
     fetch(get, "cuStreamDestroy", out.stream_destroy);
     fetch(get, "cuStreamGetFlags", out.stream_get_flags);
@@ -378,15 +380,13 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cu
   });
 }
 
+// As the real runtime: through the cuMemGetInfo it fetched (the driver's
+// answer, for the current context's device).
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
   return run_api(kGated, [&] {
-    int const device = context_device();
+    context_device();
     if (free == nullptr || total == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
-    Lock lock(m.mu);
-    *free = m.free_bytes(device);
-    *total = config().memory;
-    return cudaSuccess;
+    return call(&Driver::mem_get_info, free, total);
   });
 }
 
@@ -638,6 +638,13 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memP
   return run_api(kGated, [&] {
     context_device();
     return to_cuda_error(operations::set_pool_attribute(memPool, attr, value));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
+  return run_api(kGated, [&] {
+    context_device();
+    return to_cuda_error(operations::trim_pool(memPool, minBytesToKeep));
   });
 }
 
