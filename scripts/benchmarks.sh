@@ -12,6 +12,9 @@
 #     static runtime (alloc_bench_static) and cuMemAlloc called directly;
 #   - churn (a live set of mixed sizes, a kernel per step, two streams);
 #   - 1, 4 and 16 threads, pairs per second;
+#   - the first allocation and the growth of a pool that starts empty (the
+#     shim's default), against the raw pool, native cudaMalloc and the shim
+#     with ASYNCSHIM_INITIAL_POOL_SIZE=half-free (its former default);
 #   - the load-time cost of preloading the shim into programs without CUDA;
 #   - PyTorch training loops (ResNet-18, a transformer encoder, an MLP) with
 #     the caching allocator, backend:cudaMallocAsync, uncached natively and
@@ -228,6 +231,24 @@ for ((round = 1; round <= rounds; ++round)); do
     ASYNCSHIM_STREAM=per-thread -- "$bench" threads --api runtime "${threads[@]}"
   [[ -n $baseline ]] && run "before-threads-runtime$r" 60 "${before_env[@]}" -- "$bench" threads --api runtime "${threads[@]}"
   ((first)) && run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
+done
+
+echo "== first allocation and growth (a pool that starts empty; every allocation synchronized)"
+former=("LD_PRELOAD=$shim" ASYNCSHIM_INITIAL_POOL_SIZE=half-free ASYNCSHIM_IDLE_RELEASE=off)
+for shape in 2M:2G 64M:8G; do
+  size=${shape%%:*} total=${shape#*:}
+  growth=(growth --size "$size" --total "$total")
+  run "growth-native-$size" 120 -- "$bench" "${growth[@]}" --api runtime --label "native cudaMalloc"
+  run "growth-pool-$size" 120 -- "$bench" "${growth[@]}" --api pool-runtime --pool-prime 0 --label "raw pool, empty"
+  run "growth-shim-$size" 120 "LD_PRELOAD=$shim" -- "$bench" "${growth[@]}" --api runtime --label "shim, defaults"
+  run "growth-shim-static-$size" 120 "LD_PRELOAD=$shim" -- "$bench_static" "${growth[@]}" --api runtime \
+    --label "shim, defaults, static runtime"
+  run "growth-shim-half-free-$size" 120 "${former[@]}" -- "$bench" "${growth[@]}" --api runtime \
+    --label "shim, half-free, no idle release (the former defaults)"
+  run "growth-shim-half-free-static-$size" 120 "${former[@]}" -- "$bench_static" "${growth[@]}" --api runtime \
+    --label "shim, half-free, no idle release, static runtime"
+  [[ -n $baseline ]] && run "before-growth-$size" 120 "LD_PRELOAD=$baseline" -- "$bench" "${growth[@]}" --api runtime \
+    --label "${baseline_label:-the baseline}, its defaults"
 done
 
 echo "== load-time cost (programs that never use CUDA)"

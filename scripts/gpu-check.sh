@@ -2,7 +2,8 @@
 # The whole GPU check in one command, on a machine with a CUDA GPU: configures
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
 # -dev packages are missing), runs the CPU tier, the GPU tier, the ordering
-# stress in each mode, compute-sanitizer, the PyTorch same-losses check, with
+# stress in each mode, compute-sanitizer, the PyTorch same-losses check, the
+# shared-GPU checks (memory info, neighbours, processes starting together), with
 # two GPUs or more the two-GPU tests (with their per-device lines) and a
 # two-process torchrun job (TORCHRUN_ROUNDS rounds, default 3), and
 # asyncshim-ab on the demo and on a PyTorch loop; keeps full logs (and the A/B
@@ -55,12 +56,32 @@ two_gpu_tests='second_device|every_device|peer_access'
 run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
 # (the ordering stress runs below, once per mode, with its numbers in the
 # summary; with two GPUs, so do the two-GPU tests, verbosely)
-excluded='torch|gpu\.ordering'
+excluded='torch|gpu\.ordering|gpu\.sharing'
 [[ ${gpus:-0} -ge 2 ]] && excluded+="|$two_gpu_tests"
 run_ctest "GPU tier" ctest-gpu.log -L gpu -E "$excluded" || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
 
 shim=$PWD/$build/shim/libasyncshim.so
+
+# A shared GPU (tests/gpu/sharing_check.py): natively, under the shim's
+# defaults, and for the record under its former defaults (half-free, no idle
+# release; or BEFORE_LIBRARY, an earlier build, with its own defaults), which
+# may fail. Every line goes to the summary.
+sharing_checks=(meminfo torch-meminfo idle-neighbour turns together-8 together-32)
+before=(--before)
+[[ -n ${BEFORE_LIBRARY:-} ]] && before+=(--before-library "$(readlink -f "$BEFORE_LIBRARY")")
+note "sharing a GPU (native | shim defaults | for the record: before = ${BEFORE_LIBRARY:-ASYNCSHIM_INITIAL_POOL_SIZE=half-free ASYNCSHIM_IDLE_RELEASE=off}):"
+for probe in sharing_probe sharing_probe_static; do
+  checks=("${sharing_checks[@]}")
+  [[ $probe == sharing_probe_static ]] && checks=(meminfo)
+  out=$(timeout 900 python3 tests/gpu/sharing_check.py --shim "$PWD/$build/shim/libasyncshim.so" \
+    --probe "$PWD/$build/tests/gpu/$probe" "${before[@]}" "${checks[@]}" 2>&1)
+  status=$?
+  echo "$out" >"$logs/sharing-$probe.log"
+  [[ $status -eq 0 ]] || failed=1
+  while read -r l; do note "    $probe: $l"; done < <(echo "$out" | grep -E '^(sharing|SKIP)')
+  note "    $probe: exit $status"
+done
 
 # The ordering stress program (tests/gpu/ordering_stress.cu) in each mode:
 # device and sync must see no corrupted byte; stream mode is reported.

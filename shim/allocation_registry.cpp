@@ -142,18 +142,20 @@ std::size_t allocation_registry::shard_of(std::uintptr_t address) noexcept
 }
 
 // The steps every operation on one pointer shares: f(records, address) runs
-// with the pointer's shard locked, and nothing else runs under that lock.
+// with the pointer's shard locked, and nothing else runs under that lock (but
+// the activity count, for an allocation or a free of the program's).
 // Address 0 marks an empty slot and no allocation is null, so a null pointer
 // locks nothing and gets a value-initialized result: what the operations
 // answer for an address they do not hold.
 template <class F>
-auto allocation_registry::with_shard(void const* ptr, F&& f)
+auto allocation_registry::with_shard(void const* ptr, F&& f, bool program_operation)
 {
   using result = std::invoke_result_t<F&, record_table&, std::uintptr_t>;
   auto const address = reinterpret_cast<std::uintptr_t>(ptr);
   if (address == 0) { return result(); }
   shard& s = shards_[shard_of(address)];
   std::lock_guard lock{s.mutex};
+  if (program_operation) { s.count_change(); }
   return f(s.records, address);
 }
 
@@ -162,7 +164,8 @@ static_assert(free_claim{} == free_claim::not_found);
 
 void allocation_registry::insert(void const* ptr, allocation_record record)
 {
-  with_shard(ptr, [&](record_table& records, std::uintptr_t address) { records.insert_or_assign(address, record); });
+  with_shard(
+    ptr, [&](record_table& records, std::uintptr_t address) { records.insert_or_assign(address, record); }, true);
 }
 
 std::optional<allocation_record> allocation_registry::take(void const* ptr) noexcept
@@ -179,7 +182,7 @@ free_claim allocation_registry::claim_for_free(void const* ptr, allocation_recor
     found->freed = true;
     record = *found;
     return free_claim::claimed;
-  });
+  }, true);
 }
 
 void allocation_registry::unclaim(void const* ptr) noexcept
@@ -214,6 +217,13 @@ bool allocation_registry::contains(void const* ptr) noexcept
     allocation_record const* found = records.find(address);
     return found != nullptr && !found->freed;
   });
+}
+
+std::uint64_t allocation_registry::activity() const noexcept
+{
+  std::uint64_t total = 0;
+  for (shard const& s : shards_) { total += s.changes.load(std::memory_order_relaxed); }
+  return total;
 }
 
 std::vector<std::pair<void*, allocation_record>> allocation_registry::take_device(int device) noexcept

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,6 +62,10 @@ class allocation_registry {
   [[nodiscard]] bool contains(void const* ptr) noexcept;
   // Removes and returns every record of `device`, freed ones too (a device reset).
   [[nodiscard]] std::vector<std::pair<void*, allocation_record>> take_device(int device) noexcept;
+  // How many allocations and frees of the program the registry has seen: a
+  // count that changes whenever the program allocates or frees (read without
+  // taking any lock, for the idle release).
+  [[nodiscard]] std::uint64_t activity() const noexcept;
 
  private:
   static constexpr std::size_t shard_count = 64;
@@ -99,11 +104,15 @@ class allocation_registry {
   struct alignas(64) shard {
     std::mutex mutex;
     record_table records;
+    // Inserts and claims, written only under the mutex (so a plain load and
+    // store, never a locked increment), read by activity() without it.
+    std::atomic<std::uint64_t> changes{0};
+    void count_change() noexcept { changes.store(changes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   };
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;
   // Defined in the .cpp, the only place that calls it.
   template <class F>
-  auto with_shard(void const* ptr, F&& f);
+  auto with_shard(void const* ptr, F&& f, bool program_operation = false);
 
   std::array<shard, shard_count> shards_;
 };

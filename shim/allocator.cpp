@@ -12,7 +12,9 @@
 #include "device_pools.hpp"
 #include "driver_binding.hpp"
 #include "driver_interception.hpp"
+#include "idle_release.hpp"
 #include "log.hpp"
+#include "pool_release.hpp"
 #include "queued_frees.hpp"
 #include "runtime_binding.hpp"
 #include "shim_state.hpp"
@@ -146,6 +148,7 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
       return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream));
     });
     if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }  // for pool_free's unclaim
+    if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
     return r;
   };
   switch (s.settings.ordering) {
@@ -225,6 +228,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     count_passthrough(s, timer.device, during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
     return api.malloc(dev_ptr, size);
   }
+  start_idle_release(s);  // with the process's first pool
   CUstream const own = s.pools.streams(timer.device).own;
   cudaStream_t stream = allocation_stream(s.settings);
   if (during_capture) {

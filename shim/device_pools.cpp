@@ -1,6 +1,7 @@
 #include "device_pools.hpp"
 
 #include "byte_text.hpp"
+#include "cuda_error_text.hpp"
 #include "driver_binding.hpp"
 #include "log.hpp"
 #include "peer_access.hpp"
@@ -8,16 +9,28 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <string>
+
+#include <fmt/format.h>
 
 namespace asyncshim::shim {
 namespace {
 
-
-std::optional<std::size_t> resolve(std::optional<config::size_spec> const& spec, std::uint64_t total)
+std::optional<std::uint64_t> resolve(std::optional<config::size_spec> const& spec, std::uint64_t total,
+                                     std::uint64_t free)
 {
   if (!spec) { return std::nullopt; }
-  return static_cast<std::size_t>(spec->resolve(total));
+  return spec->resolve(total, free);
+}
+
+// "4.0 GiB, from ASYNCSHIM_INITIAL_POOL_SIZE=4GiB", or what the default is
+// when the user set nothing ("none, the default").
+std::string size_and_source(std::uint64_t bytes, char const* variable, std::optional<config::size_spec> const& spec,
+                            char const* default_text)
+{
+  if (!spec) { return fmt::format("{}, the default", default_text); }
+  return fmt::format("{}, from {}={}", approximate_bytes(bytes), variable, spec->to_string());
 }
 
 std::uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attribute)
@@ -27,10 +40,17 @@ std::uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attribute)
   return value;
 }
 
+// A failed CUDA call while the pool is made (the shim's messages name CUDA's
+// error, never where in the shim it happened).
+struct creation_error : std::runtime_error {
+  creation_error(char const* call, int code) : std::runtime_error{fmt::format("{}: {}", call, cuda_error_text(code))} {}
+};
+
 void set_pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attribute, int value)
 {
   if (cudaError_t const error = cudaMemPoolSetAttribute(pool, attribute, &value); error != cudaSuccess) {
-    throw std::runtime_error{std::string{"cudaMemPoolSetAttribute failed: "} + cudaGetErrorName(error)};
+    (void)cudaGetLastError();
+    throw creation_error{"cudaMemPoolSetAttribute", error};
   }
 }
 
@@ -47,13 +67,81 @@ device_streams make_streams()
     throw std::runtime_error{"no current CUDA context"};
   }
   if (CUresult const r = drv.stream_create(&made.own, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
-    throw std::runtime_error{"cuStreamCreate failed with error " + std::to_string(static_cast<int>(r))};
+    throw creation_error{"cuStreamCreate", r};
   }
   if (CUresult const r = drv.event_create(&made.legacy_fence, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
     (void)drv.stream_destroy(made.own);
-    throw std::runtime_error{"cuEventCreate failed with error " + std::to_string(static_cast<int>(r))};
+    throw creation_error{"cuEventCreate", r};
   }
   return made;
+}
+
+// Reserves `bytes` in the pool by allocating and freeing them on the shim's
+// own stream. The device may not have them (other processes hold memory):
+// then the pool starts empty, and the message says what to do.
+void prime(int device, cuda_async_memory_resource& pool, CUstream own, std::uint64_t bytes,
+           std::uint64_t device_free, config::settings const& settings) noexcept
+{
+  if (bytes == 0) { return; }
+  void* block = nullptr;
+  auto const stream = reinterpret_cast<cudaStream_t>(own);
+  cudaError_t error = pool.try_allocate_async(&block, bytes, stream);
+  if (error == cudaSuccess) {
+    error = pool.try_deallocate_async(block, stream);
+    if (error == cudaSuccess) { return; }
+  }
+  (void)cudaGetLastError();  // the program's last error stays its own
+  try {
+      log::warn("device {}: cannot reserve the initial pool of {}, from ASYNCSHIM_INITIAL_POOL_SIZE={} ({}; the "
+              "device has {} free): the pool starts empty and grows as the program allocates. Set "
+              "ASYNCSHIM_INITIAL_POOL_SIZE below the free memory, or leave it unset to reserve nothing",
+              device, approximate_bytes(bytes),
+              settings.initial_pool_size ? settings.initial_pool_size->to_string() : std::string{"0"},
+              cuda_error_text(error), approximate_bytes(device_free));
+  } catch (...) {  // no host memory for the message: the pool works all the same
+  }
+}
+
+// Why a pool could not be made, and what the user can do about it.
+std::string creation_failure(std::exception const& e, config::settings const& settings)
+{
+  if (dynamic_cast<logic_error const*>(&e) != nullptr) {
+    bool const exporting = settings.export_handle_type != config::handle_type::none;
+    return fmt::format("{}. {}", e.what(),
+                       exporting ? "Set ASYNCSHIM_EXPORT_HANDLE_TYPE to a handle type the device supports, or to none"
+                                 : "This device or driver has no stream-ordered memory pools");
+  }
+  if (auto const* cuda = dynamic_cast<cuda_error const*>(&e)) {
+    return fmt::format("CUDA returned {}. Set ASYNCSHIM_DISABLE=1 to keep asyncshim out of this process",
+                       cuda_error_text(cuda->error()));
+  }
+  if (auto const* oom = dynamic_cast<asyncshim::bad_alloc const*>(&e)) {
+    return fmt::format("CUDA returned {}: the device has no memory left for the pool itself. Free memory on the "
+                       "device, or run fewer processes on it",
+                       cuda_error_text(oom->error()));
+  }
+  if (dynamic_cast<std::bad_alloc const*>(&e) != nullptr) { return "the host has no memory left"; }
+  return e.what();
+}
+
+// The one message of a device whose pool cannot be made: what was asked for,
+// what went wrong, and what happens now.
+void report_creation_failure(int device, std::uint64_t initial, std::optional<std::uint64_t> threshold,
+                             std::exception const& e, config::settings const& settings) noexcept
+{
+  try {
+    bool const exporting = settings.export_handle_type != config::handle_type::none;
+    log::error("device {}: cannot create the asyncshim pool (initial size: {}; release threshold: {}; export handle "
+               "type: {}): {}. cudaMalloc and cudaFree on device {} go to the native allocator",
+               device, size_and_source(initial, "ASYNCSHIM_INITIAL_POOL_SIZE", settings.initial_pool_size, "none"),
+               size_and_source(threshold.value_or(0), "ASYNCSHIM_RELEASE_THRESHOLD", settings.release_threshold,
+                               "the device's total memory"),
+               exporting ? fmt::format("{}, from ASYNCSHIM_EXPORT_HANDLE_TYPE",
+                                       config::to_string(settings.export_handle_type))
+                         : std::string{"none, the default"},
+               creation_failure(e, settings), device);
+  } catch (...) {  // no host memory for the message: the passthrough still happens
+  }
 }
 
 // The peers the program gave access to this device's memory before its
@@ -119,24 +207,36 @@ void device_pools::retire(int device) noexcept
   log::info("device {}: reset; its asyncshim pool is gone and a new one is made on the next allocation", device);
 }
 
+std::uint64_t device_pools::kept_bytes(int device) const noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  return slots_[static_cast<std::size_t>(device)].kept;
+}
+
 void device_pools::create(int device, slot& s) noexcept
 {
+  std::optional<std::uint64_t> threshold;
+  std::uint64_t initial = 0;
   try {
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
     if (cudaError_t const error = cudaMemGetInfo(&free_bytes, &total_bytes); error != cudaSuccess) {
-      throw std::runtime_error{std::string{"cudaMemGetInfo failed: "} + cudaGetErrorName(error)};
+      (void)cudaGetLastError();
+      throw creation_error{"cudaMemGetInfo", error};
     }
-    auto const initial = resolve(settings_.initial_pool_size, total_bytes);
-    auto const threshold = resolve(settings_.release_threshold, total_bytes);
-    if (initial && threshold && *initial > *threshold) {
+    initial = resolve(settings_.initial_pool_size, total_bytes, free_bytes).value_or(0);
+    threshold = resolve(settings_.release_threshold, total_bytes, free_bytes);
+    if (threshold && initial > *threshold) {
       log::warn("device {}: the initial pool size ({}) is above the release threshold ({}): the pool gives the "
                 "excess back at the next synchronization",
-                device, approximate_bytes(*initial), approximate_bytes(*threshold));
+                device, approximate_bytes(initial), approximate_bytes(*threshold));
     }
+    // The class primes its pool with half of the free memory unless told
+    // otherwise; the shim primes only what the user asked for, itself, so
+    // that an initial size the device cannot give leaves a working pool.
     using handle = cuda_async_memory_resource::allocation_handle_type;
-    auto pool = std::make_unique<cuda_async_memory_resource>(
-      initial, threshold, static_cast<handle>(settings_.export_handle_type));
+    auto pool = std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold,
+                                                             static_cast<handle>(settings_.export_handle_type));
     if (settings_.ordering != config::ordering_mode::stream) {
       // Hand out again only memory whose free has completed on the device
       // (opportunistic reuse stays on): a block never comes back with a
@@ -145,28 +245,34 @@ void device_pools::create(int device, slot& s) noexcept
       set_pool_attribute(pool->pool_handle(), cudaMemPoolReuseAllowInternalDependencies, 0);
     }
     s.streams = make_streams();
+    prime(device, *pool, s.streams.own, initial, free_bytes, settings_);
+    s.kept = threshold ? *threshold : initial;
     s.pool = std::move(pool);
-    // Ready first, grants read after: a grant made meanwhile is applied by
-    // this or by the grant itself (both sequentially consistent).
-    s.current.store(state::ready, std::memory_order_seq_cst);
-    apply_peer_access(device, s.pool->pool_handle());
-    log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
-              "export handle type {}, stream {}, ordering {}",
-              device, approximate_bytes(pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReservedMemCurrent)),
-              approximate_bytes(pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReleaseThreshold)),
-              config::to_string(settings_.export_handle_type), config::to_string(settings_.stream),
-              config::to_string(settings_.ordering));
   } catch (std::exception const& e) {
+    report_creation_failure(device, initial, threshold, e, settings_);
     s.pool.reset();
     s.current.store(state::passthrough, std::memory_order_release);
-    log::error("device {}: cannot create the asyncshim pool: {}; cudaMalloc and cudaFree on device {} go to the "
-               "native allocator",
-               device, e.what(), device);
+    return;
   } catch (...) {
+    s.pool.reset();
     s.current.store(state::passthrough, std::memory_order_release);
-    log::error("device {}: cannot create the asyncshim pool; cudaMalloc and cudaFree on device {} go to the native "
-               "allocator",
-               device, device);
+    return;
+  }
+  // Ready first, grants read after: a grant made meanwhile is applied by
+  // this or by the grant itself (both sequentially consistent).
+  s.current.store(state::ready, std::memory_order_seq_cst);
+  apply_peer_access(device, s.pool->pool_handle());
+  if (log::enabled(log::log_level::info)) {
+    std::uint64_t const reserved = pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReservedMemCurrent);
+    std::uint64_t const released_above = pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReleaseThreshold);
+    try {
+      log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
+                "idle release {}, export handle type {}, stream {}, ordering {}",
+                device, approximate_bytes(reserved), approximate_bytes(released_above),
+                config::duration_text(settings_.idle_release_ms), config::to_string(settings_.export_handle_type),
+                config::to_string(settings_.stream), config::to_string(settings_.ordering));
+    } catch (...) {  // no host memory for the message
+    }
   }
 }
 

@@ -1,11 +1,13 @@
 // One cuda_async_memory_resource per device, created on that device's first
 // allocation with the configured settings, together with what the shim
 // orders its frees with on that device: a stream of its own and an event for
-// the legacy stream. A device whose pool cannot be made (no pool support, an
-// export handle type it lacks, the initial size not available, ...) is said
-// so once and then passes through to the native allocator for the rest of
-// the process. A device reset retires the pool; the next allocation makes a
-// new one.
+// the legacy stream. The pool starts empty unless ASYNCSHIM_INITIAL_POOL_SIZE
+// says otherwise; an initial size the device cannot give is said so once and
+// the pool starts empty. A device whose pool cannot be made at all (no pool
+// support, an export handle type it lacks, no memory for the pool itself) is
+// said so once and then passes through to the native allocator for the rest
+// of the process. A device reset retires the pool; the next allocation makes
+// a new one.
 #pragma once
 
 #include "device_limit.hpp"
@@ -17,6 +19,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,6 +51,10 @@ class device_pools {
   [[nodiscard]] cuda_async_memory_resource* existing(int device) const noexcept;
   // The shim's streams on `device`, which has a pool (get/existing returned one).
   [[nodiscard]] device_streams const& streams(int device) const noexcept;
+  // What the pool of `device` keeps when it gives unused memory back
+  // (pool_release.hpp): the release threshold or the initial size the user
+  // set, resolved for the device, else 0.
+  [[nodiscard]] std::uint64_t kept_bytes(int device) const noexcept;
 
   // The device is being reset: its pool (whose memory the caller has freed)
   // is destroyed and forgotten, with the shim's stream and event there.
@@ -60,6 +67,7 @@ class device_pools {
     std::mutex creation;
     std::unique_ptr<cuda_async_memory_resource> pool;
     device_streams streams;
+    std::uint64_t kept = 0;
     // Pools of earlier lives of the device (before a reset); kept, never
     // used: a thread may still hold a pointer to one.
     std::vector<std::unique_ptr<cuda_async_memory_resource>> retired;

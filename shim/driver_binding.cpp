@@ -38,6 +38,7 @@ driver_functions bind()
   take_function(library, "cuMemPoolDestroy", f.mem_pool_destroy);
   take_function(library, "cuMemPoolSetAttribute", f.mem_pool_set_attribute);
   take_function(library, "cuMemPoolGetAttribute", f.mem_pool_get_attribute);
+  take_function(library, "cuMemPoolTrimTo", f.mem_pool_trim_to);
   take_function(library, "cuMemAllocFromPoolAsync", f.mem_alloc_from_pool_async);
   take_function(library, "cuMemFreeAsync", f.mem_free_async);
   take_function(library, "cuGetErrorName", f.get_error_name);

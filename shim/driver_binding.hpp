@@ -31,6 +31,7 @@ struct driver_functions {
   decltype(&::cuMemPoolDestroy) mem_pool_destroy = nullptr;
   decltype(&::cuMemPoolSetAttribute) mem_pool_set_attribute = nullptr;
   decltype(&::cuMemPoolGetAttribute) mem_pool_get_attribute = nullptr;
+  decltype(&::cuMemPoolTrimTo) mem_pool_trim_to = nullptr;
   decltype(&::cuMemAllocFromPoolAsync) mem_alloc_from_pool_async = nullptr;
   decltype(&::cuMemFreeAsync) mem_free_async = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;

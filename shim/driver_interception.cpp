@@ -3,6 +3,7 @@
 #include "bound_once.hpp"
 #include "driver_binding.hpp"
 #include "fork_state.hpp"
+#include "memory_info.hpp"
 #include "process_settings.hpp"
 
 #include <array>
@@ -149,6 +150,7 @@ replacement_table search() noexcept
                 purpose::following);
   same_for_both("cuMemPoolExportToShareableHandle", address(drv.mem_pool_export_to_shareable_handle),
                 address(&asyncshim_hook_mem_pool_export_to_shareable_handle), purpose::following);
+  same_for_both("cuMemGetInfo", address(drv.mem_get_info), address(&asyncshim_hook_mem_get_info), purpose::following);
   older_versions_too("cuStreamDestroy", address(&asyncshim_hook_stream_destroy));
   older_versions_too("cuCtxDestroy", address(&asyncshim_hook_ctx_destroy));
   older_versions_too("cuDevicePrimaryCtxReset", address(&asyncshim_hook_device_primary_ctx_reset));
@@ -215,7 +217,7 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
     "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture",
     "cuStreamEndCapture_ptsz", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
     "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuIpcGetMemHandle", "cuMemPoolExportToShareableHandle",
-    "cuCtxSynchronize",
+    "cuCtxSynchronize", "cuMemGetInfo_v2",
     // The old names of cuStreamDestroy_v2, cuCtxDestroy_v2 and
     // cuDevicePrimaryCtxReset_v2 (same ABI), which dlsym() callers that spell
     // them out get.

@@ -41,6 +41,14 @@ std::size_t pending_frees::take(int device, entry* out, std::size_t capacity) no
   return taken;
 }
 
+std::size_t pending_frees::queued_bytes(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  return q.bytes;
+}
+
 void pending_frees::drop(int device) noexcept
 {
   if (device < 0 || device >= max_devices) { return; }

@@ -60,6 +60,10 @@ class pending_frees {
   // Forgets everything queued for `device` (its pool and blocks are gone).
   void drop(int device) noexcept;
 
+  // The bytes queued for `device`: pool memory the program has freed that
+  // the pool does not have back yet.
+  [[nodiscard]] std::size_t queued_bytes(int device) noexcept;
+
   // The devices whose queue is not empty, as a bit mask (cheap: one atomic load).
   [[nodiscard]] std::uint64_t queued_devices() const noexcept
   {

@@ -3,6 +3,7 @@
 #include "context_scope.hpp"
 #include "driver_binding.hpp"
 #include "log.hpp"
+#include "pool_release.hpp"
 #include "stream_tracker.hpp"
 
 #include <array>
@@ -27,18 +28,19 @@ cudaError_t fence_or_synchronize(device_streams const& streams, api_level level)
 // The fence comes later than each free of the chunk, so it covers everything
 // submitted before each of them; the pool hands a block out again only once
 // its free has completed on the device.
-void issue_queued(shim_state& s, int device) noexcept
+std::size_t issue_queued(shim_state& s, int device) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(device);
   if (pool == nullptr) {
     // A reset took the pool with its blocks (and their records): nothing to issue.
     s.pending.drop(device);
-    return;
+    return 0;
   }
   device_streams const streams = s.pools.streams(device);
   api_level_scope level{api_level::driver};
   context_scope in_context{streams.context};
-  if (!in_context.current()) { return; }  // they stay queued for the next try
+  if (!in_context.current()) { return 0; }  // they stay queued for the next try
+  std::size_t issued = 0;
   std::vector<pending_frees::entry> failed;  // allocates only when a free fails
   std::array<pending_frees::entry, pending_frees::batch_frees> chunk;
   for (;;) {
@@ -53,7 +55,10 @@ void issue_queued(shim_state& s, int device) noexcept
       if (!claimed) { continue; }
       cudaError_t const r =
         fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
-      if (r == cudaSuccess) { continue; }
+      if (r == cudaSuccess) {
+        issued += claimed->bytes;
+        continue;
+      }
       // Still the shim's block, freed: the record goes back, also when it is not tried again.
       bool const recorded = s.registry.put_back(e.ptr, *claimed);
       constexpr int attempts = 3;
@@ -70,14 +75,18 @@ void issue_queued(shim_state& s, int device) noexcept
     if (count < chunk.size()) { break; }
   }
   for (pending_frees::entry const& e : failed) { (void)s.pending.add(e, false); }  // tried again with the next batch
+  return issued;
 }
 
 namespace {
 
 // Issues the queues of the devices `devices_now()` names (a bit mask, read
-// once the tracker's access is held), if no capture is in progress.
+// once the tracker's access is held), if no capture is in progress. For the
+// program's own frees (`program_thread`), what was issued then counts towards
+// the look at whether the device runs short (pool_release.hpp); the idle
+// release's thread never waits for the device.
 template <class DeviceMask>
-void issue_unless_capturing(shim_state& s, DeviceMask devices_now) noexcept
+void issue_unless_capturing(shim_state& s, DeviceMask devices_now, bool program_thread) noexcept
 {
   stream_tracker& streams = tracker();
   if (streams.captures_in_progress()) { return; }
@@ -85,7 +94,9 @@ void issue_unless_capturing(shim_state& s, DeviceMask devices_now) noexcept
   if (streams.captures_in_progress()) { return; }
   std::uint64_t const devices = devices_now();
   for (int device = 0; device < max_devices; ++device) {
-    if ((devices >> device & 1U) != 0) { issue_queued(s, device); }
+    if ((devices >> device & 1U) == 0) { continue; }
+    std::size_t const issued = issue_queued(s, device);
+    if (program_thread && issued > 0) { note_freed(s, device, issued, s.pools.streams(device).own); }
   }
 }
 
@@ -98,7 +109,7 @@ void issue_urgent_queues(shim_state& s) noexcept
     static std::atomic<unsigned> calls{0};
     if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { tracker().recheck_captures(); }
   }
-  issue_unless_capturing(s, [&] { return s.pending.urgent_devices(); });
+  issue_unless_capturing(s, [&] { return s.pending.urgent_devices(); }, true);
 }
 
 cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
@@ -107,7 +118,7 @@ cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record
   if (!added) { return cudaErrorMemoryAllocation; }
   if (due) {
     std::uint64_t const device_bit = std::uint64_t{1} << record.device;  // add() accepted the device
-    issue_unless_capturing(s, [device_bit] { return device_bit; });
+    issue_unless_capturing(s, [device_bit] { return device_bit; }, true);
   }
   return cudaSuccess;
 }
@@ -125,7 +136,7 @@ void issue_all_queued_frees() noexcept
   if (current_api_level() != api_level::none) { return; }
   shim_state* s = existing_state();
   if (s == nullptr || s->pending.queued_devices() == 0) { return; }
-  issue_unless_capturing(*s, [s] { return s->pending.queued_devices(); });
+  issue_unless_capturing(*s, [s] { return s->pending.queued_devices(); }, false);
 }
 
 }  // namespace asyncshim::shim

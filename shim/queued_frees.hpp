@@ -24,9 +24,10 @@ namespace asyncshim::shim {
 // host instead, as native cudaFree does.
 [[nodiscard]] cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept;
 
-// Hands the frees queued for `device` to the pool. The caller holds the
-// stream tracker's access and has checked that no capture is in progress.
-void issue_queued(shim_state& s, int device) noexcept;
+// Hands the frees queued for `device` to the pool; the bytes handed over.
+// The caller holds the stream tracker's access and has checked that no
+// capture is in progress.
+std::size_t issue_queued(shim_state& s, int device) noexcept;
 
 // Queues a claimed free; issues the device's queue when it is due and no
 // capture is in progress. Fails (cudaErrorMemoryAllocation) only without
@@ -46,8 +47,8 @@ inline void issue_urgent(shim_state& s) noexcept
 // Frees put off while a stream capture was in progress, issued now that
 // none is (called when a capture ends, and by the next allocation or free).
 void issue_urgent_frees() noexcept;
-// After a successful cuCtxSynchronize (cudaDeviceSynchronize): every queued
-// free is handed to the pool.
+// After a successful cuCtxSynchronize (cudaDeviceSynchronize), and from the
+// idle release: every queued free is handed to the pool.
 void issue_all_queued_frees() noexcept;
 
 }  // namespace asyncshim::shim

@@ -11,6 +11,8 @@
 #include "statistics.hpp"
 #include "stats_report.hpp"
 
+#include <atomic>
+
 namespace asyncshim::shim {
 
 struct shim_state {
@@ -23,6 +25,8 @@ struct shim_state {
   // What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   report_sources sources{settings, all_stats, pools};
+  // Set once the idle release's thread has been started (or was not wanted).
+  std::atomic<bool> idle_release_started{false};
 };
 
 // The state, made on the first call, or null when the shim must pass the call

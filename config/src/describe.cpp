@@ -20,11 +20,14 @@ std::string size_or_default(std::optional<size_spec> const& size, std::string_vi
 
 std::string describe(settings const& values) {
   return fmt::format(
-      "initial_pool_size={} release_threshold={} export_handle_type={} stream={} mode={} intercept={} ordering={} log_level={} "
+      "initial_pool_size={} release_threshold={} idle_release={} export_handle_type={} stream={} mode={} intercept={} "
+      "ordering={} log_level={} "
       "log_file={} "
       "stats_file={} show_stats={} disabled={}",
-      size_or_default(values.initial_pool_size, "half of free memory (default)"),
-      size_or_default(values.release_threshold, "total device memory (default)"), to_string(values.export_handle_type),
+      size_or_default(values.initial_pool_size, "0 (default)"),
+      size_or_default(values.release_threshold, "total device memory (default)"),
+      duration_text(values.idle_release_ms) + (values.idle_release_ms == default_idle_release_ms ? " (default)" : ""),
+      to_string(values.export_handle_type),
       to_string(values.stream), to_string(values.mode), to_string(values.intercept), to_string(values.ordering),
       to_string(values.level),
       values.log_file.empty() ? std::string("stderr") : detail::escaped(values.log_file),

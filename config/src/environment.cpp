@@ -24,6 +24,7 @@ constexpr std::string_view prefix = "ASYNCSHIM_";
 enum variable : std::size_t {
   var_initial_pool_size,
   var_release_threshold,
+  var_idle_release,
   var_export_handle_type,
   var_stream,
   var_mode,
@@ -62,7 +63,7 @@ std::optional<std::size_t> known_index(std::string_view name) {
 
 std::vector<std::string> const& known_variables() {
   static std::vector<std::string> const names{
-      "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
+      "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_IDLE_RELEASE", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
       "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_INTERCEPT",
       "ASYNCSHIM_ORDERING",          "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
       "ASYNCSHIM_SHOW_STATS",        "ASYNCSHIM_DISABLE",
@@ -99,19 +100,32 @@ parse_result parse_environment(char const* const* envp) {
   auto report = [&](log_level level, std::string text) {
     result.diagnostics.push_back(diagnostic{level, std::move(text)});
   };
-  auto size_variable = [&](variable index, std::optional<size_spec>& field) {
+  auto size_variable = [&](variable index, std::optional<size_spec>& field, bool half_free_allowed) {
     if (!found[index]) return;
     auto const parsed = detail::parse_size_detailed(*found[index]);
-    if (parsed.value) {
-      field = parsed.value;
-    } else {
-      report(log_level::error, detail::invalid_size_message(known[index], *found[index], parsed));
+    if (!parsed.value) {
+      report(log_level::error, detail::invalid_size_message(known[index], *found[index], parsed, half_free_allowed));
       ++invalid;
+    } else if (parsed.value->unit == size_spec::kind::half_of_free && !half_free_allowed) {
+      report(log_level::error, detail::half_free_not_allowed_message(known[index], *found[index],
+                                                                     known[var_initial_pool_size]));
+      ++invalid;
+    } else {
+      field = parsed.value;
     }
   };
 
-  size_variable(var_initial_pool_size, values.initial_pool_size);
-  size_variable(var_release_threshold, values.release_threshold);
+  size_variable(var_initial_pool_size, values.initial_pool_size, true);
+  size_variable(var_release_threshold, values.release_threshold, false);
+
+  if (auto const& text = found[var_idle_release]) {
+    if (auto const parsed = parse_duration_ms(*text)) {
+      values.idle_release_ms = *parsed;
+    } else {
+      report(log_level::error, detail::invalid_duration_message(known[var_idle_release], *text));
+      ++invalid;
+    }
+  }
 
   // Enumerated settings that change behaviour: an invalid value disables.
   auto choice_variable = [&](variable index, auto parse, auto message, auto& field) {

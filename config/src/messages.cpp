@@ -32,7 +32,11 @@ std::string invalid_choice_message(std::string_view name, std::string_view value
 
 }  // namespace
 
-std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why) {
+std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why,
+                                 bool half_free_allowed) {
+  std::string const forms =
+      half_free_allowed ? fmt::format("{}, or half-free (half of the device's free memory)", size_forms)
+                        : std::string(size_forms);
   switch (why.error) {
     case size_error::ambiguous_unit:
       return fmt::format("{}={} is ambiguous: write {}{}iB ({} x {} bytes) or give the number of bytes", name,
@@ -42,16 +46,29 @@ std::string invalid_size_message(std::string_view name, std::string_view value, 
                          "and 100%",
                          name, quoted(value));
     case size_error::overflow:
-      return fmt::format("{}={} is not a valid size (more than 2^64-1 bytes): {}", name, quoted(value), size_forms);
+      return fmt::format("{}={} is not a valid size (more than 2^64-1 bytes): {}", name, quoted(value), forms);
     case size_error::fractional_bytes:
       return fmt::format("{}={} is not a valid size (bytes are whole: a fraction needs a unit such as KiB, MiB or "
                          "GiB): {}",
-                         name, quoted(value), size_forms);
+                         name, quoted(value), forms);
     case size_error::none:
     case size_error::syntax:
       break;
   }
-  return fmt::format("{}={} is not a valid size: {}", name, quoted(value), size_forms);
+  return fmt::format("{}={} is not a valid size: {}", name, quoted(value), forms);
+}
+
+std::string half_free_not_allowed_message(std::string_view name, std::string_view value,
+                                         std::string_view initial_pool_size_name) {
+  return fmt::format("{}={} is not a valid size: half-free (half of the device's free memory) is accepted only by "
+                     "{}; {}",
+                     name, quoted(value), initial_pool_size_name, size_forms);
+}
+
+std::string invalid_duration_message(std::string_view name, std::string_view value) {
+  return fmt::format("{}={} is not a valid duration: expected a number with the unit ms or s (e.g. 500ms, 2s, "
+                     "1.5s), or off (or 0) for never",
+                     name, quoted(value));
 }
 
 std::string invalid_handle_type_message(std::string_view name, std::string_view value) {

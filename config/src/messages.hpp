@@ -12,7 +12,13 @@
 
 namespace asyncshim::config::detail {
 
-[[nodiscard]] std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why);
+// half_free_allowed: the variable also takes half-free (the initial pool size).
+[[nodiscard]] std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why,
+                                               bool half_free_allowed);
+// "half-free" given to a size other than the initial pool size.
+[[nodiscard]] std::string half_free_not_allowed_message(std::string_view name, std::string_view value,
+                                                        std::string_view initial_pool_size_name);
+[[nodiscard]] std::string invalid_duration_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_handle_type_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_stream_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string invalid_mode_message(std::string_view name, std::string_view value);

@@ -1,6 +1,6 @@
 // The size grammar:
 //
-//   size    := ws* number ( [ \t]* unit )? ws*
+//   size    := ws* ( number ( [ \t]* unit )? | "half-free" | "half_free" ) ws*
 //   number  := digit+ ( "." digit+ )?
 //   unit    := "%" | "B" | "K" | "KiB" | "M" | "MiB" | "G" | "GiB" | "T" | "TiB"
 //              (letters case-insensitive; all multiples are powers of 1024)
@@ -101,6 +101,11 @@ size_parse failure(size_error why) {
 
 size_parse parse_size_detailed(std::string_view text) {
   text = trim(text);
+  if (iequals(text, "half-free") || iequals(text, "half_free")) {
+    size_parse result;
+    result.value = size_spec{size_spec::kind::half_of_free, 0, 0.0};
+    return result;
+  }
 
   // The number.
   std::size_t pos = 0;

@@ -26,8 +26,9 @@ __extension__ using uint128 = unsigned __int128;  // GCC and Clang; quiet under 
 
 }  // namespace
 
-std::uint64_t size_spec::resolve(std::uint64_t total_bytes) const {
+std::uint64_t size_spec::resolve(std::uint64_t total_bytes, std::uint64_t free_bytes) const {
   if (unit == kind::bytes) return bytes;
+  if (unit == kind::half_of_free) return free_bytes / 2;
   // Out-of-range values can only come from code, not from parse_size: clamp.
   if (!(percent > 0.0)) return 0;  // also NaN
   if (percent >= 100.0) return total_bytes;
@@ -37,6 +38,7 @@ std::uint64_t size_spec::resolve(std::uint64_t total_bytes) const {
 }
 
 std::string size_spec::to_string() const {
+  if (unit == kind::half_of_free) return "half-free";
   if (unit == kind::percent_of_total) {
     // The shortest fixed-point text that reads back as the same double:
     // "25", "12.5", "0.001" (never an exponent, which parse_size refuses).

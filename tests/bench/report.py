@@ -341,6 +341,28 @@ def load_section(records):
             table(["program", "without the shim", "with the shim", "cost", "runs per arm"], rows)]
 
 
+def growth_section(records, before):
+    growth = [r for r in records + before if r.get("bench") == "growth"]
+    if not growth:
+        return ["No growth measurements."]
+    rows = []
+    for r in growth:
+        rows.append([r.get("label") or config_name(r["allocator"], r["path"]),
+                     f"{size_text(r['size'])} × {r['blocks']}",
+                     f"**{r['first_us'] / 1e3:.2f} ms**", size_text(r["reserved_after_first"]),
+                     f"{r['grow_median_us']:.1f} µs", f"{r['grow_us_per_gib'] / 1e3:.2f} ms",
+                     f"{r['reuse_median_us']:.1f} µs", f"{r['trim_us'] / 1e3:.1f} ms",
+                     f"{r['regrow_us_per_gib'] / 1e3:.2f} ms"])
+    return ["One process each. *First*: the process's first allocation of the size (the shim makes its pool then; "
+            "the context exists already). *Growing*: blocks of that size until the total is live, each allocation "
+            "followed by a synchronization, so a pool that must grow pays for it there. *Steady state*: the same "
+            "blocks again once the pool holds them. *Trim*: `cuMemPoolTrimTo(pool, 0)` after all are freed, as the "
+            "shim's idle release does; *growing again*: what the next burst then pays. Native `cudaMalloc` has no "
+            "pool: every phase is its own allocation.", "",
+            table(["configuration", "blocks", "first", "reserved after first", "growing, each", "growing, per GiB",
+                   "steady state, each", "trim", "growing again, per GiB"], rows)]
+
+
 TORCH_CONFIGS = (("caching", "caching allocator"), ("cudaMallocAsync", "backend:cudaMallocAsync"),
                  ("uncached", "uncached, native"), ("uncached+shim:device", "uncached + shim (device)"),
                  ("uncached+shim:stream", "uncached + shim (stream)"))
@@ -442,7 +464,8 @@ def page(meta, runs, records, targets, before):
              "Machines are noisy: compare only figures from one run (this page is one run).", ""]
     lines += [table(["", ""], [[k, v] for k, v in meta]), ""]
     lines += ["Every run under the shim has `LD_PRELOAD=<build>/shim/libasyncshim.so` and "
-              "`ASYNCSHIM_INITIAL_POOL_SIZE=1GiB` (plus `ASYNCSHIM_ORDERING` where named; the default is `device`); "
+              "`ASYNCSHIM_INITIAL_POOL_SIZE=1GiB` (plus `ASYNCSHIM_ORDERING` where named; the default is `device`), "
+              "except the growth runs, which have the settings their label names; "
               "the raw pool of `alloc_bench` is primed with 1 GiB too and its release threshold is the maximum. "
               "Runs without the shim have no `LD_PRELOAD` and no `ASYNCSHIM_*` variable.", ""]
 
@@ -457,6 +480,7 @@ def page(meta, runs, records, targets, before):
     lines += pairs_section(records)
     lines += ["", "## Churn: a live set with kernels", ""] + churn_section(records)
     lines += ["", "## Threads", ""] + threads_section(records)
+    lines += ["", "## First allocation and growth", ""] + growth_section(records, before)
     lines += ["", "## Load-time cost for a program without CUDA", ""] + load_section(records)
     lines += ["", "## PyTorch training loops", ""] + torch_section(records)
     lines += [""] + before_after_section(before, records, get.get("baseline", "an earlier build"))

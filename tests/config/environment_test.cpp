@@ -19,6 +19,8 @@ constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
 constexpr char const* size_forms =
     "expected a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; e.g. "
     "4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%)";
+// What ASYNCSHIM_INITIAL_POOL_SIZE accepts besides the forms of every size.
+constexpr char const* half_free_form = ", or half-free (half of the device's free memory)";
 constexpr char const* disabled_one =
     "asyncshim is disabled for this process because of the invalid setting above: cudaMalloc and cudaFree go to "
     "the native allocator unchanged";
@@ -26,7 +28,8 @@ constexpr char const* disabled_many =
     "asyncshim is disabled for this process because of the invalid settings above: cudaMalloc and cudaFree go to "
     "the native allocator unchanged";
 constexpr char const* known_list =
-    "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_EXPORT_HANDLE_TYPE, ASYNCSHIM_STREAM, "
+    "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_IDLE_RELEASE, ASYNCSHIM_EXPORT_HANDLE_TYPE, "
+    "ASYNCSHIM_STREAM, "
     "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE, "
     "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_DISABLE";
 
@@ -46,13 +49,14 @@ void expect_defaults_except_disabled(cfg::settings const& s) {
   EXPECT_EQ(s.export_handle_type, cfg::handle_type::none);
   EXPECT_EQ(s.stream, cfg::stream_choice::legacy);
   EXPECT_EQ(s.level, log_level::warn);
+  EXPECT_EQ(s.idle_release_ms, 1000u);
   EXPECT_EQ(s.log_file, "");
 }
 
 TEST(KnownVariables, FixedOrder) {
   std::vector<std::string> const expected{
-      "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_EXPORT_HANDLE_TYPE",
-      "ASYNCSHIM_STREAM",            "ASYNCSHIM_MODE",              "ASYNCSHIM_INTERCEPT",
+      "ASYNCSHIM_INITIAL_POOL_SIZE", "ASYNCSHIM_RELEASE_THRESHOLD", "ASYNCSHIM_IDLE_RELEASE",
+      "ASYNCSHIM_EXPORT_HANDLE_TYPE", "ASYNCSHIM_STREAM",           "ASYNCSHIM_MODE",              "ASYNCSHIM_INTERCEPT",
       "ASYNCSHIM_ORDERING",          "ASYNCSHIM_LOG_LEVEL",         "ASYNCSHIM_LOG_FILE",          "ASYNCSHIM_STATS_FILE",
       "ASYNCSHIM_SHOW_STATS",        "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
@@ -129,7 +133,61 @@ TEST(ParseEnvironment, WhiteSpaceOnlySizeIsInvalidNotUnset) {
   EXPECT_TRUE(result.values.disabled);
   ASSERT_EQ(result.diagnostics.size(), 2u);
   EXPECT_EQ(result.diagnostics[0].text, std::string("ASYNCSHIM_INITIAL_POOL_SIZE='  ' is not a valid size: ") +
-                                            size_forms);
+                                            size_forms + half_free_form);
+}
+
+TEST(ParseEnvironment, HalfFreeIsAnInitialPoolSize) {
+  for (char const* value : {"half-free", "HALF-FREE", " half_free "}) {
+    auto const result = parse({std::string("ASYNCSHIM_INITIAL_POOL_SIZE=") + value});
+    EXPECT_FALSE(result.values.disabled) << value;
+    EXPECT_TRUE(result.diagnostics.empty()) << value;
+    ASSERT_TRUE(result.values.initial_pool_size) << value;
+    EXPECT_EQ(result.values.initial_pool_size->unit, cfg::size_spec::kind::half_of_free) << value;
+    EXPECT_EQ(result.values.initial_pool_size->resolve(100 * GiB, 40 * GiB), 20 * GiB) << value;
+  }
+}
+
+TEST(ParseEnvironment, HalfFreeIsNoReleaseThreshold) {
+  auto const result = parse({"ASYNCSHIM_RELEASE_THRESHOLD=half-free"});
+  EXPECT_TRUE(result.values.disabled);
+  EXPECT_FALSE(result.values.release_threshold);
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_EQ(result.diagnostics[0].level, log_level::error);
+  EXPECT_EQ(result.diagnostics[0].text,
+            std::string("ASYNCSHIM_RELEASE_THRESHOLD='half-free' is not a valid size: half-free (half of the device's "
+                        "free memory) is accepted only by ASYNCSHIM_INITIAL_POOL_SIZE; ") +
+                size_forms);
+}
+
+TEST(ParseEnvironment, IdleReleaseDurations) {
+  struct case_t {
+    char const* text;
+    std::uint64_t ms;
+  };
+  for (auto const& c : {case_t{"1s", 1000}, case_t{"250ms", 250}, case_t{"1.5s", 1500}, case_t{" 2 S ", 2000},
+                        case_t{"0.0015s", 1}, case_t{"10.9ms", 10}, case_t{"off", 0}, case_t{"OFF", 0},
+                        case_t{"0", 0}, case_t{"0s", 0}, case_t{"86400s", 86400000}}) {
+    auto const result = parse({std::string("ASYNCSHIM_IDLE_RELEASE=") + c.text});
+    EXPECT_FALSE(result.values.disabled) << c.text;
+    EXPECT_TRUE(result.diagnostics.empty()) << c.text;
+    EXPECT_EQ(result.values.idle_release_ms, c.ms) << c.text;
+  }
+  EXPECT_EQ(parse({}).values.idle_release_ms, 1000u);
+}
+
+TEST(ParseEnvironment, BadIdleReleaseIsOneErrorAndDisables) {
+  for (char const* value : {"1", "soon", "-1s", "1m", "1.s", ".5s", "1 h", "99999999999999999999s", "1e3ms"}) {
+    auto const result = parse({std::string("ASYNCSHIM_IDLE_RELEASE=") + value});
+    EXPECT_TRUE(result.values.disabled) << value;
+    ASSERT_EQ(result.diagnostics.size(), 2u) << value;
+    EXPECT_EQ(result.diagnostics[0].level, log_level::error) << value;
+    EXPECT_EQ(result.diagnostics[0].text,
+              std::string("ASYNCSHIM_IDLE_RELEASE='") + value +
+                  "' is not a valid duration: expected a number with the unit ms or s (e.g. 500ms, 2s, 1.5s), or off "
+                  "(or 0) for never")
+        << value;
+    EXPECT_EQ(result.diagnostics[1].text, disabled_one) << value;
+  }
 }
 
 TEST(ParseEnvironment, FirstOccurrenceWins) {

@@ -115,48 +115,48 @@ INSTANTIATE_TEST_SUITE_P(
                       "99999999999999999999999%"));
 
 TEST(SizeResolve, BytesIgnoreTheTotal) {
-  EXPECT_EQ(bytes(4 * GiB).resolve(143771 * MiB), 4 * GiB);
-  EXPECT_EQ(bytes(4 * GiB).resolve(0), 4 * GiB);
-  EXPECT_EQ(bytes(0).resolve(143771 * MiB), 0u);
+  EXPECT_EQ(bytes(4 * GiB).resolve(143771 * MiB, 0), 4 * GiB);
+  EXPECT_EQ(bytes(4 * GiB).resolve(0, 0), 4 * GiB);
+  EXPECT_EQ(bytes(0).resolve(143771 * MiB, 0), 0u);
 }
 
 TEST(SizeResolve, PercentOfAnH200) {
   std::uint64_t const total = 143771 * MiB;  // 150754820096 bytes
   ASSERT_EQ(total, 150754820096u);
-  EXPECT_EQ(parse_size("25%")->resolve(total), 37688705024u);
-  EXPECT_EQ(parse_size("50%")->resolve(total), 75377410048u);
-  EXPECT_EQ(parse_size("12.5%")->resolve(total), 18844352512u);
-  EXPECT_EQ(parse_size("100%")->resolve(total), total);
-  EXPECT_EQ(parse_size("0%")->resolve(total), 0u);
+  EXPECT_EQ(parse_size("25%")->resolve(total, 0), 37688705024u);
+  EXPECT_EQ(parse_size("50%")->resolve(total, 0), 75377410048u);
+  EXPECT_EQ(parse_size("12.5%")->resolve(total, 0), 18844352512u);
+  EXPECT_EQ(parse_size("100%")->resolve(total, 0), total);
+  EXPECT_EQ(parse_size("0%")->resolve(total, 0), 0u);
   // 150754820096 * 0.333 = 50201355091.968: rounds down.
-  EXPECT_EQ(parse_size("33.3%")->resolve(total), 50201355091u);
+  EXPECT_EQ(parse_size("33.3%")->resolve(total, 0), 50201355091u);
   // 150754820096 * 0.0001 = 15075482.0096
-  EXPECT_EQ(parse_size("0.01%")->resolve(total), 15075482u);
+  EXPECT_EQ(parse_size("0.01%")->resolve(total, 0), 15075482u);
   // 150754820096 * 0.999 = 150604065275.904
-  EXPECT_EQ(parse_size("99.9%")->resolve(total), 150604065275u);
+  EXPECT_EQ(parse_size("99.9%")->resolve(total, 0), 150604065275u);
 }
 
 TEST(SizeResolve, PercentRoundsDown) {
-  EXPECT_EQ(parse_size("1%")->resolve(199), 1u);     // 1.99
-  EXPECT_EQ(parse_size("50%")->resolve(3), 1u);      // 1.5
-  EXPECT_EQ(parse_size("33.3%")->resolve(1000), 333u);  // exactly 333, not 332
-  EXPECT_EQ(parse_size("10%")->resolve(1000), 100u);    // exactly 100, not 99
-  EXPECT_EQ(parse_size("99.99%")->resolve(1), 0u);
-  EXPECT_EQ(parse_size("100%")->resolve(1), 1u);
+  EXPECT_EQ(parse_size("1%")->resolve(199, 0), 1u);     // 1.99
+  EXPECT_EQ(parse_size("50%")->resolve(3, 0), 1u);      // 1.5
+  EXPECT_EQ(parse_size("33.3%")->resolve(1000, 0), 333u);  // exactly 333, not 332
+  EXPECT_EQ(parse_size("10%")->resolve(1000, 0), 100u);    // exactly 100, not 99
+  EXPECT_EQ(parse_size("99.99%")->resolve(1, 0), 0u);
+  EXPECT_EQ(parse_size("100%")->resolve(1, 0), 1u);
 }
 
 TEST(SizeResolve, PercentOfHugeTotalsKeepsPrecision) {
   std::uint64_t const max = std::numeric_limits<std::uint64_t>::max();
-  EXPECT_EQ(parse_size("100%")->resolve(max), max);
-  EXPECT_EQ(parse_size("50%")->resolve(max), max / 2);  // 9223372036854775807.5
-  EXPECT_EQ(parse_size("25%")->resolve(std::uint64_t{1} << 62), std::uint64_t{1} << 60);
-  EXPECT_EQ(parse_size("12.5%")->resolve((std::uint64_t{1} << 63) + 8), (std::uint64_t{1} << 60) + 1);
+  EXPECT_EQ(parse_size("100%")->resolve(max, 0), max);
+  EXPECT_EQ(parse_size("50%")->resolve(max, 0), max / 2);  // 9223372036854775807.5
+  EXPECT_EQ(parse_size("25%")->resolve(std::uint64_t{1} << 62, 0), std::uint64_t{1} << 60);
+  EXPECT_EQ(parse_size("12.5%")->resolve((std::uint64_t{1} << 63) + 8, 0), (std::uint64_t{1} << 60) + 1);
 }
 
 TEST(SizeResolve, OutOfRangePercentsSetInCodeAreClamped) {
-  EXPECT_EQ(percent(-5).resolve(1000), 0u);
-  EXPECT_EQ(percent(250).resolve(1000), 1000u);
-  EXPECT_EQ(percent(std::numeric_limits<double>::quiet_NaN()).resolve(1000), 0u);
+  EXPECT_EQ(percent(-5).resolve(1000, 0), 0u);
+  EXPECT_EQ(percent(250).resolve(1000, 0), 1000u);
+  EXPECT_EQ(percent(std::numeric_limits<double>::quiet_NaN()).resolve(1000, 0), 0u);
 }
 
 TEST(SizeToString, BytesUseTheLargestExactBinaryUnit) {

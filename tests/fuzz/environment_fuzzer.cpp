@@ -56,12 +56,15 @@ void check_size(std::optional<cfg::size_spec> const& size) {
   auto const again = cfg::parse_size(text);
   if (!again || !(*again == *size)) fail("size_spec::to_string does not parse back to the same size", text);
   for (std::uint64_t const total : totals) {
-    std::uint64_t const resolved = size->resolve(total);
+    std::uint64_t const resolved = size->resolve(total, total);  // all of it free
     if (size->unit == cfg::size_spec::kind::percent_of_total && resolved > total) {
       fail("a percentage resolved to more than the total", text);
     }
     if (size->unit == cfg::size_spec::kind::bytes && resolved != size->bytes) {
       fail("a byte size resolved to something else", text);
+    }
+    if (size->unit == cfg::size_spec::kind::half_of_free && resolved != total / 2) {
+      fail("half-free resolved to something other than half of the free memory", text);
     }
   }
 }

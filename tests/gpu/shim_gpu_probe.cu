@@ -143,8 +143,10 @@ void kernels()
 }
 
 // The pool behind cudaMalloc has the attributes the environment asked for:
-// EXPECT_THRESHOLD and EXPECT_RESERVED_MIN in bytes, or the seed's defaults
-// (threshold = total memory, reserved >= ~half of free) when they are unset.
+// EXPECT_THRESHOLD and EXPECT_RESERVED_MIN in bytes, EXPECT_HALF_FREE=1 for
+// ASYNCSHIM_INITIAL_POOL_SIZE=half-free (reserved ~ half of the free memory),
+// or the shim's defaults (threshold = total memory, nothing reserved beyond
+// the pool's first step for the 1-byte allocation) when they are unset.
 void pool_attributes()
 {
   std::size_t free = 0;
@@ -169,9 +171,11 @@ void pool_attributes()
   if (want_reserved != 0) {
     CHECK(reserved >= want_reserved);
     CHECK(reserved < want_reserved + 64 * MiB);
-  } else {
+  } else if (env_bytes("EXPECT_HALF_FREE") != 0) {
     CHECK(reserved >= free / 2 - 64 * MiB);  // the pool rounds to its granularity
     CHECK(reserved <= free / 2 + 64 * MiB);
+  } else {
+    CHECK(reserved <= 64 * MiB);
   }
   // The pool is exportable exactly when ASYNCSHIM_EXPORT_HANDLE_TYPE asked for it.
   char const* handle = std::getenv("ASYNCSHIM_EXPORT_HANDLE_TYPE");
@@ -250,8 +254,8 @@ void threads()
 
 // Every device gets its own pool, created with that device's own resolved
 // sizes: EXPECT_RESERVED_PERCENT and EXPECT_THRESHOLD_PERCENT (of each device's
-// total memory), or the seed's defaults (reserved ~ half of the device's free
-// memory at creation, threshold = its total). Each pool's memory then works
+// total memory), or the shim's defaults (nothing reserved beyond what the
+// first allocation needed, threshold = its total). Each pool's memory then works
 // with a kernel on its device.
 int every_device()
 {
@@ -281,7 +285,7 @@ int every_device()
     std::uint64_t const want_threshold =
       threshold_percent != nullptr ? static_cast<std::uint64_t>(total * std::atof(threshold_percent) / 100.0) : total;
     std::uint64_t const want_reserved =
-      reserved_percent != nullptr ? static_cast<std::uint64_t>(total * std::atof(reserved_percent) / 100.0) : free / 2;
+      reserved_percent != nullptr ? static_cast<std::uint64_t>(total * std::atof(reserved_percent) / 100.0) : 0;
     std::printf("device %d: free %zu total %zu threshold %llu (want %llu) reserved %llu (want %llu)\n", device, free,
                 total, static_cast<unsigned long long>(threshold), static_cast<unsigned long long>(want_threshold),
                 static_cast<unsigned long long>(reserved), static_cast<unsigned long long>(want_reserved));

@@ -24,7 +24,8 @@ SHOW = ["sh", "-c", 'echo "LD_PRELOAD=$LD_PRELOAD"; env | grep "^ASYNCSHIM_" | s
 
 class Environment(unittest.TestCase):
     def test_options_become_variables_and_the_shim_is_preloaded(self):
-        out = launch("--initial-pool-size", "4GiB", "--release-threshold=25%", "--export-handle-type", "posix_fd",
+        out = launch("--initial-pool-size", "half-free", "--release-threshold=25%", "--idle-release", "500ms",
+                     "--export-handle-type", "posix_fd",
                      "--stream", "per-thread", "--mode", "observe", "--intercept=driver", "--ordering", "sync",
                      "--stats=/tmp/s-%p.json",
                      "--verbose", "--", *SHOW)
@@ -33,7 +34,8 @@ class Environment(unittest.TestCase):
         shim = os.path.realpath(os.path.join(BUILD, "shim", "libasyncshim.so"))
         self.assertEqual(lines[0], f"LD_PRELOAD={shim}")
         self.assertEqual(lines[1:], sorted([
-            "ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd", "ASYNCSHIM_INITIAL_POOL_SIZE=4GiB", "ASYNCSHIM_INTERCEPT=driver",
+            "ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd", "ASYNCSHIM_IDLE_RELEASE=500ms", "ASYNCSHIM_INITIAL_POOL_SIZE=half-free",
+            "ASYNCSHIM_INTERCEPT=driver",
             "ASYNCSHIM_LOG_LEVEL=info",
             "ASYNCSHIM_MODE=observe", "ASYNCSHIM_ORDERING=sync", "ASYNCSHIM_RELEASE_THRESHOLD=25%", "ASYNCSHIM_STATS_FILE=/tmp/s-%p.json",
             "ASYNCSHIM_STREAM=per-thread"]))
@@ -80,7 +82,10 @@ class Checks(unittest.TestCase):
                            (["--stream", "fast"], "--stream='fast' is not a valid stream"),
                            (["--mode", "watch"], "--mode='watch' is not a valid mode"),
                            (["--intercept", "both"], "--intercept='both' is not a valid interception level"),
-                           (["--ordering", "fast"], "--ordering='fast' is not a valid ordering")]:
+                           (["--ordering", "fast"], "--ordering='fast' is not a valid ordering"),
+                           (["--idle-release", "soon"], "--idle-release='soon' is not a valid duration"),
+                           (["--release-threshold", "half-free"], "half-free (half of the device's free memory) is "
+                            "accepted only by ASYNCSHIM_INITIAL_POOL_SIZE")]:
             out = launch(*args, "true")
             self.assertEqual(out.returncode, 2, args)
             self.assertIn(text, out.stderr)

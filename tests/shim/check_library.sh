@@ -13,7 +13,7 @@ failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 
 exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | tr '\n' ' ')
-expected="cuCtxDestroy_v2 cuCtxDisablePeerAccess cuCtxEnablePeerAccess cuCtxSynchronize cuDevicePrimaryCtxReset_v2 cuGetProcAddress cuGetProcAddress_v2 cuIpcGetMemHandle cuMemAlloc_v2 cuMemFree_v2 cuMemPoolExportToShareableHandle cuStreamBeginCaptureToGraph cuStreamBeginCaptureToGraph_ptsz cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy_v2 cuStreamEndCapture cuStreamEndCapture_ptsz cudaFree cudaMalloc dlsym "
+expected="cuCtxDestroy_v2 cuCtxDisablePeerAccess cuCtxEnablePeerAccess cuCtxSynchronize cuDevicePrimaryCtxReset_v2 cuGetProcAddress cuGetProcAddress_v2 cuIpcGetMemHandle cuMemAlloc_v2 cuMemFree_v2 cuMemGetInfo_v2 cuMemPoolExportToShareableHandle cuStreamBeginCaptureToGraph cuStreamBeginCaptureToGraph_ptsz cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy_v2 cuStreamEndCapture cuStreamEndCapture_ptsz cudaFree cudaMalloc dlsym "
 if [[ "$exported" != "$expected" ]]; then fail "exported symbols are '$exported', expected '$expected'"; fi
 
 needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]' | tr '\n' ' ')

@@ -13,17 +13,19 @@
 
 namespace asyncshim::config {
 
-// A size as the user wrote it: a number of bytes, or a percentage of the
-// device's total memory (resolved per device, when the pool is created).
+// A size as the user wrote it: a number of bytes, a percentage of the
+// device's total memory, or half of the memory free on the device (RMM's
+// default initial pool size), resolved per device when the pool is created.
 struct size_spec {
-  enum class kind { bytes, percent_of_total };
+  enum class kind { bytes, percent_of_total, half_of_free };
   kind unit = kind::bytes;
   std::uint64_t bytes = 0;   // when unit == bytes
   double percent = 0.0;      // when unit == percent_of_total, 0..100
 
-  // Bytes for a device with `total_bytes` of memory (percentages round down).
-  [[nodiscard]] std::uint64_t resolve(std::uint64_t total_bytes) const;
-  // The value as a user would write it back, e.g. "4GiB", "25%", "1000B".
+  // Bytes for a device with `total_bytes` of memory of which `free_bytes` are
+  // free (percentages and halves round down).
+  [[nodiscard]] std::uint64_t resolve(std::uint64_t total_bytes, std::uint64_t free_bytes) const;
+  // The value as a user would write it back, e.g. "4GiB", "25%", "1000B", "half-free".
   [[nodiscard]] std::string to_string() const;
   friend bool operator==(size_spec const&, size_spec const&) = default;
 };
@@ -60,12 +62,20 @@ enum class ordering_mode { device, stream, sync };
 
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
+inline constexpr std::uint64_t default_idle_release_ms = 1000;
+
 struct settings {
   // True when ASYNCSHIM_DISABLE is set, or when any variable that changes
   // behaviour has an invalid value: everything then goes to the native allocator.
   bool disabled = false;
-  std::optional<size_spec> initial_pool_size;   // absent: half of the free memory
-  std::optional<size_spec> release_threshold;   // absent: the device's total memory
+  // Absent: the shim's defaults, which are not the resource class's (README,
+  // "Sharing a GPU"): no initial reservation, and the device's total memory
+  // as the release threshold.
+  std::optional<size_spec> initial_pool_size;
+  std::optional<size_spec> release_threshold;
+  // After this many milliseconds in which the process allocates and frees
+  // nothing, its pools give their unused memory back to the device; 0: never.
+  std::uint64_t idle_release_ms = default_idle_release_ms;
   handle_type export_handle_type = handle_type::none;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
@@ -107,6 +117,11 @@ struct parse_result {
 [[nodiscard]] std::optional<ordering_mode> parse_ordering(std::string_view text);
 [[nodiscard]] std::optional<log_level> parse_log_level(std::string_view text);
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
+// A duration: "off" or "0" (0: never), or a number with the unit ms or s
+// ("500ms", "2s", "1.5s"); milliseconds, rounded down.
+[[nodiscard]] std::optional<std::uint64_t> parse_duration_ms(std::string_view text);
+// "1s", "250ms", "off".
+[[nodiscard]] std::string duration_text(std::uint64_t milliseconds);
 
 [[nodiscard]] char const* to_string(handle_type);
 [[nodiscard]] char const* to_string(stream_choice);

@@ -1,0 +1,76 @@
+// parse_duration_ms and duration_text: the grammar of durations,
+//
+//   duration := ws* ( "off" | number [ \t]* unit | "0" ) ws*
+//   number   := digit+ ( "." digit+ )?
+//   unit     := "ms" | "s"   (case-insensitive)
+//
+// in whole milliseconds, rounded down; any form of zero means "never".
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "asyncshim/config/settings.hpp"
+#include "text.hpp"
+
+namespace asyncshim::config {
+namespace {
+
+constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
+
+// digits * multiple + floor(0.fraction * multiple), or nothing on overflow.
+std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fraction, std::uint64_t multiple) {
+  std::uint64_t value = 0;
+  for (char c : digits) {
+    auto const d = static_cast<std::uint64_t>(c - '0');
+    if (value > (max_u64 - d) / 10) return std::nullopt;
+    value = value * 10 + d;
+  }
+  if (value > max_u64 / multiple) return std::nullopt;
+  value *= multiple;
+  // Only the first digits of the fraction can matter for a multiple of at most 1000.
+  std::uint64_t part = 0;
+  std::uint64_t scale = 1;
+  for (std::size_t i = 0; i < fraction.size() && i < 3; ++i) {
+    part = part * 10 + static_cast<std::uint64_t>(fraction[i] - '0');
+    scale *= 10;
+  }
+  std::uint64_t const extra = part * multiple / scale;
+  if (extra > max_u64 - value) return std::nullopt;
+  return value + extra;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_duration_ms(std::string_view text) {
+  text = detail::trim(text);
+  if (detail::iequals(text, "off") || text == "0") return 0;
+  std::size_t pos = 0;
+  while (pos < text.size() && detail::is_digit(text[pos])) ++pos;
+  std::string_view const digits = text.substr(0, pos);
+  if (digits.empty()) return std::nullopt;
+  std::string_view fraction;
+  if (pos < text.size() && text[pos] == '.') {
+    std::size_t const start = ++pos;
+    while (pos < text.size() && detail::is_digit(text[pos])) ++pos;
+    fraction = text.substr(start, pos - start);
+    if (fraction.empty()) return std::nullopt;
+  }
+  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
+  std::string_view const unit = text.substr(pos);
+  if (detail::iequals(unit, "ms")) return scaled(digits, fraction, 1);
+  if (detail::iequals(unit, "s")) return scaled(digits, fraction, 1000);
+  return std::nullopt;
+}
+
+std::string duration_text(std::uint64_t milliseconds) {
+  if (milliseconds == 0) return "off";
+  if (milliseconds % 1000 == 0) return fmt::format("{}s", milliseconds / 1000);
+  return fmt::format("{}ms", milliseconds);
+}
+
+}  // namespace asyncshim::config

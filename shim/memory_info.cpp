@@ -1,0 +1,65 @@
+#include "memory_info.hpp"
+
+#include "call_context.hpp"
+#include "driver_binding.hpp"
+#include "driver_interception.hpp"
+#include "shim_state.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#define ASYNCSHIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace asyncshim::shim {
+namespace {
+
+std::uint64_t pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute) noexcept
+{
+  auto const get = driver().mem_pool_get_attribute;
+  cuuint64_t value = 0;
+  if (get == nullptr || get(pool, attribute, &value) != CUDA_SUCCESS) { return 0; }
+  return value;
+}
+
+// What the pool of the current context's device holds that the program
+// could allocate again; 0 when the shim has no pool there, or does not
+// serve allocations at all (observe mode, disabled, a forked child).
+std::uint64_t held_for_the_program() noexcept
+{
+  // The shim's own calls, made inside an intercepted call (the pool's
+  // creation reads the device's free memory), get the device's own answer.
+  if (current_api_level() != api_level::none || !tracking_active()) { return 0; }
+  shim_state* s = existing_state();
+  auto const& drv = driver();
+  int device = 0;
+  if (s == nullptr || drv.ctx_get_device == nullptr || drv.ctx_get_device(&device) != CUDA_SUCCESS) { return 0; }
+  cuda_async_memory_resource* pool = s->pools.existing(device);
+  if (pool == nullptr) { return 0; }
+  auto const handle = reinterpret_cast<CUmemoryPool>(pool->pool_handle());
+  std::uint64_t const reserved = pool_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  std::uint64_t const used = pool_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+  // Queued frees are still used in the pool's eyes; freed blocks in flight
+  // on the device are not (the pool counts a block unused from its
+  // cudaFreeAsync on). An allocation that finds the pool short waits for both.
+  return (reserved > used ? reserved - used : 0) + s->pending.queued_bytes(device);
+}
+
+}  // namespace
+}  // namespace asyncshim::shim
+
+extern "C" CUresult asyncshim_hook_mem_get_info(std::size_t* free, std::size_t* total)
+{
+  auto const real = asyncshim::shim::driver().mem_get_info;
+  if (real == nullptr) { return CUDA_ERROR_NOT_INITIALIZED; }
+  CUresult const result = real(free, total);
+  if (result != CUDA_SUCCESS || free == nullptr || total == nullptr) { return result; }
+  std::uint64_t const held = asyncshim::shim::held_for_the_program();
+  if (held > 0) { *free = static_cast<std::size_t>(std::min<std::uint64_t>(*total, *free + held)); }
+  return result;
+}
+
+// The same under the driver's exported name, for programs linked with -lcuda.
+ASYNCSHIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total)
+{
+  return asyncshim_hook_mem_get_info(free, total);
+}

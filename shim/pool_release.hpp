@@ -1,0 +1,43 @@
+// Giving the pools' unused memory back to the device, so that other processes
+// on the GPU can have it (README, "Sharing a GPU"). Two occasions:
+//  - a device that runs short: once the program has freed another 64 MiB, if
+//    its pool holds more unused memory than the device has free (and more
+//    than 256 MiB), the freeing thread waits for those frees on the device,
+//    as native cudaFree waits, and the pool gives its unused memory back;
+//  - a process gone idle: idle_release.hpp.
+// A release leaves the pool what the user asked it to keep: the release
+// threshold or the initial pool size they set, else nothing.
+#pragma once
+
+#include "shim_state.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace asyncshim::shim {
+
+// Below this much unused memory a pool is never released early (the device's
+// free memory, which costs about 6 us to read on an H200, is not even asked).
+inline constexpr std::uint64_t short_device_floor = std::uint64_t{256} << 20;
+
+// The program freed `bytes` of `device`'s pool memory, now handed to the pool
+// on `stream` (a free at once, or a batch of queued frees). The calling
+// thread holds the tracker's access and no capture is in progress.
+void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) noexcept;
+
+// What the pool of `device` holds unused beyond what it keeps (0 without a pool).
+[[nodiscard]] std::uint64_t releasable_bytes(shim_state& s, int device) noexcept;
+
+// Gives back what the pool of `device` holds unused beyond what it keeps;
+// memory whose frees are still in flight on the device stays. The caller
+// holds the tracker's access and no capture is in progress. Returns the bytes
+// given back.
+std::uint64_t release_unused(shim_state& s, int device) noexcept;
+
+// Lets the next free look at the device again however little the pool grew
+// since the last look (the idle release does this once a period).
+void reset_short_device_checks() noexcept;
+
+}  // namespace asyncshim::shim
