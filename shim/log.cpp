@@ -1,7 +1,9 @@
 #include "log.hpp"
 
+#include "own_file.hpp"
+
 #include <spdlog/logger.h>
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <atomic>
@@ -24,6 +26,25 @@ spdlog::level::level_enum to_spdlog(log_level level)
   }
   return spdlog::level::warn;
 }
+
+// ASYNCSHIM_LOG_FILE: each message is one write(2) to a descriptor the shim
+// opened itself (own_file.hpp), so no other process's line lands inside it.
+class descriptor_sink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit descriptor_sink(int fd) : fd_{fd} {}
+
+ protected:
+  void sink_it_(spdlog::details::log_msg const& msg) override
+  {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    (void)write_all(fd_, formatted.data(), formatted.size());
+  }
+  void flush_() override {}
+
+ private:
+  int fd_;  // never closed: messages may come until the very end
+};
 
 // Checked before any formatting, so a disabled level costs one relaxed load.
 std::atomic<int> current_level{static_cast<int>(log_level::warn)};
@@ -58,10 +79,15 @@ std::string setup(log_level level, std::string const& file) noexcept
   try {
     spdlog::sink_ptr sink;
     if (!file.empty()) {
-      try {
-        sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/false);
-      } catch (std::exception const& e) {
-        problem = fmt::format("ASYNCSHIM_LOG_FILE='{}' cannot be opened ({}); logging to standard error", file, e.what());
+      opened_file const opened = open_own_file(file, file_write::append);
+      if (opened.fd >= 0) {
+        sink = std::make_shared<descriptor_sink>(opened.fd);
+      } else {
+        problem = opened.by_rule ? fmt::format("ASYNCSHIM_LOG_FILE='{}' is not used: {} ({}); logging to standard "
+                                               "error",
+                                               file, opened.why, own_file_rule)
+                                 : fmt::format("ASYNCSHIM_LOG_FILE='{}' cannot be opened: {}; logging to standard error",
+                                               file, opened.why);
       }
     }
     if (sink) {

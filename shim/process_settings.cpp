@@ -2,6 +2,7 @@
 
 #include "log.hpp"
 
+#include <sys/auxv.h>
 #include <unistd.h>  // environ
 
 #include <new>
@@ -11,6 +12,15 @@ namespace {
 
 config::settings load() noexcept
 {
+  // A secure-execution process (set-user-ID or set-group-ID, or file
+  // capabilities): its environment comes from a less privileged caller, so
+  // the shim reads none of it, writes no file and serves nothing (SECURITY.md),
+  // as glibc ignores its own tunables there.
+  if (getauxval(AT_SECURE) != 0) {
+    config::settings passthrough;
+    passthrough.disabled = true;
+    return passthrough;
+  }
   try {
     config::parse_result parsed = config::parse_environment(environ);
     std::string const log_problem = log::setup(parsed.values.level, parsed.values.log_file);

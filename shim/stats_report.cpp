@@ -3,6 +3,7 @@
 #include "byte_text.hpp"
 #include "call_context.hpp"
 #include "log.hpp"
+#include "own_file.hpp"
 #include "runtime_binding.hpp"
 
 #include <cuda_runtime_api.h>
@@ -214,14 +215,23 @@ void write_report_at_exit()
     if (pattern.empty()) { return; }
     std::string const path = expand_stats_path(pattern, pid);
     std::string const json = stats_json(sources, pid);
-    std::FILE* file = std::fopen(path.c_str(), "w");
-    bool written = file != nullptr && std::fwrite(json.data(), 1, json.size(), file) == json.size();
+    opened_file const file = open_own_file(path, file_write::replace);
+    if (file.fd < 0 && file.by_rule) {
+      log::error("ASYNCSHIM_STATS_FILE: the statistics are not written to '{}': {} ({})", path, file.why,
+                 own_file_rule);
+      return;
+    }
+    if (file.fd < 0) {
+      log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, file.why);
+      return;
+    }
+    bool written = write_all(file.fd, json.data(), json.size());
     int error = errno;
-    if (file != nullptr && std::fclose(file) != 0 && written) {
+    if (::close(file.fd) != 0 && written) {
       written = false;
       error = errno;
     }
-    if (!written) { log::error("cannot write the statistics to '{}': {}", path, std::strerror(error)); }
+    if (!written) { log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, std::strerror(error)); }
   } catch (...) {  // never let an exit handler throw
   }
 }

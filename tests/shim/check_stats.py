@@ -86,7 +86,7 @@ class PoolMode(unittest.TestCase):
     def test_unwritable_path_is_reported(self):
         with tempfile.TemporaryDirectory() as d:
             _, err = run_probe("basic", d, ASYNCSHIM_STATS_FILE=os.path.join(d, "missing", "s.json"))
-        self.assertIn("error: cannot write the statistics to", err)
+        self.assertIn("error: ASYNCSHIM_STATS_FILE: cannot write the statistics to", err)
 
 
 class ObserveMode(unittest.TestCase):

@@ -1,12 +1,20 @@
 // cuda_async_memory_resource: a device memory resource backed by its own CUDA
 // memory pool (cudaMemPoolCreate), allocating with cudaMallocFromPoolAsync and
-// freeing with cudaFreeAsync. The API and defaults are those of RMM's resource
-// of the same name as documented in the seed (see README.md):
+// freeing with cudaFreeAsync. The API and the constructor's defaults are those
+// of RMM's resource of the same name:
 //   - initial_pool_size absent: the pool is primed with half of the device's
 //     free memory (allocated and freed at once); 0 means "do not prime";
 //   - release_threshold absent: the device's total memory;
 //   - export_handle_type absent: none (no inter-process sharing).
 // The pool is created on the calling thread's current device.
+//
+// libasyncshim.so does not use the first default: a preloaded library lands in
+// every CUDA process of a job, and half of the free memory in each of them
+// starves their neighbours. The shim passes 0 unless ASYNCSHIM_INITIAL_POOL_SIZE
+// asks for a size (half-free asks for this class's default), and gives unused
+// memory back when the process goes idle or the device runs short (README,
+// "Sharing a GPU"). A program that owns its GPU and uses this class directly
+// keeps RMM's behaviour.
 #pragma once
 
 #include <asyncshim/device_memory_resource.hpp>
