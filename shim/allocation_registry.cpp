@@ -9,6 +9,9 @@ namespace {
 // Slots a shard's table starts with: 128 records before it first grows, a
 // few KiB, and only in shards that are used.
 constexpr std::size_t initial_capacity = 256;
+// The slot counts are 32-bit (so that a shard's lock, table and activity
+// count share one cache line): 2^31 slots, a billion records, per shard.
+constexpr std::size_t max_capacity = std::size_t{1} << 31;
 
 // Where `address` starts probing in a table of mask + 1 slots. The shard was
 // picked from the top bits of one product of the address; this is a full mix
@@ -119,7 +122,8 @@ void allocation_registry::record_table::erase_at(std::size_t hole) noexcept
 // each time the load would pass one half.
 void allocation_registry::record_table::grow()
 {
-  std::size_t const capacity = capacity_ == 0 ? initial_capacity : capacity_ * 2;
+  std::size_t const capacity = capacity_ == 0 ? initial_capacity : std::size_t{capacity_} * 2;
+  if (capacity > max_capacity) { throw std::bad_alloc{}; }
   // Allocated before anything changes, so that std::bad_alloc leaves the table as it was.
   auto slots = std::make_unique<slot[]>(capacity);
   std::size_t const mask = capacity - 1;
@@ -130,7 +134,7 @@ void allocation_registry::record_table::grow()
     slots[to] = slots_[from];
   }
   slots_ = std::move(slots);
-  capacity_ = capacity;
+  capacity_ = static_cast<std::uint32_t>(capacity);
 }
 
 std::size_t allocation_registry::shard_of(std::uintptr_t address) noexcept

@@ -95,12 +95,12 @@ class allocation_registry {
     void grow();
 
     std::unique_ptr<slot[]> slots_;  // null until the first insert
-    std::size_t capacity_ = 0;       // a power of two, or 0
-    std::size_t size_ = 0;           // occupied slots
+    std::uint32_t capacity_ = 0;     // a power of two, or 0
+    std::uint32_t size_ = 0;         // occupied slots
   };
 
   // A cache line each, so that threads working on different shards do not
-  // share one.
+  // share one, and an operation touches one line only.
   struct alignas(64) shard {
     std::mutex mutex;
     record_table records;
@@ -109,6 +109,7 @@ class allocation_registry {
     std::atomic<std::uint64_t> changes{0};
     void count_change() noexcept { changes.store(changes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   };
+  static_assert(sizeof(shard) == 64, "a shard's lock, table and activity count fill one cache line");
   [[nodiscard]] static std::size_t shard_of(std::uintptr_t address) noexcept;
   // Defined in the .cpp, the only place that calls it.
   template <class F>
