@@ -27,7 +27,7 @@ int device_attribute(cudaDeviceAttr attribute, int device)
   return value;
 }
 
-// The seed's logic error when cudaMallocAsync-style pools are not available.
+// RMM's logic error when cudaMallocAsync-style pools are not available.
 void expect_memory_pool_support(int device)
 {
   int driver = 0;
@@ -78,7 +78,7 @@ cuda_async_memory_resource::cuda_async_memory_resource(std::optional<std::size_t
   auto const handle_type = export_handle_type.value_or(allocation_handle_type::none);
   expect_export_support(handle_type, device_);
 
-  // Free memory is read before the pool exists: the seed's default initial size
+  // Free memory is read before the pool exists: RMM's default initial size
   // is half of what is free at construction.
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;

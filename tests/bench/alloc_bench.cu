@@ -20,7 +20,7 @@
 //                      own (cudaMemPoolCreate, release threshold at the maximum,
 //                      primed with --pool-prime bytes, default 1 GiB, like the
 //                      shim's ASYNCSHIM_INITIAL_POOL_SIZE=1GiB in the script),
-//                      freed on the allocation's stream, as the seed's resource
+//                      freed on the allocation's stream, as RMM's cuda_async_memory_resource
 //                      does: the raw pool, the baseline of the ratios
 //        pool-driver   the same pool through cuMemAllocFromPoolAsync / cuMemFreeAsync
 //

@@ -1,7 +1,7 @@
 // cuda_async_memory_resource against the CUDA test double (host memory, no
 // GPU). The same shape as RMM's resource tests: sizes from 0 to 1 GiB, a
 // request that must fail as out-of-memory, alignment, distinct pointers,
-// random and mixed patterns, threads, and the seed's defaults.
+// random and mixed patterns, threads, and RMM's defaults.
 //
 // The double reads its configuration once per process, so cases that need a
 // different double (no pool support, other handle types) are separate CTest
@@ -49,7 +49,7 @@ bool is_aligned(void const* p, std::size_t alignment)
   return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
 }
 
-// ---- construction and the seed's defaults ---------------------------------
+// ---- construction and RMM's defaults --------------------------------------
 
 TEST(ResourceDefaults, InitialPoolIsHalfOfFreeMemoryAndThresholdIsTotal)
 {
