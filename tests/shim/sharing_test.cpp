@@ -62,6 +62,16 @@ std::size_t reported_free()
   return free;
 }
 
+// Allocates and frees a block of `bytes`: the shim's pool then holds them
+// unused (the free perhaps still queued). The pool, or null on failure.
+cudaMemPool_t pool_after_allocating_and_freeing(std::size_t bytes)
+{
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) { return nullptr; }
+  cudaMemPool_t const shim_pool = cuda_double_pointer_pool(p);
+  return cudaFree(p) == cudaSuccess ? shim_pool : nullptr;
+}
+
 // Whether a thread of this process is named `name` (/proc/self/task/*/comm).
 bool has_thread(char const* name)
 {
@@ -207,10 +217,8 @@ TEST_F(ShimIdleRelease, TheThreadStartsWithTheFirstPool)
 
 TEST_F(ShimIdleRelease, AnIdleProcessGivesItsUnusedMemoryBack)
 {
-  void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 256 * MiB), cudaSuccess);
-  cudaMemPool_t const shim_pool = cuda_double_pointer_pool(p);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  cudaMemPool_t const shim_pool = pool_after_allocating_and_freeing(256 * MiB);
+  ASSERT_NE(shim_pool, nullptr);
   issue_queued_frees();
   EXPECT_GE(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 256 * MiB);
   std::this_thread::sleep_for(500ms);  // several idle periods
@@ -223,10 +231,8 @@ TEST_F(ShimIdleRelease, AnIdleProcessGivesItsUnusedMemoryBack)
 
 TEST_F(ShimIdleRelease, ABusyProcessKeepsIt)
 {
-  void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 256 * MiB), cudaSuccess);
-  cudaMemPool_t const shim_pool = cuda_double_pointer_pool(p);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  cudaMemPool_t const shim_pool = pool_after_allocating_and_freeing(256 * MiB);
+  ASSERT_NE(shim_pool, nullptr);
   issue_queued_frees();
   auto const until = std::chrono::steady_clock::now() + 600ms;
   while (std::chrono::steady_clock::now() < until) {
@@ -246,10 +252,8 @@ using ShimIdleReleaseKeeps = ShimTest;
 
 TEST_F(ShimIdleReleaseKeeps, TheInitialPoolSizeStaysReserved)
 {
-  void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 256 * MiB), cudaSuccess);
-  cudaMemPool_t const shim_pool = cuda_double_pointer_pool(p);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  cudaMemPool_t const shim_pool = pool_after_allocating_and_freeing(256 * MiB);
+  ASSERT_NE(shim_pool, nullptr);
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 64 * MiB);
 }
@@ -260,10 +264,8 @@ using ShimIdleReleaseOff = ShimTest;
 
 TEST_F(ShimIdleReleaseOff, NoThreadAndNothingGivenBack)
 {
-  void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 256 * MiB), cudaSuccess);
-  cudaMemPool_t const shim_pool = cuda_double_pointer_pool(p);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  cudaMemPool_t const shim_pool = pool_after_allocating_and_freeing(256 * MiB);
+  ASSERT_NE(shim_pool, nullptr);
   issue_queued_frees();
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(has_thread("asyncshim-idle"));
