@@ -76,7 +76,8 @@ device_streams make_streams()
   return made;
 }
 
-// Reserves `bytes` in the pool by allocating and freeing them on the legacy
+// Reserves `bytes` (which only ASYNCSHIM_INITIAL_POOL_SIZE asks for) in the
+// pool by allocating and freeing them on the legacy
 // stream, as the resource class primes (memory freed there is what the
 // allocations on it take first: priming on the shim's own stream instead
 // measured 0.6x the pairs per second of 4 and 16 threads on an H200). The
@@ -98,9 +99,8 @@ void prime(int device, cuda_async_memory_resource& pool, std::uint64_t bytes, st
       log::warn("device {}: cannot reserve the initial pool of {}, from ASYNCSHIM_INITIAL_POOL_SIZE={} ({}; the "
               "device has {} free): the pool starts empty and grows as the program allocates. Set "
               "ASYNCSHIM_INITIAL_POOL_SIZE below the free memory, or leave it unset to reserve nothing",
-              device, approximate_bytes(bytes),
-              settings.initial_pool_size ? settings.initial_pool_size->to_string() : std::string{"0"},
-              cuda_error_text(error), approximate_bytes(device_free));
+              device, approximate_bytes(bytes), settings.initial_pool_size->to_string(), cuda_error_text(error),
+              approximate_bytes(device_free));
   } catch (...) {  // no host memory for the message: the pool works all the same
   }
 }
@@ -259,6 +259,9 @@ void device_pools::create(int device, slot& s) noexcept
   } catch (...) {
     s.pool.reset();
     s.current.store(state::passthrough, std::memory_order_release);
+    log::error("device {}: cannot create the asyncshim pool; cudaMalloc and cudaFree on device {} go to the native "
+               "allocator",
+               device, device);
     return;
   }
   // Ready first, grants read after: a grant made meanwhile is applied by

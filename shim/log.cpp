@@ -6,6 +6,8 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -81,7 +83,12 @@ std::string setup(log_level level, std::string const& file) noexcept
     if (!file.empty()) {
       opened_file const opened = open_own_file(file, file_write::append);
       if (opened.fd >= 0) {
-        sink = std::make_shared<descriptor_sink>(opened.fd);
+        try {
+          sink = std::make_shared<descriptor_sink>(opened.fd);
+        } catch (...) {
+          ::close(opened.fd);
+          throw;
+        }
       } else {
         problem = opened.by_rule ? fmt::format("ASYNCSHIM_LOG_FILE='{}' is not used: {} ({}); logging to standard "
                                                "error",

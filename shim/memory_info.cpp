@@ -3,7 +3,9 @@
 #include "call_context.hpp"
 #include "driver_binding.hpp"
 #include "driver_interception.hpp"
+#include "pool_release.hpp"
 #include "shim_state.hpp"
+#include "stream_tracker.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,14 +14,6 @@
 
 namespace asyncshim::shim {
 namespace {
-
-std::uint64_t pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute) noexcept
-{
-  auto const get = driver().mem_pool_get_attribute;
-  cuuint64_t value = 0;
-  if (get == nullptr || get(pool, attribute, &value) != CUDA_SUCCESS) { return 0; }
-  return value;
-}
 
 // What the pool of the current context's device holds that the program
 // could allocate again; 0 when the shim has no pool there, or does not
@@ -33,15 +27,14 @@ std::uint64_t held_for_the_program() noexcept
   auto const& drv = driver();
   int device = 0;
   if (s == nullptr || drv.ctx_get_device == nullptr || drv.ctx_get_device(&device) != CUDA_SUCCESS) { return 0; }
+  // No device reset destroys the pool meanwhile (a reset takes the access exclusively).
+  auto access = tracker().access();
   cuda_async_memory_resource* pool = s->pools.existing(device);
   if (pool == nullptr) { return 0; }
-  auto const handle = reinterpret_cast<CUmemoryPool>(pool->pool_handle());
-  std::uint64_t const reserved = pool_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-  std::uint64_t const used = pool_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
   // Queued frees are still used in the pool's eyes; freed blocks in flight
   // on the device are not (the pool counts a block unused from its
   // cudaFreeAsync on). An allocation that finds the pool short waits for both.
-  return (reserved > used ? reserved - used : 0) + s->pending.queued_bytes(device);
+  return usage_of(*pool).unused + s->pending.queued_bytes(device);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ std::string refusal_for(int error, bool& by_rule)
   switch (error) {
     case ELOOP: return "it is a symbolic link";
     case EISDIR: return "it is a directory";
-    case ENXIO: return "it is a FIFO (named pipe) or a device";  // O_NONBLOCK write-open of a FIFO without a reader
+    case ENXIO: return "it is a FIFO (named pipe), a socket or a device";  // e.g. a FIFO without a reader
     default: by_rule = false; return std::strerror(error);
   }
 }
@@ -29,11 +29,12 @@ std::string refusal_for(int error, bool& by_rule)
 opened_file open_own_file(std::string const& path, file_write how) noexcept
 {
   opened_file result;
+  int fd = -1;
   try {
     // Not truncated here: an existing file is cut only once it passed the checks below.
     int const flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
                       (how == file_write::append ? O_APPEND : 0);
-    int const fd = ::open(path.c_str(), flags, 0644);
+    fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) {
       result.why = refusal_for(errno, result.by_rule);
       return result;
@@ -47,6 +48,9 @@ opened_file open_own_file(std::string const& path, file_write how) noexcept
     } else if (info.st_uid != ::geteuid()) {
       result.why = fmt::format("it belongs to another user (uid {})", static_cast<unsigned long>(info.st_uid));
       result.by_rule = true;
+    } else if (info.st_nlink > 1) {  // a hard link planted to another file of the user's
+      result.why = "it has other hard links";
+      result.by_rule = true;
     } else if (::fcntl(fd, F_SETFL, how == file_write::append ? O_APPEND : 0) != 0) {
       result.why = std::strerror(errno);
     } else if (how == file_write::replace && ::ftruncate(fd, 0) != 0) {
@@ -55,10 +59,11 @@ opened_file open_own_file(std::string const& path, file_write how) noexcept
       result.fd = fd;
       return result;
     }
-    ::close(fd);
   } catch (...) {  // no memory for the reason
-    result.fd = -1;
+    result.why.clear();
   }
+  if (fd >= 0) { ::close(fd); }
+  result.fd = -1;
   return result;
 }
 

@@ -1,9 +1,9 @@
 // Opening the files the shim writes (ASYNCSHIM_LOG_FILE, ASYNCSHIM_STATS_FILE)
-// the way SECURITY.md promises: close-on-exec, never through a symbolic link,
-// never blocking on a FIFO, and only a regular file that belongs to the
-// process's own (effective) user; a new file is created with mode 0644 under
-// the umask. An existing file is truncated (or appended to) only once all of
-// that has been checked.
+// the way SECURITY.md promises: close-on-exec, never when the file itself is
+// a symbolic link, never blocking on a FIFO, and only a regular file with no
+// other hard link that belongs to the process's own (effective) user; a new
+// file is created with mode 0644 under the umask. An existing file is
+// truncated (or appended to) only once all of that has been checked.
 #pragma once
 
 #include <string>
@@ -22,7 +22,7 @@ struct opened_file {
 
 // What a refusal by rule adds to its message.
 inline constexpr char const* own_file_rule =
-  "asyncshim writes only regular files of its own user, never through a symbolic link";
+  "asyncshim writes only regular files of its own user, never a symbolic link or a file with other hard links";
 
 [[nodiscard]] opened_file open_own_file(std::string const& path, file_write how) noexcept;
 

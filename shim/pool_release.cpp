@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 
 namespace asyncshim::shim {
 namespace {
@@ -17,11 +18,23 @@ namespace {
 // pool queries, so a thread looks once per batch's worth of frees.
 __attribute__((tls_model("initial-exec"))) thread_local std::size_t freed_since_look = 0;
 
-// Per device, the unused memory above which the next look also reads the
-// device's free memory: the floor, or twice what the pool held unused when
-// the device was last found not short (so a busy pool does not pay for that
-// read on every batch). Reset by reset_short_device_checks().
-std::array<std::atomic<std::uint64_t>, max_devices> next_device_look{};
+// Per device, when the device's free memory was last read and how much the
+// pool held unused then (when the device was not short): the next look reads
+// it again only once the pool holds twice as much or a second has passed, so
+// that a busy pool does not pay for that read (6 us) on every batch.
+struct device_look {
+  std::atomic<std::int64_t> at_ns{0};
+  std::atomic<std::uint64_t> unused{0};
+};
+std::array<device_look, max_devices> last_look{};
+
+constexpr std::int64_t look_again_after_ns = 1'000'000'000;
+
+std::int64_t now_ns() noexcept
+{
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
 
 std::uint64_t pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute) noexcept
 {
@@ -29,18 +42,6 @@ std::uint64_t pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute) n
   cuuint64_t value = 0;
   if (get == nullptr || get(pool, attribute, &value) != CUDA_SUCCESS) { return 0; }
   return value;
-}
-
-struct pool_usage {
-  std::uint64_t reserved = 0;
-  std::uint64_t unused = 0;
-};
-
-pool_usage usage_of(CUmemoryPool pool) noexcept
-{
-  std::uint64_t const reserved = pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-  std::uint64_t const used = pool_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-  return {reserved, reserved > used ? reserved - used : 0};
 }
 
 CUmemoryPool handle_of(cuda_async_memory_resource const& pool) noexcept
@@ -53,13 +54,20 @@ std::uint64_t trim(shim_state& s, int device, cuda_async_memory_resource& pool) 
 {
   auto const& drv = driver();
   if (drv.mem_pool_trim_to == nullptr) { return 0; }
-  std::uint64_t const before = usage_of(handle_of(pool)).reserved;
+  std::uint64_t const before = usage_of(pool).reserved;
   if (drv.mem_pool_trim_to(handle_of(pool), s.pools.kept_bytes(device)) != CUDA_SUCCESS) { return 0; }
-  std::uint64_t const after = usage_of(handle_of(pool)).reserved;
+  std::uint64_t const after = usage_of(pool).reserved;
   return before > after ? before - after : 0;
 }
 
 }  // namespace
+
+pool_usage usage_of(cuda_async_memory_resource const& pool) noexcept
+{
+  std::uint64_t const reserved = pool_attribute(handle_of(pool), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  std::uint64_t const used = pool_attribute(handle_of(pool), CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+  return {reserved, reserved > used ? reserved - used : 0};
+}
 
 void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) noexcept
 {
@@ -70,9 +78,12 @@ void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) n
   cuda_async_memory_resource* pool = s.pools.existing(device);
   if (pool == nullptr) { return; }
   std::uint64_t const kept = s.pools.kept_bytes(device);
-  std::uint64_t const unused = usage_of(handle_of(*pool)).unused;
-  auto& next_look = next_device_look[static_cast<std::size_t>(device)];
-  if (unused <= kept || unused <= short_device_floor || unused <= next_look.load(std::memory_order_relaxed)) { return; }
+  std::uint64_t const unused = usage_of(*pool).unused;
+  if (unused <= kept || unused <= short_device_floor) { return; }
+  device_look& look = last_look[static_cast<std::size_t>(device)];
+  std::int64_t const now = now_ns();
+  bool const doubled = unused > 2 * look.unused.load(std::memory_order_relaxed);
+  if (!doubled && now - look.at_ns.load(std::memory_order_relaxed) < look_again_after_ns) { return; }
 
   auto const& drv = driver();
   context_scope in_context{s.pools.streams(device).context};
@@ -81,24 +92,29 @@ void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) n
   if (!in_context.current() || drv.mem_get_info == nullptr || drv.mem_get_info(&device_free, &total) != CUDA_SUCCESS) {
     return;
   }
-  if (device_free >= unused) {  // not short: the pool keeps it, and looks again once it holds twice as much
-    next_look.store(2 * unused, std::memory_order_relaxed);
+  look.at_ns.store(now, std::memory_order_relaxed);
+  if (device_free >= unused) {  // not short: the pool keeps it
+    look.unused.store(unused, std::memory_order_relaxed);
     return;
   }
+  look.unused.store(0, std::memory_order_relaxed);
   // The frees just made complete on the device first (the trim can only give
   // back memory whose frees have completed), as native cudaFree waits.
   if (drv.stream_synchronize == nullptr || drv.stream_synchronize(stream) != CUDA_SUCCESS) { return; }
   std::uint64_t const released = trim(s, device, *pool);
-  next_look.store(0, std::memory_order_relaxed);
-  log::info("device {}: the device had {} free while the asyncshim pool held {} unused: gave {} back", device,
-            approximate_bytes(device_free), approximate_bytes(unused), approximate_bytes(released));
+  if (!log::enabled(log::log_level::info)) { return; }
+  try {
+    log::info("device {}: the device had {} free while the asyncshim pool held {} unused: gave {} back", device,
+              approximate_bytes(device_free), approximate_bytes(unused), approximate_bytes(released));
+  } catch (...) {  // no host memory for the message
+  }
 }
 
 std::uint64_t releasable_bytes(shim_state& s, int device) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(device);
   if (pool == nullptr) { return 0; }
-  pool_usage const usage = usage_of(handle_of(*pool));
+  pool_usage const usage = usage_of(*pool);
   std::uint64_t const kept = s.pools.kept_bytes(device);
   // Trimming leaves at least `kept` reserved: only what is above it, and unused, goes.
   std::uint64_t const above_kept = usage.reserved > kept ? usage.reserved - kept : 0;
@@ -112,11 +128,6 @@ std::uint64_t release_unused(shim_state& s, int device) noexcept
   context_scope in_context{s.pools.streams(device).context};
   if (!in_context.current()) { return 0; }
   return trim(s, device, *pool);
-}
-
-void reset_short_device_checks() noexcept
-{
-  for (auto& next : next_device_look) { next.store(0, std::memory_order_relaxed); }
 }
 
 }  // namespace asyncshim::shim

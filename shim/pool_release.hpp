@@ -1,9 +1,11 @@
 // Giving the pools' unused memory back to the device, so that other processes
 // on the GPU can have it (README, "Sharing a GPU"). Two occasions:
-//  - a device that runs short: once the program has freed another 64 MiB, if
+//  - a device that runs short: once a thread has freed another 64 MiB, if
 //    its pool holds more unused memory than the device has free (and more
 //    than 256 MiB), the freeing thread waits for those frees on the device,
-//    as native cudaFree waits, and the pool gives its unused memory back;
+//    as native cudaFree waits, and the pool gives its unused memory back
+//    (the device's free memory is read again only once the pool holds twice
+//    as much unused, or a second later);
 //  - a process gone idle: idle_release.hpp.
 // A release leaves the pool what the user asked it to keep: the release
 // threshold or the initial pool size they set, else nothing.
@@ -22,6 +24,15 @@ namespace asyncshim::shim {
 // free memory, which costs about 6 us to read on an H200, is not even asked).
 inline constexpr std::uint64_t short_device_floor = std::uint64_t{256} << 20;
 
+// What a pool has reserved, and how much of that it holds unused (frees
+// queued by the shim are still in use for the pool; frees in flight on the
+// device are not).
+struct pool_usage {
+  std::uint64_t reserved = 0;
+  std::uint64_t unused = 0;
+};
+[[nodiscard]] pool_usage usage_of(cuda_async_memory_resource const& pool) noexcept;
+
 // The program freed `bytes` of `device`'s pool memory, now handed to the pool
 // on `stream` (a free at once, or a batch of queued frees). The calling
 // thread holds the tracker's access and no capture is in progress.
@@ -36,8 +47,5 @@ void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) n
 // given back.
 std::uint64_t release_unused(shim_state& s, int device) noexcept;
 
-// Lets the next free look at the device again however little the pool grew
-// since the last look (the idle release does this once a period).
-void reset_short_device_checks() noexcept;
 
 }  // namespace asyncshim::shim

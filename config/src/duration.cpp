@@ -4,7 +4,9 @@
 //   number   := digit+ ( "." digit+ )?
 //   unit     := "ms" | "s"   (case-insensitive)
 //
-// in whole milliseconds, rounded down; any form of zero means "never".
+// in whole milliseconds, rounded down; any form of zero means "never". A
+// duration that is not zero is 1 ms to 24 h (what rounds down to nothing, or
+// is longer than a day, is refused rather than taken for "never").
 
 #include <cstdint>
 #include <limits>
@@ -21,6 +23,7 @@ namespace asyncshim::config {
 namespace {
 
 constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
+constexpr std::uint64_t longest_ms = std::uint64_t{24} * 60 * 60 * 1000;
 
 // digits * multiple + floor(0.fraction * multiple), or nothing on overflow.
 std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fraction, std::uint64_t multiple) {
@@ -46,6 +49,19 @@ std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fr
 
 }  // namespace
 
+namespace {
+
+// Zero stays zero (never); anything else must be 1 ms .. 24 h.
+std::optional<std::uint64_t> in_range(std::optional<std::uint64_t> ms, bool zero_written) {
+  if (!ms) return std::nullopt;
+  if (*ms == 0) return zero_written ? ms : std::nullopt;
+  return *ms <= longest_ms ? ms : std::nullopt;
+}
+
+bool all_zero(std::string_view digits) { return digits.find_first_not_of('0') == std::string_view::npos; }
+
+}  // namespace
+
 std::optional<std::uint64_t> parse_duration_ms(std::string_view text) {
   text = detail::trim(text);
   if (detail::iequals(text, "off") || text == "0") return 0;
@@ -62,8 +78,9 @@ std::optional<std::uint64_t> parse_duration_ms(std::string_view text) {
   }
   while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
   std::string_view const unit = text.substr(pos);
-  if (detail::iequals(unit, "ms")) return scaled(digits, fraction, 1);
-  if (detail::iequals(unit, "s")) return scaled(digits, fraction, 1000);
+  bool const zero = all_zero(digits) && all_zero(fraction);
+  if (detail::iequals(unit, "ms")) return in_range(scaled(digits, fraction, 1), zero);
+  if (detail::iequals(unit, "s")) return in_range(scaled(digits, fraction, 1000), zero);
   return std::nullopt;
 }
 

@@ -66,8 +66,8 @@ std::string half_free_not_allowed_message(std::string_view name, std::string_vie
 }
 
 std::string invalid_duration_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid duration: expected a number with the unit ms or s (e.g. 500ms, 2s, "
-                     "1.5s), or off (or 0) for never",
+  return fmt::format("{}={} is not a valid duration: expected a number with the unit ms or s from 1ms to 24h "
+                     "(e.g. 500ms, 2s, 1.5s), or off (or 0) for never",
                      name, quoted(value));
 }
 

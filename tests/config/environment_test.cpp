@@ -166,7 +166,8 @@ TEST(ParseEnvironment, IdleReleaseDurations) {
   };
   for (auto const& c : {case_t{"1s", 1000}, case_t{"250ms", 250}, case_t{"1.5s", 1500}, case_t{" 2 S ", 2000},
                         case_t{"0.0015s", 1}, case_t{"10.9ms", 10}, case_t{"off", 0}, case_t{"OFF", 0},
-                        case_t{"0", 0}, case_t{"0s", 0}, case_t{"86400s", 86400000}}) {
+                        case_t{"0", 0}, case_t{"0s", 0}, case_t{"0.000ms", 0}, case_t{"86400s", 86400000},
+                        case_t{"1ms", 1}}) {
     auto const result = parse({std::string("ASYNCSHIM_IDLE_RELEASE=") + c.text});
     EXPECT_FALSE(result.values.disabled) << c.text;
     EXPECT_TRUE(result.diagnostics.empty()) << c.text;
@@ -176,15 +177,16 @@ TEST(ParseEnvironment, IdleReleaseDurations) {
 }
 
 TEST(ParseEnvironment, BadIdleReleaseIsOneErrorAndDisables) {
-  for (char const* value : {"1", "soon", "-1s", "1m", "1.s", ".5s", "1 h", "99999999999999999999s", "1e3ms"}) {
+  for (char const* value : {"1", "soon", "-1s", "1m", "1.s", ".5s", "1 h", "99999999999999999999s", "1e3ms",
+                            "10000000000s", "86401s", "0.4ms", "0.0001s"}) {
     auto const result = parse({std::string("ASYNCSHIM_IDLE_RELEASE=") + value});
     EXPECT_TRUE(result.values.disabled) << value;
     ASSERT_EQ(result.diagnostics.size(), 2u) << value;
     EXPECT_EQ(result.diagnostics[0].level, log_level::error) << value;
     EXPECT_EQ(result.diagnostics[0].text,
               std::string("ASYNCSHIM_IDLE_RELEASE='") + value +
-                  "' is not a valid duration: expected a number with the unit ms or s (e.g. 500ms, 2s, 1.5s), or off "
-                  "(or 0) for never")
+                  "' is not a valid duration: expected a number with the unit ms or s from 1ms to 24h (e.g. 500ms, "
+                  "2s, 1.5s), or off (or 0) for never")
         << value;
     EXPECT_EQ(result.diagnostics[1].text, disabled_one) << value;
   }

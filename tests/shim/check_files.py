@@ -3,11 +3,11 @@
 
     check_files.py SHIM STATS_PROBE EXEC_PROBE LIST_FDS SECURE_PROBE DRIVER_DOUBLE RUNTIME_DOUBLE
 
-ASYNCSHIM_LOG_FILE and ASYNCSHIM_STATS_FILE never go through a symbolic link,
-never into a directory, a FIFO or another user's file, create new files with
-mode 0644 under the umask, and leave no descriptor to an exec'd program; a
-set-user-ID program run by another user reads none of its ASYNCSHIM_*
-variables. The tests that need root (another user's file, the set-user-ID
+ASYNCSHIM_LOG_FILE and ASYNCSHIM_STATS_FILE are never a symbolic link, a
+directory, a FIFO, a file with other hard links or another user's file; new
+files get mode 0644 under the umask, and an exec'd program inherits no
+descriptor; a set-user-ID program run by another user reads none of its
+ASYNCSHIM_* variables. The tests that need root (another user's file, the set-user-ID
 program) say so and skip elsewhere; CI runs as root.
 """
 import os
@@ -65,8 +65,8 @@ class Files(unittest.TestCase):
         if before is not None:
             self.assertEqual(content(target), before)
         self.assertIn(f"ASYNCSHIM_LOG_FILE='{target}' is not used: {log_reason or reason} (asyncshim writes only "
-                      "regular files of its own user, never through a symbolic link); logging to standard error",
-                      out.stderr)
+                      "regular files of its own user, never a symbolic link or a file with other hard links); logging "
+                      "to standard error", out.stderr)
         self.assertIn(f"ASYNCSHIM_STATS_FILE: the statistics are not written to '{target}': {reason}", out.stderr)
         self.assertEqual(out.stderr.count("ASYNCSHIM_LOG_FILE="), 1, out.stderr)
         self.assertEqual(out.stderr.count("ASYNCSHIM_STATS_FILE:"), 1, out.stderr)
@@ -88,7 +88,13 @@ class Files(unittest.TestCase):
 
     def test_a_fifo_is_refused_without_waiting_for_a_reader(self):
         os.mkfifo(self.path("fifo"))
-        self.assert_refused(self.path("fifo"), "it is a FIFO (named pipe) or a device")
+        self.assert_refused(self.path("fifo"), "it is a FIFO (named pipe), a socket or a device")
+
+    def test_a_hard_link_to_another_file_is_refused(self):
+        target = self.kept_file("precious")
+        os.link(target, self.path("link"))
+        self.assert_refused(self.path("link"), "it has other hard links")
+        self.assertEqual(content(target), b"not the shim's\n")
 
     def test_another_users_file_is_refused(self):
         if os.geteuid() != 0:

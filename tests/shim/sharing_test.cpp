@@ -272,7 +272,9 @@ TEST_F(ShimIdleReleaseOff, NoThreadAndNothingGivenBack)
   EXPECT_GE(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 256 * MiB);
 }
 
-// ---- CUDA_DOUBLE_SHARED_MEMORY=... ASYNCSHIM_IDLE_RELEASE=200ms ASYNCSHIM_LOG_LEVEL=info ASYNCSHIM_LOG_FILE=...
+// ---- CUDA_DOUBLE_SHARED_MEMORY=... ASYNCSHIM_LOG_LEVEL=info ASYNCSHIM_LOG_FILE=... and
+// ASYNCSHIM_IDLE_RELEASE=off (ShimNeighbours: only a device that runs short
+// gets memory back) or 200ms (ShimNeighboursIdle)
 
 // A neighbour process of the double without the shim.
 class neighbour {
@@ -371,9 +373,11 @@ TEST_F(ShimNeighbours, TwoProcessesTakeTurnsAtMostOfTheDevice)
   for (int round = 0; round < 3; ++round) {
     void* p = nullptr;
     ASSERT_EQ(cudaMalloc(&p, 6 * GiB), cudaSuccess) << "round " << round;
+    cudaMemPool_t const shim_pool = cuda_double_pointer_pool(p);
     ASSERT_EQ(cudaFree(p), cudaSuccess);
     // The free left the device short (2 GiB free, 6 GiB unused in the
     // pool): the pool gave it back before cudaFree returned.
+    EXPECT_LT(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 64 * MiB) << "round " << round;
     EXPECT_TRUE(neighbour_can_allocate(6 * GiB)) << "round " << round;
   }
   EXPECT_NE(log_text().find("info: device 0: the device had 2.0 GiB free while the asyncshim pool held 6.0 GiB unused: "
@@ -398,7 +402,9 @@ TEST_F(ShimNeighbours, AShortDeviceGetsManySmallFreesBackAtOnce)
   EXPECT_EQ(holder.finish(), 0);
 }
 
-TEST_F(ShimNeighbours, WhatAnIdleProcessHoldsGoesBackWithinAFewPeriods)
+using ShimNeighboursIdle = ShimNeighbours;
+
+TEST_F(ShimNeighboursIdle, WhatAnIdleProcessHoldsGoesBackWithinAFewPeriods)
 {
   std::vector<void*> blocks(64);
   for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 32 * MiB), cudaSuccess); }  // 2 GiB

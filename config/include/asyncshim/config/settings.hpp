@@ -118,7 +118,7 @@ struct parse_result {
 [[nodiscard]] std::optional<log_level> parse_log_level(std::string_view text);
 [[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
 // A duration: "off" or "0" (0: never), or a number with the unit ms or s
-// ("500ms", "2s", "1.5s"); milliseconds, rounded down.
+// ("500ms", "2s", "1.5s") from 1 ms to 24 h; milliseconds, rounded down.
 [[nodiscard]] std::optional<std::uint64_t> parse_duration_ms(std::string_view text);
 // "1s", "250ms", "off".
 [[nodiscard]] std::string duration_text(std::uint64_t milliseconds);
