@@ -2,8 +2,8 @@
 // of probe chains, device resets, threads, and the claim that a steady state
 // (as many frees as allocations) allocates no host memory. This program
 // replaces the global operator new/delete with counting ones for that; the
-// registry's source is compiled into it, so they see all of its allocations.
-#include "allocation_registry.hpp"
+// registry is linked in statically (the shim's internals), so they see all of its allocations.
+#include "state/allocation_registry.hpp"
 
 #include <gtest/gtest.h>
 
@@ -71,25 +71,11 @@ namespace {
 using asyncshim::shim::allocation_record;
 using asyncshim::shim::allocation_registry;
 
-// The same formulas as allocation_registry.cpp (shard_of, home_slot, and a
-// new table's 256 slots), to build addresses that share a shard and a home
-// slot. Should they drift apart, the tests below still check correctness,
-// only with less certain collisions.
-std::size_t shard_of(std::uintptr_t address)
-{
-  return static_cast<std::size_t>(((address >> 8) * 0x9E3779B97F4A7C15ULL) >> 58);
-}
-std::size_t home_slot(std::uintptr_t address, std::size_t mask)
-{
-  std::uint64_t h = address;
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDULL;
-  h ^= h >> 33;
-  h *= 0xC4CEB9FE1A85EC53ULL;
-  h ^= h >> 33;
-  return static_cast<std::size_t>(h) & mask;
-}
-constexpr std::size_t first_table_mask = 255;
+// Where the registry puts an address, to build addresses that share a shard
+// and a home slot.
+std::size_t shard_of(std::uintptr_t address) { return allocation_registry::shard_of(address); }
+std::size_t home_slot(std::uintptr_t address, std::size_t mask) { return allocation_registry::home_slot(address, mask); }
+constexpr std::size_t first_table_mask = allocation_registry::initial_capacity - 1;
 
 void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 

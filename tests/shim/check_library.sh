@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Checks what libasyncshim.so shows to the programs it is loaded into:
-#  - it exports exactly the interposed CUDA API listed in README.md;
+#  - it exports exactly the names of its export list (written from
+#    shim/cuda/api_table.def at build time), each of them defined;
 #  - it has no NEEDED entry for libcudart/libcuda (it uses the program's own
 #    runtime) nor for fmt/spdlog (header-only, hidden);
 #  - no fmt::, spdlog:: or std:: symbol is in its dynamic symbol table;
 #  - it runs no C++ static constructors at load time.
-# usage: check_library.sh path/to/libasyncshim.so
+# usage: check_library.sh path/to/libasyncshim.so path/to/exports.map
 set -euo pipefail
 export LC_ALL=C  # one sort order everywhere
 lib=$1
+export_list=$2
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 
 exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | tr '\n' ' ')
-expected="cuCtxDestroy_v2 cuCtxDisablePeerAccess cuCtxEnablePeerAccess cuCtxSynchronize cuDevicePrimaryCtxReset_v2 cuGetProcAddress cuGetProcAddress_v2 cuIpcGetMemHandle cuMemAlloc_v2 cuMemFree_v2 cuMemGetInfo_v2 cuMemPoolExportToShareableHandle cuStreamBeginCaptureToGraph cuStreamBeginCaptureToGraph_ptsz cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy_v2 cuStreamEndCapture cuStreamEndCapture_ptsz cudaFree cudaMalloc dlsym "
+# The names between "global:" and "local:", one per line ("name;").
+expected=$(awk '/global:/ {on = 1; next} /local:/ {on = 0} on && /;/ {gsub(/[ \t;]/, ""); print}' "$export_list" | sort | tr '\n' ' ')
+if [[ $(wc -w <<<"$expected") -lt 20 ]]; then fail "the export list $export_list names too few functions: '$expected'"; fi
 if [[ "$exported" != "$expected" ]]; then fail "exported symbols are '$exported', expected '$expected'"; fi
 
 needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]' | tr '\n' ' ')

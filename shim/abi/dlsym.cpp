@@ -1,0 +1,77 @@
+// The exported dlsym. A statically linked CUDA runtime dlopen()s libcuda.so.1
+// and asks dlsym for cuGetProcAddress_v2; frameworks dlsym driver functions
+// directly. For a lookup in an explicit library handle, the real result is
+// returned unless it is one of the driver functions the shim replaces
+// (cuda/api_table.def), in which case the shim's entry point is.
+//
+// RTLD_NEXT and RTLD_DEFAULT lookups depend on *who calls* dlsym: glibc takes
+// the caller from the return address. A C wrapper that called the real dlsym
+// would make every RTLD_NEXT lookup relative to libasyncshim.so. So those two
+// handles are passed on with a tail jump, which leaves the caller's return
+// address in place: they resolve exactly as without the shim (and an
+// RTLD_DEFAULT lookup of a replaced name finds the shim's export, as any
+// global lookup does).
+#include "abi/export.hpp"
+#include "core/lookup_redirect.hpp"
+#include "cuda/loader.hpp"
+
+#include <dlfcn.h>
+
+extern "C" __attribute__((used)) void* asyncshim_dlsym_explicit(void* handle, char const* name) noexcept
+{
+  void* found = asyncshim::shim::real_dlsym(handle, name);
+  return asyncshim::shim::replacement_for_lookup(name, found);
+}
+
+#if defined(__x86_64__)
+// dlsym(handle, name): handle in %rdi, name in %rsi. RTLD_NEXT is -1,
+// RTLD_DEFAULT is 0.
+asm(R"(
+    .text
+    .globl dlsym
+    .type dlsym, @function
+dlsym:
+    .cfi_startproc
+    endbr64
+    cmpq $-1, %rdi
+    je 1f
+    testq %rdi, %rdi
+    je 1f
+    jmp asyncshim_dlsym_explicit
+1:
+    movq asyncshim_real_dlsym_pointer(%rip), %rax
+    testq %rax, %rax
+    jz 2f
+    jmp *%rax
+2:
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call asyncshim_resolve_real_dlsym
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testq %rax, %rax
+    jz 3f
+    jmp *%rax
+3:
+    xorl %eax, %eax
+    ret
+    .cfi_endproc
+    .size dlsym, .-dlsym
+)");
+#else
+// Other architectures: a plain wrapper. RTLD_NEXT lookups made through it
+// resolve relative to libasyncshim.so (README, "Known limits").
+ASYNCSHIM_EXPORT void* dlsym(void* handle, char const* name)
+{
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) { return asyncshim::shim::real_dlsym(handle, name); }
+  return asyncshim_dlsym_explicit(handle, name);
+}
+#endif

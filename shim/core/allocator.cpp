@@ -1,0 +1,428 @@
+// What the interposed allocation entry points do, at both API levels:
+// cudaMalloc/cudaFree (runtime) and cuMemAlloc_v2/cuMemFree_v2 (driver). Both
+// use the same pools (state/device_pools.hpp) and the same ownership record,
+// so memory from either can be freed through the other. The exports (abi/)
+// only forward here.
+#include "core/hooks.hpp"
+#include "core/fenced_frees.hpp"
+#include "core/lookup_redirect.hpp"
+#include "core/memory_release.hpp"
+#include "cuda/api_level.hpp"
+#include "cuda/context_scope.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/error_text.hpp"
+#include "cuda/runtime.hpp"
+#include "state/allocation_registry.hpp"
+#include "state/device_pools.hpp"
+#include "state/shim_state.hpp"
+#include "state/statistics.hpp"
+#include "state/statistics_report.hpp"
+#include "state/stream_tracker.hpp"
+#include "support/log.hpp"
+
+namespace asyncshim::shim {
+namespace {
+
+// One API level's native calls, in runtime terms (CUresult codes equal the
+// cudaError_t codes, CUdeviceptr is a pointer-sized integer).
+struct native_api {
+  api_level level;
+  interposed_call alloc_call;
+  interposed_call free_call;
+  cudaError_t (*malloc)(void** ptr, std::size_t size);
+  cudaError_t (*free)(void* ptr);
+  cudaError_t (*current_device)(int* device);
+};
+
+native_api const runtime_api{
+  api_level::runtime, interposed_call::malloc, interposed_call::free,
+  [](void** p, std::size_t n) { return runtime().malloc(p, n); },
+  [](void* p) { return runtime().free(p); },
+  [](int* d) { return runtime().get_device(d); },
+};
+
+native_api const driver_api{
+  api_level::driver, interposed_call::driver_malloc, interposed_call::driver_free,
+  [](void** p, std::size_t n) {
+    return static_cast<cudaError_t>(driver().mem_alloc(reinterpret_cast<CUdeviceptr*>(p), n));
+  },
+  [](void* p) { return static_cast<cudaError_t>(driver().mem_free(reinterpret_cast<CUdeviceptr>(p))); },
+  [](int* d) { return static_cast<cudaError_t>(driver().ctx_get_device(d)); },
+};
+
+// After a call into CUDA (so the exit handler runs before the runtime's own teardown).
+void arm_report(shim_state& s) noexcept
+{
+  if (s.stats != nullptr) { report_at_exit(s.sources); }
+}
+
+cudaStream_t allocation_stream(config::settings const& settings) noexcept
+{
+  // Equal to CU_STREAM_PER_THREAD / CU_STREAM_LEGACY at the driver level.
+  return settings.stream == config::stream_choice::per_thread ? cudaStreamPerThread : cudaStreamLegacy;
+}
+
+void count_passthrough(shim_state& s, int device, passthrough_reason reason) noexcept
+{
+  if (s.stats != nullptr) { s.stats->allocation_passed_through(device, reason); }
+}
+
+void count_failure(shim_state& s, int device) noexcept
+{
+  if (s.stats != nullptr) { s.stats->allocation_failed(device); }
+}
+
+// The resource's pool calls made at the driver level where a context is
+// current: the runtime then keeps no error of the shim's own attempts. A
+// failure is repeated at the caller's level, so that it leaves the error the
+// native call would have left (cudaGetLastError). The caller says whether a
+// context is current (it has made sure of it, or found none).
+template <class Attempt>
+cudaError_t quietly_then_at_caller_level(api_level level, bool context_current, Attempt attempt) noexcept
+{
+  if (level == api_level::driver) { return attempt(); }
+  if (context_current) {
+    api_level_scope quiet{api_level::driver};
+    if (attempt() == cudaSuccess) { return cudaSuccess; }
+  }
+  return attempt();
+}
+
+// What native cudaFree does when a capture forbids it: fail with the
+// capture's error and invalidate the capture. A native one-byte allocation
+// fails in exactly that way; should it succeed (the capture rules said
+// otherwise), it is given back and the free is queued.
+cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api, void* ptr,
+                                           allocation_record const& record) noexcept
+{
+  void* probe = nullptr;
+  cudaError_t const native = api.malloc(&probe, 1);
+  if (native != cudaSuccess) { return native; }
+  (void)api.free(probe);
+  return queue_free(s, ptr, record, true);
+}
+
+// Frees `ptr`, claimed in the ownership record, as the configured ordering
+// says:
+//  - device: queued, issued behind a fence with the rest of its batch
+//    (issue_queued); fenced and freed at once when the calling thread's
+//    context is not the pool's (a driver-API program's own context, another
+//    device current), as the fence must be recorded where the program worked;
+//  - stream: on the allocation stream of the calling thread, at once;
+//  - sync: after a device synchronization, on the shim's own stream.
+// During a capture, frees the capture rules allow are queued whatever the
+// ordering (and issued with the device ordering's fence once no capture is
+// in progress: the thread issuing them is not the one that freed, so its
+// own stream means nothing to the program's work). A block freed at once has
+// its record released once the pool has it.
+cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record) noexcept
+{
+  cuda_async_memory_resource* pool = s.pools.existing(record.device);
+  if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
+  stream_tracker& streams = tracker();
+  bool const device_ordering = s.settings.ordering == config::ordering_mode::device;
+  if (device_ordering && !streams.captures_in_progress() && in_pool_context(s, record.device)) {
+    return queue_free(s, ptr, record, false);
+  }
+  auto access = streams.access();
+  if (streams.captures_in_progress()) {
+    if (streams.calling_thread_is_prohibited()) {
+      access.unlock();
+      return free_during_forbidding_capture(s, api, ptr, record);
+    }
+    // Never stream work of the shim's own that a capture could absorb or
+    // that the capture rules forbid: issued once no capture is in progress.
+    access.unlock();
+    return queue_free(s, ptr, record, true);
+  }
+  owner_device_scope owner{api.level, record.device};
+  if (owner.status() != cudaSuccess) { return owner.status(); }
+  // The owner's context is current now (cudaSetDevice makes it so).
+  device_streams const shim_streams = s.pools.streams(record.device);
+  auto const free_on = [&](CUstream stream) {
+    // The record goes before the pool has the block (state/allocation_registry.hpp).
+    std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
+    cudaError_t const r = quietly_then_at_caller_level(api.level, true, [&] {
+      return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream));
+    });
+    if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }  // for pool_free's unclaim
+    if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
+    return r;
+  };
+  switch (s.settings.ordering) {
+    case config::ordering_mode::stream: return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
+    case config::ordering_mode::sync:
+      if (cudaError_t const r = synchronize_device(api.level); r != cudaSuccess) { return r; }
+      return free_on(shim_streams.own);
+    case config::ordering_mode::device: break;
+  }
+  if (cudaError_t const r = fence_or_synchronize(shim_streams, api.level); r != cudaSuccess) { return r; }
+  return free_on(shim_streams.own);
+}
+
+void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda_async_memory_resource& pool) noexcept
+{
+  if (!log::enabled(log::log_level::warn)) { return; }
+  auto const& drv = driver();
+  cuuint64_t reserved = 0;
+  cuuint64_t used = 0;
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  auto const handle = reinterpret_cast<CUmemoryPool>(pool.pool_handle());
+  if (drv.mem_pool_get_attribute != nullptr) {
+    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+  }
+  if (drv.mem_get_info != nullptr) { (void)drv.mem_get_info(&free_bytes, &total_bytes); }
+  log::warn("{}({} bytes = {}) on device {}: out of memory; the pool has {} reserved, {} of it in use; the device "
+            "has {} free of {}",
+            to_string(api.alloc_call), size, byte_count{size}, device, byte_count{reserved}, byte_count{used},
+            byte_count{free_bytes}, byte_count{total_bytes});
+}
+
+// Observe mode: the native allocator serves everything; with statistics on,
+// sizes are recorded so that frees can be counted.
+cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
+                               timed_call& timer) noexcept
+{
+  cudaError_t const result = api.malloc(dev_ptr, size);
+  if (s.stats == nullptr) { return result; }
+  if (api.current_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
+  if (result != cudaSuccess) {
+    count_failure(s, timer.device);
+    return result;
+  }
+  try {
+    s.registry.insert(*dev_ptr, allocation_record{size, timer.device});
+    s.stats->allocation_served(timer.device, size, api.alloc_call);
+  } catch (...) {  // the program keeps its memory; only the count misses it
+  }
+  return result;
+}
+
+cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
+                            timed_call& timer) noexcept
+{
+  if (api.current_device(&timer.device) != cudaSuccess) {
+    timer.device = statistics::unattributed;
+    count_passthrough(s, statistics::unattributed, passthrough_reason::no_current_device);
+    return api.malloc(dev_ptr, size);
+  }
+  // The shim's own pool calls go to the driver, which needs the device's
+  // context current: the runtime makes it so on a thread's first call that
+  // needs one, so do that now (the runtime's device stays the same).
+  bool context_current = api.level == api_level::driver || context_is_current();
+  if (!context_current) { context_current = runtime().set_device(timer.device) == cudaSuccess && context_is_current(); }
+
+  issue_urgent(s);
+  stream_tracker& streams = tracker();
+  auto access = streams.access();
+  bool const during_capture = streams.captures_in_progress();
+  // A pool is not made during a capture: making one uses the legacy stream,
+  // which a capture may forbid. The native call answers meanwhile.
+  cuda_async_memory_resource* pool = during_capture ? s.pools.existing(timer.device) : s.pools.get(timer.device);
+  if (pool == nullptr) {
+    access.unlock();
+    count_passthrough(s, timer.device, during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
+    return api.malloc(dev_ptr, size);
+  }
+  start_idle_release(s);  // with the process's first pool
+  CUstream const own = s.pools.streams(timer.device).own;
+  cudaStream_t stream = allocation_stream(s.settings);
+  if (during_capture) {
+    if (streams.calling_thread_is_prohibited()) {
+      // The native call fails (and invalidates the capture) as natively.
+      access.unlock();
+      count_passthrough(s, timer.device, passthrough_reason::capture);
+      return api.malloc(dev_ptr, size);
+    }
+    // The program's streams may be capturing: allocate on the shim's own.
+    stream = reinterpret_cast<cudaStream_t>(own);
+  }
+  void* ptr = nullptr;
+  cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {
+    cudaError_t r = pool->try_allocate_async(&ptr, size, stream);
+    // Only in the driver-level attempt, which leaves no error behind when the
+    // second try succeeds.
+    if (r == cudaErrorMemoryAllocation && s.settings.ordering != config::ordering_mode::stream &&
+        current_api_level() == api_level::driver && driver().stream_synchronize != nullptr) {
+      // Blocks whose frees are queued or still in flight on the shim's
+      // stream cannot be handed out yet: issue the queue and wait for them,
+      // as native cudaFree would have.
+      if (!during_capture) { issue_queued(s, timer.device); }
+      (void)driver().stream_synchronize(own);
+      r = pool->try_allocate_async(&ptr, size, stream);
+    }
+    return r;
+  });
+  if (result == cudaSuccess && during_capture && driver().stream_synchronize != nullptr) {
+    (void)driver().stream_synchronize(own);  // the block is idle before the program sees it
+  }
+  if (result != cudaSuccess) {
+    *dev_ptr = nullptr;  // as a failed native allocation leaves it
+    count_failure(s, timer.device);
+    if (result == cudaErrorMemoryAllocation) {
+      log_out_of_memory(api, size, timer.device, *pool);
+    } else if (log::enabled(log::log_level::debug)) {
+      log::debug("{}({}) on device {}: the pool returned {}", to_string(api.alloc_call), size, timer.device,
+                 cuda_status{result});
+    }
+    return result;
+  }
+  try {
+    s.registry.insert(ptr, allocation_record{size, timer.device});
+  } catch (...) {  // no host memory for the record: give the block back
+    (void)pool->try_deallocate_async(ptr, stream);
+    *dev_ptr = nullptr;
+    count_failure(s, timer.device);
+    return cudaErrorMemoryAllocation;
+  }
+  if (s.stats != nullptr) { s.stats->allocation_served(timer.device, size, api.alloc_call); }
+  *dev_ptr = ptr;
+  log::trace("{}({}) on device {} -> {}", to_string(api.alloc_call), size, timer.device, ptr);
+  return cudaSuccess;
+}
+
+// The state when `api`'s level is intercepted for this call; null to pass it through.
+shim_state* intercepting(native_api const& api) noexcept
+{
+  // A driver call made by the runtime inside an intercepted runtime call
+  // (the runtime's own cudaMalloc, when the shim passed one through) is
+  // never intercepted a second time.
+  if (api.level == api_level::driver && current_api_level() == api_level::runtime) { return nullptr; }
+  shim_state* s = active_state();
+  if (s == nullptr) { return nullptr; }
+  bool const wanted = api.level == api_level::runtime ? s->settings.intercepts_runtime()
+                                                      : s->settings.intercepts_driver();
+  return wanted ? s : nullptr;
+}
+
+cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t size) noexcept
+{
+  shim_state* s = intercepting(api);
+  if (s == nullptr) { return api.malloc(dev_ptr, size); }
+
+  api_level_scope level{api.level};
+  cudaError_t result = cudaSuccess;
+  {
+    timed_call timer{s->stats, api.alloc_call};
+    if (dev_ptr == nullptr || size == 0) {  // the native call keeps its own semantics
+      count_passthrough(*s, statistics::unattributed, passthrough_reason::zero_size_or_null);
+      result = api.malloc(dev_ptr, size);
+    } else if (s->settings.mode == config::shim_mode::observe) {
+      result = observe_allocation(*s, api, dev_ptr, size, timer);
+    } else {
+      result = pool_allocation(*s, api, dev_ptr, size, timer);
+    }
+  }
+  arm_report(*s);
+  return result;
+}
+
+// A free of memory the shim did not hand out (null, memory from before the
+// shim was active or from another path, not device memory): the native call
+// answers.
+cudaError_t foreign_free(shim_state& s, native_api const& api, void* ptr) noexcept
+{
+  if (s.stats != nullptr) { s.stats->free_passed_through(); }
+  return api.free(ptr);
+}
+
+// Observe mode: the native allocator freed it; the record only counts.
+cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_call& timer) noexcept
+{
+  auto const record = s.registry.take(ptr);  // none for null
+  if (!record) { return foreign_free(s, api, ptr); }
+  timer.device = record->device;
+  cudaError_t const result = api.free(ptr);
+  if (result != cudaSuccess) {
+    try {
+      s.registry.insert(ptr, *record);
+    } catch (...) {
+    }
+  } else if (s.stats != nullptr) {
+    s.stats->free_served(record->device, record->bytes);
+  }
+  return result;
+}
+
+cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_call& timer) noexcept
+{
+  allocation_record record;
+  switch (s.registry.claim_for_free(ptr, record)) {
+    case free_claim::not_found: return foreign_free(s, api, ptr);
+    case free_claim::already_freed: {
+      // Freed already, its block not yet back in the pool: a double free.
+      // Natively an invalid value, also left as the runtime's last error: the
+      // native free of an address that is certainly not device memory
+      // answers exactly that.
+      static char const not_device_memory = 0;
+      cudaError_t const r = api.free(const_cast<char*>(&not_device_memory));
+      return r != cudaSuccess ? r : cudaErrorInvalidValue;
+    }
+    case free_claim::claimed: break;
+  }
+  timer.device = record.device;
+  cudaError_t const result = free_to_pool(s, api, ptr, record);
+  if (result != cudaSuccess) {
+    // Still allocated (e.g. no current context at the driver level, as
+    // natively an error): the program's again, so a retry frees it.
+    s.registry.unclaim(ptr);
+  } else if (s.stats != nullptr) {
+    s.stats->free_served(record.device, record.bytes);
+  }
+  log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record.device, record.bytes);
+  return result;
+}
+
+cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
+{
+  shim_state* s = intercepting(api);
+  if (s == nullptr) { return api.free(ptr); }
+
+  api_level_scope level{api.level};
+  cudaError_t result = cudaSuccess;
+  {
+    timed_call timer{s->stats, api.free_call};
+    if (s->settings.mode == config::shim_mode::pool) { issue_urgent(*s); }
+    if (s->settings.mode == config::shim_mode::observe) {
+      result = observe_free(*s, api, ptr, timer);
+    } else {
+      result = pool_free(*s, api, ptr, timer);
+    }
+  }
+  arm_report(*s);
+  return result;
+}
+
+}  // namespace
+
+}  // namespace asyncshim::shim
+
+cudaError_t asyncshim_hook_malloc(void** devPtr, size_t size, void const* caller) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!runtime(caller).found()) { return runtime_missing_error; }
+  return allocate_with(runtime_api, devPtr, size);
+}
+
+cudaError_t asyncshim_hook_free(void* devPtr, void const* caller) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!runtime(caller).found()) { return runtime_missing_error; }
+  return deallocate_with(runtime_api, devPtr);
+}
+
+CUresult asyncshim_hook_mem_alloc(CUdeviceptr* dptr, size_t bytesize) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
+  return static_cast<CUresult>(allocate_with(driver_api, reinterpret_cast<void**>(dptr), bytesize));
+}
+
+CUresult asyncshim_hook_mem_free(CUdeviceptr dptr) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
+  return static_cast<CUresult>(deallocate_with(driver_api, reinterpret_cast<void*>(dptr)));
+}

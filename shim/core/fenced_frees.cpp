@@ -1,0 +1,143 @@
+#include "core/fenced_frees.hpp"
+
+#include "core/memory_release.hpp"
+#include "cuda/context_scope.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/error_text.hpp"
+#include "state/stream_tracker.hpp"
+#include "support/log.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace asyncshim::shim {
+
+bool in_pool_context(shim_state& s, int device) noexcept
+{
+  CUcontext const current = current_context();
+  return current != nullptr && current == s.pools.streams(device).context;
+}
+
+cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept
+{
+  if (tracker().fence(streams.own, streams.legacy_fence) == CUDA_SUCCESS) { return cudaSuccess; }
+  return synchronize_device(level);
+}
+
+// The fence comes later than each free of the chunk, so it covers everything
+// submitted before each of them; the pool hands a block out again only once
+// its free has completed on the device.
+std::size_t issue_queued(shim_state& s, int device) noexcept
+{
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr) {
+    // A reset took the pool with its blocks (and their records): nothing to issue.
+    s.pending.drop(device);
+    return 0;
+  }
+  device_streams const streams = s.pools.streams(device);
+  api_level_scope level{api_level::driver};
+  context_scope in_context{streams.context};
+  if (!in_context.current()) { return 0; }  // they stay queued for the next try
+  std::size_t issued = 0;
+  std::vector<free_queue::entry> failed;  // allocates only when a free fails
+  std::array<free_queue::entry, free_queue::batch_frees> chunk;
+  for (;;) {
+    std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
+    if (count == 0) { break; }
+    cudaError_t const fenced = fence_or_synchronize(streams, api_level::driver);
+    for (std::size_t i = 0; i < count; ++i) {
+      free_queue::entry& e = chunk[i];
+      // Still claimed: not dropped by a reset, nor a second entry for an
+      // address already handed back.
+      std::optional<allocation_record> const claimed = s.registry.take_freed(e.ptr);
+      if (!claimed) { continue; }
+      cudaError_t const r =
+        fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
+      if (r == cudaSuccess) {
+        issued += claimed->bytes;
+        continue;
+      }
+      // Still the shim's block, freed: the record goes back, also when it is not tried again.
+      bool const recorded = s.registry.put_back(e.ptr, *claimed);
+      constexpr int attempts = 3;
+      if (++e.failures < attempts && recorded) {
+        try {
+          failed.push_back(e);
+          continue;
+        } catch (...) {
+        }
+      }
+      log::error("a queued free of {} on device {} failed {} times ({}): the block stays allocated", e.ptr,
+                 e.record.device, e.failures, cuda_status{r});
+    }
+    if (count < chunk.size()) { break; }
+  }
+  for (free_queue::entry const& e : failed) { (void)s.pending.add(e, false); }  // tried again with the next batch
+  return issued;
+}
+
+namespace {
+
+// Issues the queues of the devices `devices_now()` names (a bit mask, read
+// once the tracker's access is held), if no capture is in progress. For the
+// program's own frees (`program_thread`), what was issued then counts towards
+// the look at whether the device runs short (core/memory_release.hpp); the idle
+// release's thread never waits for the device.
+template <class DeviceMask>
+void issue_unless_capturing(shim_state& s, DeviceMask devices_now, bool program_thread) noexcept
+{
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) { return; }
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return; }
+  std::uint64_t const devices = devices_now();
+  for (int device = 0; device < max_devices; ++device) {
+    if ((devices >> device & 1U) == 0) { continue; }
+    std::size_t const issued = issue_queued(s, device);
+    if (program_thread && issued > 0) { note_freed(s, device, issued, s.pools.streams(device).own); }
+  }
+}
+
+}  // namespace
+
+void issue_urgent_queues(shim_state& s) noexcept
+{
+  if (tracker().captures_in_progress()) {
+    // Frees wait: make sure it is for a capture that is still going on.
+    static std::atomic<unsigned> calls{0};
+    if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { tracker().recheck_captures(); }
+  }
+  issue_unless_capturing(s, [&] { return s.pending.urgent_devices(); }, true);
+}
+
+cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
+{
+  auto const [added, due] = s.pending.add({ptr, record}, urgent);
+  if (!added) { return cudaErrorMemoryAllocation; }
+  if (due) {
+    std::uint64_t const device_bit = std::uint64_t{1} << record.device;  // add() accepted the device
+    issue_unless_capturing(s, [device_bit] { return device_bit; }, true);
+  }
+  return cudaSuccess;
+}
+
+void issue_urgent_frees() noexcept
+{
+  if (shim_state* s = existing_state()) { issue_urgent(*s); }
+}
+
+void issue_all_queued_frees() noexcept
+{
+  // Not from inside an intercepted call (the shim's own synchronization in
+  // sync ordering reaches the followed cuCtxSynchronize through the runtime):
+  // that thread holds the tracker's access already.
+  if (current_api_level() != api_level::none) { return; }
+  shim_state* s = existing_state();
+  if (s == nullptr || s->pending.queued_devices() == 0) { return; }
+  issue_unless_capturing(*s, [s] { return s->pending.queued_devices(); }, false);
+}
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,303 @@
+// The driver calls the shim follows without changing what they do: stream
+// creation and destruction, stream capture, context synchronization and
+// destruction, primary context reset, peer access, and pool export and
+// legacy IPC (for hints). Each runs the real driver function and tells the
+// stream tracker, the queued frees or the pools what happened:
+//  - a context that goes (cudaDeviceReset, cuDevicePrimaryCtxReset,
+//    cuCtxDestroy) natively frees every allocation made in it, so the
+//    device's pool goes too;
+//  - peer access the program enables or disables is applied to the pools:
+//    natively cudaMalloc memory follows cuCtxEnablePeerAccess, pool memory
+//    only cudaMemPoolSetAccess (docs/design.md, "Peer access");
+//  - a failed pool export or legacy IPC handle on pool memory gets a clear
+//    message.
+// Nothing here throws.
+#include "core/fenced_frees.hpp"
+#include "core/hooks.hpp"
+#include "core/lookup_redirect.hpp"
+#include "cuda/context_scope.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/error_text.hpp"
+#include "state/peer_access.hpp"
+#include "state/process.hpp"
+#include "state/shim_state.hpp"
+#include "state/stream_tracker.hpp"
+#include "support/log.hpp"
+
+#include <atomic>
+
+namespace asyncshim::shim {
+namespace {
+
+// Frees the pool's blocks, then the pool goes (retire).
+void release_device_pool(shim_state& s, int device) noexcept
+{
+  if (s.pools.existing(device) == nullptr) { return; }
+  // No allocation or issue of queued frees is in the middle of using this
+  // pool meanwhile (they hold the access shared).
+  auto exclusive = tracker().exclusive_access();
+  if (s.pools.existing(device) == nullptr) { return; }
+  auto const& drv = driver();
+  device_streams const streams = s.pools.streams(device);
+  std::size_t live = 0;
+  {
+    context_scope in_context{streams.context};
+    // Every block of the pool the shim handed out: the program's, and the
+    // freed ones still queued (their queue entries are dropped below).
+    for (auto const& [ptr, record] : s.registry.take_device(device)) {
+      if (drv.mem_free_async != nullptr) { (void)drv.mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), streams.own); }
+      if (record.freed) { continue; }
+      if (s.stats != nullptr) { s.stats->free_served(device, record.bytes); }
+      ++live;
+    }
+  }
+  s.pending.drop(device);
+  s.pools.retire(device);
+  if (live > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, live); }
+}
+
+void device_resetting(int device) noexcept
+{
+  peer_access().forget(device);
+  auto const& drv = driver();
+  // The program's streams and events in the device's primary context go
+  // with it.
+  unsigned flags = 0;
+  int active = 0;
+  CUcontext primary = nullptr;
+  if (drv.device_primary_ctx_get_state != nullptr &&
+      drv.device_primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && active != 0 &&
+      drv.device_primary_ctx_retain(&primary, device) == CUDA_SUCCESS) {
+    (void)drv.device_primary_ctx_release(device);
+    tracker().context_destroying(primary);
+  }
+  if (shim_state* s = existing_state()) { release_device_pool(*s, device); }
+}
+
+void context_destroying(CUcontext context) noexcept
+{
+  tracker().context_destroying(context);
+  shim_state* s = existing_state();
+  if (s == nullptr) { return; }
+  // The context a device's pool and the shim's stream there were made in.
+  for (int device = 0; device < max_devices; ++device) {
+    if (s->pools.existing(device) != nullptr && s->pools.streams(device).context == context) {
+      release_device_pool(*s, device);
+    }
+  }
+}
+
+
+void peer_access_changed(CUcontext peer, bool enabled) noexcept
+{
+  auto const& drv = driver();
+  int accessor = -1;
+  int owner = -1;
+  if (drv.ctx_get_device(&accessor) != CUDA_SUCCESS) { return; }
+  {
+    context_scope in_peer{peer};
+    if (!in_peer.current() || drv.ctx_get_device(&owner) != CUDA_SUCCESS) { return; }
+  }
+  if (owner == accessor) { return; }
+  if (enabled) {
+    peer_access().grant(accessor, owner);
+  } else {
+    peer_access().revoke(accessor, owner);
+  }
+  shim_state* s = existing_state();
+  cuda_async_memory_resource* pool = s != nullptr ? s->pools.existing(owner) : nullptr;
+  if (pool == nullptr) { return; }  // applied when the pool is made
+  auto const handle = reinterpret_cast<CUmemoryPool>(pool->pool_handle());
+  if (CUresult const r = set_pool_access(handle, accessor, enabled); r != CUDA_SUCCESS) {
+    log::warn("cannot {} device {}'s access to the pool of device {} ({}) as peer access was {}",
+              enabled ? "grant" : "revoke", accessor, owner, cuda_status{r}, enabled ? "enabled" : "disabled");
+  } else {
+    log::debug("device {} {} access to the pool of device {} (peer access {})", accessor,
+               enabled ? "has" : "no longer has", owner, enabled ? "enabled" : "disabled");
+  }
+}
+
+void pool_export_failed(CUmemAllocationHandleType type, CUresult result) noexcept
+{
+  // Fabric handles need a system set up for them (IMEX): a fabric pool can be
+  // made without, but exporting it fails. Said once. (Not tried by the shim
+  // itself when it makes the pool: on the H200, exporting a fabric pool a
+  // second time after a refused export crashed inside the driver.)
+  if (type != CU_MEM_HANDLE_TYPE_FABRIC || process_settings().export_handle_type != config::handle_type::fabric) {
+    return;
+  }
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) { return; }
+  log::warn("ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: exporting the pool failed with {}: this system is not set up for "
+            "fabric handles (IMEX); processes on one node can share the pool with posix_file_descriptor",
+            cuda_status{result});
+}
+
+void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept
+{
+  shim_state* s = existing_state();
+  if (s == nullptr || !s->registry.contains(reinterpret_cast<void const*>(ptr))) { return; }
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) { return; }
+  log::warn("cudaIpcGetMemHandle/cuIpcGetMemHandle failed with {} on memory from the asyncshim pool: legacy IPC "
+            "does not work on pool memory. Share the pool instead (ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_file_descriptor, "
+            "cudaMemPoolExportToShareableHandle + cudaMemPoolExportPointer; README, \"Several processes\"), or run "
+            "this process with ASYNCSHIM_DISABLE=1",
+            cuda_status{result});
+}
+
+}  // namespace
+}  // namespace asyncshim::shim
+
+namespace {
+
+using asyncshim::shim::driver;
+using asyncshim::shim::tracker;
+using asyncshim::shim::tracking_active;
+
+template <class Fn, class... Args>
+CUresult call_real(Fn real, Args... args) noexcept
+{
+  return real != nullptr ? real(args...) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult stream_created(CUresult result, CUstream const* stream, unsigned flags) noexcept
+{
+  if (result == CUDA_SUCCESS && stream != nullptr && tracking_active()) { tracker().stream_created(*stream, flags); }
+  return result;
+}
+
+template <class Begin>
+CUresult begin_capture(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode, Begin real_begin) noexcept
+{
+  if (!tracking_active()) { return real_begin(); }
+  return tracker().begin_capture(stream, per_thread_api, mode, real_begin);
+}
+
+CUresult end_capture(decltype(driver().stream_end_capture) real_end,
+                     decltype(driver().stream_is_capturing) real_is_capturing, bool per_thread_api, CUstream stream,
+                     CUgraph* graph) noexcept
+{
+  CUresult const result = call_real(real_end, stream, graph);
+  if (!tracking_active()) { return result; }
+  // Whether the call ended the capture (a wrong-thread end does not):
+  // the driver says.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  bool const still = real_is_capturing != nullptr && real_is_capturing(stream, &status) == CUDA_SUCCESS &&
+                     status != CU_STREAM_CAPTURE_STATUS_NONE;
+  tracker().capture_maybe_ended(stream, per_thread_api, still);
+  if (!tracker().captures_in_progress()) { asyncshim::shim::issue_urgent_frees(); }
+  return result;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult asyncshim_hook_stream_create(CUstream* stream, unsigned flags) noexcept
+{
+  return stream_created(call_real(driver().stream_create, stream, flags), stream, flags);
+}
+
+CUresult asyncshim_hook_stream_create_with_priority(CUstream* stream, unsigned flags, int priority) noexcept
+{
+  return stream_created(call_real(driver().stream_create_with_priority, stream, flags, priority), stream, flags);
+}
+
+CUresult asyncshim_hook_stream_destroy(CUstream stream) noexcept
+{
+  auto const real = [&] { return call_real(driver().stream_destroy, stream); };
+  return tracking_active() ? tracker().destroy_stream(stream, real) : real();
+}
+
+CUresult asyncshim_hook_stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) noexcept
+{
+  return begin_capture(stream, false, mode, [&] { return call_real(driver().stream_begin_capture, stream, mode); });
+}
+
+CUresult asyncshim_hook_stream_begin_capture_ptsz(CUstream stream, CUstreamCaptureMode mode) noexcept
+{
+  return begin_capture(stream, true, mode, [&] { return call_real(driver().stream_begin_capture_ptsz, stream, mode); });
+}
+
+CUresult asyncshim_hook_stream_begin_capture_to_graph(CUstream stream, CUgraph graph, CUgraphNode const* dependencies,
+                                                      CUgraphEdgeData const* edges, size_t count,
+                                                      CUstreamCaptureMode mode) noexcept
+{
+  return begin_capture(stream, false, mode, [&] {
+    return call_real(driver().stream_begin_capture_to_graph, stream, graph, dependencies, edges, count, mode);
+  });
+}
+
+CUresult asyncshim_hook_stream_begin_capture_to_graph_ptsz(CUstream stream, CUgraph graph,
+                                                           CUgraphNode const* dependencies, CUgraphEdgeData const* edges,
+                                                           size_t count, CUstreamCaptureMode mode) noexcept
+{
+  return begin_capture(stream, true, mode, [&] {
+    return call_real(driver().stream_begin_capture_to_graph_ptsz, stream, graph, dependencies, edges, count, mode);
+  });
+}
+
+CUresult asyncshim_hook_stream_end_capture(CUstream stream, CUgraph* graph) noexcept
+{
+  return end_capture(driver().stream_end_capture, driver().stream_is_capturing, false, stream, graph);
+}
+
+CUresult asyncshim_hook_stream_end_capture_ptsz(CUstream stream, CUgraph* graph) noexcept
+{
+  return end_capture(driver().stream_end_capture_ptsz, driver().stream_is_capturing_ptsz, true, stream, graph);
+}
+
+CUresult asyncshim_hook_ctx_destroy(CUcontext context) noexcept
+{
+  if (tracking_active()) { asyncshim::shim::context_destroying(context); }
+  return call_real(driver().ctx_destroy, context);
+}
+
+CUresult asyncshim_hook_ctx_synchronize() noexcept
+{
+  CUresult const result = call_real(driver().ctx_synchronize);
+  // Everything submitted before has completed: the frees queued under
+  // device ordering go to the pool now, so that after a synchronization
+  // every block freed before it can be handed out again.
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::issue_all_queued_frees(); }
+  return result;
+}
+
+CUresult asyncshim_hook_ctx_enable_peer_access(CUcontext peer, unsigned flags) noexcept
+{
+  CUresult const result = call_real(driver().ctx_enable_peer_access, peer, flags);
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::peer_access_changed(peer, true); }
+  return result;
+}
+
+CUresult asyncshim_hook_ctx_disable_peer_access(CUcontext peer) noexcept
+{
+  CUresult const result = call_real(driver().ctx_disable_peer_access, peer);
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::peer_access_changed(peer, false); }
+  return result;
+}
+
+CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr ptr) noexcept
+{
+  CUresult const result = call_real(driver().ipc_get_mem_handle, handle, ptr);
+  if (result != CUDA_SUCCESS && tracking_active()) { asyncshim::shim::ipc_handle_failed(ptr, result); }
+  return result;
+}
+
+CUresult asyncshim_hook_mem_pool_export_to_shareable_handle(void* handle, CUmemoryPool pool,
+                                                            CUmemAllocationHandleType type, unsigned long long flags) noexcept
+{
+  CUresult const result = call_real(driver().mem_pool_export_to_shareable_handle, handle, pool, type, flags);
+  if (result != CUDA_SUCCESS && tracking_active()) { asyncshim::shim::pool_export_failed(type, result); }
+  return result;
+}
+
+CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice device) noexcept
+{
+  if (tracking_active()) { asyncshim::shim::device_resetting(device); }
+  return call_real(driver().device_primary_ctx_reset, device);
+}
+
+}  // extern "C"
+

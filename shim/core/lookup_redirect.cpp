@@ -1,0 +1,241 @@
+#include "core/lookup_redirect.hpp"
+
+#include "core/hooks.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/loader.hpp"
+#include "state/process.hpp"
+#include "support/log.hpp"
+
+#include <array>
+#include <cstring>
+
+namespace asyncshim::shim {
+namespace {
+
+// Why a function is replaced, which decides when (cuda/api_table.def).
+enum class purpose { allocation, following, lookup };
+// Which real addresses mean a replaced function (cuda/api_table.def).
+enum class lookups { every_stream, every_stream_and_older, legacy_stream, per_thread_stream, cuda_11 };
+enum class need { required, optional };
+
+// The older versions a runtime may ask for, where their ABI is the same as
+// the current one's (the runtime fetches cuDevicePrimaryCtxReset as of CUDA
+// 7.0, whose entry point is not the _v2 one).
+constexpr int older_versions[] = {2000, 4000, 7000, 11000};
+// The version a CUDA 11 runtime asks cuGetProcAddress for.
+constexpr int cuda_11_version = 11030;
+
+// How many addresses can mean one replaced function: its export, and what
+// cuGetProcAddress returns for it.
+constexpr std::size_t addresses_for(lookups kind) noexcept
+{
+  switch (kind) {
+    case lookups::every_stream: return 3;
+    case lookups::every_stream_and_older: return 3 + std::size(older_versions);
+    case lookups::legacy_stream:
+    case lookups::per_thread_stream:
+    case lookups::cuda_11: return 2;
+  }
+  return 0;
+}
+
+constexpr std::size_t max_replacements = 0
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args) \
+  +addresses_for(lookups::lookups_)
+#include "cuda/api_table.def"
+  ;
+
+// One address that means a replaced driver function: what the driver
+// exports under its name, or what its own cuGetProcAddress returns for it
+// (which need not be the export), with or without per-thread streams.
+struct replacement {
+  void* real = nullptr;
+  void* ours = nullptr;
+  purpose why = purpose::allocation;
+};
+
+struct replacement_table {
+  std::array<replacement, max_replacements> entries{};
+  std::size_t size = 0;
+  bool complete = true;
+
+  void add(void* real, void* ours, purpose why) noexcept
+  {
+    if (real != nullptr && size < entries.size()) { entries[size++] = {real, ours, why}; }
+  }
+
+  // Complete only when the driver answered every lookup that matters; a
+  // partial table (a lookup failing at a bad moment) is not kept.
+  [[nodiscard]] bool found() const noexcept { return complete; }
+};
+
+void* looked_up(char const* name, int version, cuuint64_t flags) noexcept
+{
+  auto const lookup = driver().get_proc_address_v2;
+  void* found = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  if (lookup == nullptr || lookup(name, &found, version, flags, &status) != CUDA_SUCCESS) { return nullptr; }
+  return found;
+}
+
+template <class Fn>
+void* address(Fn fn) noexcept
+{
+  return reinterpret_cast<void*>(fn);
+}
+
+// Every address that means one replaced function, for its hook `ours`.
+void add_addresses(replacement_table& t, purpose why, lookups kind, need needed, void* exported, char const* name,
+                   void* ours, int version) noexcept
+{
+  constexpr cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr
+                              : kind == lookups::cuda_11         ? looked_up(name, cuda_11_version, 0)
+                                                                 : looked_up(name, version, 0);
+  t.add(exported, ours, why);
+  t.add(legacy_lookup, ours, why);
+  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream) {
+    t.add(looked_up(name, version, per_thread), ours, why);
+  }
+  if (kind == lookups::every_stream_and_older) {
+    for (int const old : older_versions) { t.add(looked_up(name, old, 0), ours, why); }
+  }
+  if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
+}
+
+replacement_table search() noexcept
+{
+  auto const& drv = driver();
+  replacement_table t;
+  if (!drv.found()) {
+    t.complete = false;
+    return t;
+  }
+  int version = 0;
+  if (drv.driver_get_version == nullptr || drv.driver_get_version(&version) != CUDA_SUCCESS) { version = CUDA_VERSION; }
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args)               \
+  add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name, \
+                address(&asyncshim_hook_##field), version);
+#include "cuda/api_table.def"
+  return t;
+}
+
+// Set while this thread builds the table: the driver (or another
+// interposer in between) may look things up meanwhile, and those nested
+// lookups get the real answers.
+thread_local bool searching = false;
+
+replacement_table search_guarded() noexcept
+{
+  searching = true;
+  replacement_table t = search();
+  searching = false;
+  return t;
+}
+
+replacement_table const& table() noexcept
+{
+  struct tag {};
+  return bound_once<tag, replacement_table>(search_guarded);
+}
+
+bool wanted(purpose why) noexcept
+{
+  switch (why) {
+    case purpose::allocation: return driver_interception_active();
+    case purpose::following: return tracking_active();
+    case purpose::lookup: return driver_interception_active() || tracking_active();
+  }
+  return false;
+}
+
+// The names under which dlsym() callers find a replaced function: its
+// exported name, and for the functions that kept their ABI across versions
+// the old name too (cuStreamDestroy, cuCtxDestroy, cuDevicePrimaryCtxReset).
+constexpr char const* replaced_names[] = {
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args) #symbol,
+#include "cuda/api_table.def"
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args) \
+  lookups::lookups_ == lookups::every_stream_and_older ? lookup_name : nullptr,
+#include "cuda/api_table.def"
+};
+
+// Replaces the answer when it is a replaced driver function; at trace level
+// every lookup is logged (how the entry points a runtime uses were found).
+CUresult substitute(char const* lookup, char const* symbol, int version, cuuint64_t flags, CUresult result,
+                    void** pfn) noexcept
+{
+  void* const real = pfn != nullptr ? *pfn : nullptr;
+  if (result == CUDA_SUCCESS && real != nullptr) { *pfn = replacement_for_pointer(real); }
+  if (log::enabled(log::log_level::trace)) {
+    log::trace("{}(\"{}\", version {}, flags {}) = {}{}", lookup, symbol != nullptr ? symbol : "(null)", version, flags,
+               static_cast<int>(result), pfn != nullptr && *pfn != real ? ": replaced by asyncshim" : "");
+  }
+  return result;
+}
+
+}  // namespace
+
+void* replacement_for_pointer(void* found) noexcept
+{
+  if (found == nullptr || searching || !(driver_interception_active() || tracking_active())) { return found; }
+  replacement_table const& t = table();
+  for (std::size_t i = 0; i < t.size; ++i) {
+    replacement const& r = t.entries[i];
+    if (r.real == found) { return wanted(r.why) ? r.ours : found; }
+  }
+  return found;
+}
+
+void* replacement_for_lookup(char const* name, void* found) noexcept
+{
+  // Most lookups in a process have nothing to do with CUDA: a few string
+  // comparisons, and nothing else, for them.
+  if (name == nullptr || found == nullptr || name[0] != 'c' || name[1] != 'u') { return found; }
+  for (char const* r : replaced_names) {
+    if (r != nullptr && std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }
+  }
+  return found;
+}
+
+bool tracking_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.mode == config::shim_mode::pool;
+}
+
+bool driver_interception_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.intercepts_driver();
+}
+
+}  // namespace asyncshim::shim
+
+// The real lookup always runs, with the caller's own symbolStatus, so the
+// status is always filled as the driver fills it.
+CUresult asyncshim_hook_get_proc_address_v2(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                            CUdriverProcAddressQueryResult* symbolStatus) noexcept
+{
+  auto const real = asyncshim::shim::driver().get_proc_address_v2;
+  if (real == nullptr) {  // no driver loaded: answer as a lookup that found nothing
+    if (pfn != nullptr) { *pfn = nullptr; }
+    if (symbolStatus != nullptr) { *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; }
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return asyncshim::shim::substitute("cuGetProcAddress_v2", symbol, cudaVersion, flags,
+                                     real(symbol, pfn, cudaVersion, flags, symbolStatus), pfn);
+}
+
+CUresult asyncshim_hook_get_proc_address_v1(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags) noexcept
+{
+  auto const real = asyncshim::shim::driver().get_proc_address_v1;
+  if (real == nullptr) {
+    if (pfn != nullptr) { *pfn = nullptr; }
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return asyncshim::shim::substitute("cuGetProcAddress", symbol, cudaVersion, flags,
+                                     real(symbol, pfn, cudaVersion, flags), pfn);
+}

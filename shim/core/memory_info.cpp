@@ -1,0 +1,57 @@
+// What cudaMemGetInfo and cuMemGetInfo_v2 report under the shim (README,
+// "Sharing a GPU"): as free, what the program could still allocate, which is
+// the device's free memory plus what this process's pool on that device
+// holds unused, frees still queued or in flight included. The total is the
+// driver's. The runtime answers cudaMemGetInfo with cuMemGetInfo_v2, which
+// it fetches through cuGetProcAddress (a statically linked runtime too), so
+// this one hook serves both APIs however the program reaches them.
+#include "core/hooks.hpp"
+
+#include "core/lookup_redirect.hpp"
+#include "core/memory_release.hpp"
+#include "cuda/api_level.hpp"
+#include "cuda/driver.hpp"
+#include "state/shim_state.hpp"
+#include "state/stream_tracker.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace asyncshim::shim {
+namespace {
+
+// What the pool of the current context's device holds that the program
+// could allocate again; 0 when the shim has no pool there, or does not
+// serve allocations at all (observe mode, disabled, a forked child).
+std::uint64_t held_for_the_program() noexcept
+{
+  // The shim's own calls, made inside an intercepted call (the pool's
+  // creation reads the device's free memory), get the device's own answer.
+  if (current_api_level() != api_level::none || !tracking_active()) { return 0; }
+  shim_state* s = existing_state();
+  auto const& drv = driver();
+  int device = 0;
+  if (s == nullptr || drv.ctx_get_device == nullptr || drv.ctx_get_device(&device) != CUDA_SUCCESS) { return 0; }
+  // No device reset destroys the pool meanwhile (a reset takes the access exclusively).
+  auto access = tracker().access();
+  cuda_async_memory_resource* pool = s->pools.existing(device);
+  if (pool == nullptr) { return 0; }
+  // Queued frees are still used in the pool's eyes; freed blocks in flight
+  // on the device are not (the pool counts a block unused from its
+  // cudaFreeAsync on). An allocation that finds the pool short waits for both.
+  return usage_of(*pool).unused + s->pending.queued_bytes(device);
+}
+
+}  // namespace
+}  // namespace asyncshim::shim
+
+CUresult asyncshim_hook_mem_get_info(std::size_t* free, std::size_t* total) noexcept
+{
+  auto const real = asyncshim::shim::driver().mem_get_info;
+  if (real == nullptr) { return CUDA_ERROR_NOT_INITIALIZED; }
+  CUresult const result = real(free, total);
+  if (result != CUDA_SUCCESS || free == nullptr || total == nullptr) { return result; }
+  std::uint64_t const held = asyncshim::shim::held_for_the_program();
+  if (held > 0) { *free = static_cast<std::size_t>(std::min<std::uint64_t>(*total, *free + held)); }
+  return result;
+}

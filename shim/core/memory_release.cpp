@@ -1,0 +1,262 @@
+#include "core/memory_release.hpp"
+
+#include "core/fenced_frees.hpp"
+#include "cuda/context_scope.hpp"
+#include "cuda/driver.hpp"
+#include "state/free_queue.hpp"
+#include "state/process.hpp"
+#include "state/stream_tracker.hpp"
+#include "support/device_limit.hpp"
+#include "support/log.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <mutex>
+#include <new>
+#include <pthread.h>
+#include <signal.h>
+
+namespace asyncshim::shim {
+namespace {
+
+// Bytes this thread has freed since its last look at a pool: looking costs two
+// pool queries, so a thread looks once per batch's worth of frees.
+__attribute__((tls_model("initial-exec"))) thread_local std::size_t freed_since_look = 0;
+
+// Per device, when the device's free memory was last read and how much the
+// pool held unused then (when the device was not short): the next look reads
+// it again only once the pool holds twice as much or a second has passed, so
+// that a busy pool does not pay for that read (6 us) on every batch.
+struct device_look {
+  std::atomic<std::int64_t> at_ns{0};
+  std::atomic<std::uint64_t> unused{0};
+};
+std::array<device_look, max_devices> last_look{};
+
+constexpr std::int64_t look_again_after_ns = 1'000'000'000;
+
+std::int64_t now_ns() noexcept
+{
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+std::uint64_t pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute) noexcept
+{
+  auto const get = driver().mem_pool_get_attribute;
+  cuuint64_t value = 0;
+  if (get == nullptr || get(pool, attribute, &value) != CUDA_SUCCESS) { return 0; }
+  return value;
+}
+
+CUmemoryPool handle_of(cuda_async_memory_resource const& pool) noexcept
+{
+  return reinterpret_cast<CUmemoryPool>(pool.pool_handle());
+}
+
+// Trims the pool to what it keeps; in the pool's context. The bytes given back.
+std::uint64_t trim(shim_state& s, int device, cuda_async_memory_resource& pool) noexcept
+{
+  auto const& drv = driver();
+  if (drv.mem_pool_trim_to == nullptr) { return 0; }
+  std::uint64_t const before = usage_of(pool).reserved;
+  if (drv.mem_pool_trim_to(handle_of(pool), s.pools.kept_bytes(device)) != CUDA_SUCCESS) { return 0; }
+  std::uint64_t const after = usage_of(pool).reserved;
+  return before > after ? before - after : 0;
+}
+
+}  // namespace
+
+pool_usage usage_of(cuda_async_memory_resource const& pool) noexcept
+{
+  std::uint64_t const reserved = pool_attribute(handle_of(pool), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  std::uint64_t const used = pool_attribute(handle_of(pool), CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+  return {reserved, reserved > used ? reserved - used : 0};
+}
+
+void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) noexcept
+{
+  freed_since_look += bytes;
+  if (freed_since_look < free_queue::batch_bytes) { return; }
+  freed_since_look = 0;
+  if (device < 0 || device >= max_devices) { return; }
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr) { return; }
+  std::uint64_t const kept = s.pools.kept_bytes(device);
+  std::uint64_t const unused = usage_of(*pool).unused;
+  if (unused <= kept || unused <= short_device_floor) { return; }
+  device_look& look = last_look[static_cast<std::size_t>(device)];
+  std::int64_t const now = now_ns();
+  bool const doubled = unused > 2 * look.unused.load(std::memory_order_relaxed);
+  if (!doubled && now - look.at_ns.load(std::memory_order_relaxed) < look_again_after_ns) { return; }
+
+  auto const& drv = driver();
+  context_scope in_context{s.pools.streams(device).context};
+  std::size_t device_free = 0;
+  std::size_t total = 0;
+  if (!in_context.current() || drv.mem_get_info == nullptr || drv.mem_get_info(&device_free, &total) != CUDA_SUCCESS) {
+    return;
+  }
+  look.at_ns.store(now, std::memory_order_relaxed);
+  if (device_free >= unused) {  // not short: the pool keeps it
+    look.unused.store(unused, std::memory_order_relaxed);
+    return;
+  }
+  look.unused.store(0, std::memory_order_relaxed);
+  // The frees just made complete on the device first (the trim can only give
+  // back memory whose frees have completed), as native cudaFree waits.
+  if (drv.stream_synchronize == nullptr || drv.stream_synchronize(stream) != CUDA_SUCCESS) { return; }
+  std::uint64_t const released = trim(s, device, *pool);
+  if (!log::enabled(log::log_level::info)) { return; }
+  try {
+    log::info("device {}: the device had {} free while the asyncshim pool held {} unused: gave {} back", device,
+              byte_count{device_free}, byte_count{unused}, byte_count{released});
+  } catch (...) {  // no host memory for the message
+  }
+}
+
+std::uint64_t releasable_bytes(shim_state& s, int device) noexcept
+{
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr) { return 0; }
+  pool_usage const usage = usage_of(*pool);
+  std::uint64_t const kept = s.pools.kept_bytes(device);
+  // Trimming leaves at least `kept` reserved: only what is above it, and unused, goes.
+  std::uint64_t const above_kept = usage.reserved > kept ? usage.reserved - kept : 0;
+  return usage.unused < above_kept ? usage.unused : above_kept;
+}
+
+std::uint64_t release_unused(shim_state& s, int device) noexcept
+{
+  cuda_async_memory_resource* pool = s.pools.existing(device);
+  if (pool == nullptr || releasable_bytes(s, device) == 0) { return 0; }
+  context_scope in_context{s.pools.streams(device).context};
+  if (!in_context.current()) { return 0; }
+  return trim(s, device, *pool);
+}
+
+
+// ---- The idle release.
+
+namespace {
+
+// The thread's lock, held while it works, so that the exit handler, which
+// takes it to stop the thread, waits for work in progress. Never destroyed.
+struct idle_thread_control {
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+};
+
+idle_thread_control* control() noexcept
+{
+  static auto* const made = new (std::nothrow) idle_thread_control;
+  return made;
+}
+
+// An exit handler, registered after CUDA is initialized: it runs before the
+// runtime's own teardown, and after it the thread makes no CUDA call. A
+// forked child has no such thread, and its copy of the lock may be held by
+// the parent's thread forever: it does nothing.
+void stop_at_exit() noexcept
+{
+  if (in_forked_child()) { return; }
+  idle_thread_control& c = *control();
+  std::lock_guard lock{c.mutex};
+  c.stopping = true;
+  c.wake.notify_all();
+}
+
+// Whether this is the last thread of the process: the program's main thread
+// ended with pthread_exit and every other thread has ended. The thread then
+// ends too, so that the process ends as it would without the shim.
+bool alone_in_the_process() noexcept
+{
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) { return false; }
+  int threads = 0;
+  while (dirent const* task = readdir(tasks)) {
+    if (task->d_name[0] != '.' && ++threads > 1) { break; }
+  }
+  closedir(tasks);
+  return threads == 1;
+}
+
+void run(shim_state& s) noexcept
+{
+  idle_thread_control& c = *control();
+  auto const period = std::chrono::milliseconds{s.settings.idle_release_ms};
+  std::uint64_t seen = s.registry.activity();
+  std::unique_lock lock{c.mutex};
+  while (!c.stopping) {
+    auto const deadline = std::chrono::steady_clock::now() + period;
+    if (c.wake.wait_until(lock, deadline, [&] { return c.stopping; }) || alone_in_the_process()) { break; }
+    std::uint64_t const now = s.registry.activity();
+    if (now != seen) {  // busy: look again after another whole period
+      seen = now;
+      continue;
+    }
+    release_when_idle(s);
+  }
+}
+
+void* thread_main(void* state) noexcept
+{
+  run(*static_cast<shim_state*>(state));
+  return nullptr;
+}
+
+}  // namespace
+
+void release_when_idle(shim_state& s) noexcept
+{
+  issue_all_queued_frees();
+  stream_tracker& streams = tracker();
+  if (streams.captures_in_progress()) { return; }
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return; }
+  for (int device = 0; device < max_devices; ++device) {
+    std::uint64_t const released = release_unused(s, device);
+    if (released == 0 || !log::enabled(log::log_level::info)) { continue; }
+    try {
+      log::info("device {}: no allocation or free for {}: gave {} of unused asyncshim pool memory back", device,
+                config::duration_text(s.settings.idle_release_ms), byte_count{released});
+    } catch (...) {  // no host memory for the message
+    }
+  }
+}
+
+void start_idle_release_thread(shim_state& s) noexcept
+{
+  if (s.idle_release_started.exchange(true, std::memory_order_acq_rel)) { return; }
+  if (s.settings.idle_release_ms == 0) { return; }
+  // Without a way to stop it before CUDA's teardown, no thread.
+  if (control() == nullptr || std::atexit(stop_at_exit) != 0) {
+    log::warn("cannot start the idle release (no memory for it): unused pool memory goes back only when the device "
+              "runs short");
+    return;
+  }
+  // Every signal blocked in the new thread (it inherits this mask), so that
+  // signals meant for the program reach the program's threads.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t thread{};
+  int const made = pthread_create(&thread, nullptr, thread_main, &s);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (made != 0) {
+    log::warn("cannot start the idle release ({}): unused pool memory goes back only when the device runs short",
+              std::strerror(made));
+    return;
+  }
+  (void)pthread_setname_np(thread, "asyncshim-idle");
+  (void)pthread_detach(thread);
+}
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,40 @@
+// The shim's process-wide state: the pools, the ownership record, the queued
+// frees and the statistics. Made on the first interposed call (never at load
+// time) and never destroyed: calls may still arrive from atexit handlers and
+// static destructors.
+#pragma once
+
+#include "state/allocation_registry.hpp"
+#include "state/device_pools.hpp"
+#include "state/free_queue.hpp"
+#include "state/process.hpp"
+#include "state/statistics.hpp"
+#include "state/statistics_report.hpp"
+
+#include <atomic>
+
+namespace asyncshim::shim {
+
+struct shim_state {
+  explicit shim_state(config::settings const& s) : settings{s}, pools{s} {}
+  config::settings const& settings;
+  device_pools pools;
+  allocation_registry registry;
+  free_queue pending;
+  statistics all_stats;
+  // What the calls count into: null unless statistics were asked for.
+  statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
+  report_sources sources{settings, all_stats, pools};
+  // Set once the idle release's thread has been started (or was not wanted).
+  std::atomic<bool> idle_release_started{false};
+};
+
+// The state, made on the first call, or null when the shim must pass the call
+// through untouched: it is disabled, this is a forked child, or there is no
+// memory for the state.
+[[nodiscard]] shim_state* active_state() noexcept;
+// The state if an interposed call has made it (and this is not a forked
+// child), without making it: for the driver calls the shim only follows.
+[[nodiscard]] shim_state* existing_state() noexcept;
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,85 @@
+// Per-device counters behind ASYNCSHIM_STATS_FILE and ASYNCSHIM_SHOW_STATS.
+// They exist only when statistics were asked for: otherwise the allocator
+// holds a null pointer and pays one branch per call.
+#pragma once
+
+#include "support/device_limit.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace asyncshim::shim {
+
+// Why an allocation went to the native allocator although the shim is active.
+enum class passthrough_reason : int {
+  zero_size_or_null,  // cudaMalloc(&p, 0) or cudaMalloc(nullptr, n): native semantics
+  no_current_device,  // cudaGetDevice failed (no device, no driver, ...)
+  pool_unavailable,   // the device's pool could not be created
+  capture,            // a stream capture forbids the call: the native call fails as natively
+  count
+};
+[[nodiscard]] char const* to_string(passthrough_reason reason) noexcept;
+
+// The interposed entry points, as named in the statistics.
+enum class interposed_call : int { malloc, free, driver_malloc, driver_free, count };
+[[nodiscard]] char const* to_string(interposed_call call) noexcept;
+
+struct device_counters {
+  std::atomic<std::uint64_t> allocations{0};  // served: by the pool, or counted in observe mode
+  // The same, by the entry point that caught them (cudaMalloc or cuMemAlloc_v2).
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> allocations_by_call{};
+  std::atomic<std::uint64_t> frees{0};
+  std::atomic<std::uint64_t> bytes_requested{0};
+  std::atomic<std::uint64_t> bytes_in_use{0};
+  std::atomic<std::uint64_t> peak_bytes_in_use{0};
+  std::atomic<std::uint64_t> failed_allocations{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(passthrough_reason::count)> passed_through{};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> time_ns{};
+  std::atomic<bool> used{false};  // anything recorded: reported only then
+};
+
+class statistics {
+ public:
+  static constexpr int max_devices = shim::max_devices;
+  static constexpr int unattributed = -1;  // a call that cannot be tied to a device
+
+  void allocation_served(int device, std::size_t bytes, interposed_call call) noexcept;
+  void free_served(int device, std::size_t bytes) noexcept;
+  void allocation_failed(int device) noexcept;
+  void allocation_passed_through(int device, passthrough_reason reason) noexcept;
+  void free_passed_through() noexcept;
+  void add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept;
+
+  // nullptr for a device outside [0, max_devices).
+  [[nodiscard]] device_counters const* device(int index) const noexcept;
+  [[nodiscard]] device_counters const& unattributed_counters() const noexcept { return unattributed_; }
+  [[nodiscard]] std::uint64_t frees_passed_through() const noexcept { return frees_passed_through_.load(); }
+
+ private:
+  device_counters* slot(int device) noexcept;
+
+  std::array<device_counters, max_devices> devices_;
+  device_counters unattributed_;
+  std::atomic<std::uint64_t> frees_passed_through_{0};
+};
+
+// Measures one interposed call when `stats` is not null, charging the device
+// set in `device` by the time the call returns.
+class timed_call {
+ public:
+  timed_call(statistics* stats, interposed_call call) noexcept;
+  ~timed_call();
+  timed_call(timed_call const&) = delete;
+  timed_call& operator=(timed_call const&) = delete;
+
+  int device = statistics::unattributed;
+
+ private:
+  statistics* stats_;
+  interposed_call call_;
+  std::uint64_t start_ns_;
+};
+
+}  // namespace asyncshim::shim

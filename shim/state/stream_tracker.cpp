@@ -1,0 +1,218 @@
+#include "state/stream_tracker.hpp"
+
+#include "cuda/driver.hpp"
+#include "cuda/error_text.hpp"
+#include "state/process.hpp"
+#include "support/log.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+
+namespace asyncshim::shim {
+namespace {
+
+// An address that names the calling thread.
+void const* this_thread() noexcept
+{
+  thread_local char const tag = 0;
+  return &tag;
+}
+
+}  // namespace
+
+stream_tracker& tracker() noexcept
+{
+  // In static storage, never destroyed (calls arrive until the very end),
+  // and made without a heap allocation that could fail.
+  alignas(stream_tracker) static unsigned char storage[sizeof(stream_tracker)];
+  static stream_tracker* const instance = [] {
+    watch_for_fork();  // before its locks are first taken
+    return new (storage) stream_tracker;
+  }();
+  return *instance;
+}
+
+void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
+{
+  // Blocking streams order themselves after the legacy stream's work and
+  // the legacy stream after theirs: one event there covers them all.
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0 || stream == nullptr) { return; }
+  auto const& drv = driver();
+  CUcontext context = nullptr;
+  CUevent fence = nullptr;
+  if (drv.ctx_get_current == nullptr || drv.event_create == nullptr || drv.ctx_get_current(&context) != CUDA_SUCCESS ||
+      drv.event_create(&fence, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    log::warn("cannot follow a new non-blocking stream (no event for it): frees under ASYNCSHIM_ORDERING=device are "
+              "not ordered against its work");
+    return;
+  }
+  try {
+    std::unique_lock lock{stream_mutex_};
+    drop_completed_locked();
+    streams_.push_back({stream, context, fence});
+  } catch (...) {
+    (void)drv.event_destroy(fence);
+    log::warn("cannot follow a new non-blocking stream (no memory): frees under ASYNCSHIM_ORDERING=device are not "
+              "ordered against its work");
+  }
+}
+
+stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream) noexcept
+{
+  drop_completed_locked();
+  auto const found =
+    std::find_if(streams_.begin(), streams_.end(), [&](tracked_stream const& t) { return t.stream == stream; });
+  if (found == streams_.end()) { return nullptr; }
+  // Not on a capturing stream (the record would join its capture): its
+  // earlier record then stands for its work.
+  auto const& drv = driver();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (drv.stream_is_capturing != nullptr && drv.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+      status == CU_STREAM_CAPTURE_STATUS_NONE && drv.event_record != nullptr) {
+    (void)drv.event_record(found->fence, stream);
+  }
+  return &*found;
+}
+
+void stream_tracker::drop_completed_locked() noexcept
+{
+  auto const& drv = driver();
+  std::erase_if(streams_, [&](tracked_stream const& t) {
+    if (t.stream != nullptr || drv.event_query == nullptr) { return false; }
+    CUresult const state = drv.event_query(t.fence);
+    if (state == CUDA_ERROR_NOT_READY) { return false; }
+    (void)drv.event_destroy(t.fence);
+    return true;
+  });
+}
+
+void stream_tracker::forget_captures_of(CUstream stream) noexcept
+{
+  if (!captures_in_progress()) { return; }
+  std::unique_lock lock{capture_mutex_};  // a capture ends with its stream
+  auto const before = active_captures_.size();
+  std::erase_if(active_captures_, [&](capture const& c) { return c.stream == stream && c.per_thread_owner == nullptr; });
+  captures_.fetch_sub(static_cast<int>(before - active_captures_.size()), std::memory_order_acq_rel);
+}
+
+void stream_tracker::recheck_captures() noexcept
+{
+  auto const is_capturing = driver().stream_is_capturing;
+  if (is_capturing == nullptr) { return; }
+  std::unique_lock lock{capture_mutex_};
+  auto const before = active_captures_.size();
+  std::erase_if(active_captures_, [&](capture const& c) {
+    if (c.per_thread_owner != nullptr) { return false; }  // another thread's per-thread stream: not ours to ask
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult const r = is_capturing(c.stream, &status);
+    return r == CUDA_ERROR_INVALID_HANDLE || (r == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE);
+  });
+  auto const dropped = before - active_captures_.size();
+  if (dropped > 0) {
+    captures_.fetch_sub(static_cast<int>(dropped), std::memory_order_acq_rel);
+    log::debug("{} stream capture(s) had ended without the shim seeing it", dropped);
+  }
+}
+
+void stream_tracker::context_destroying(CUcontext context) noexcept
+{
+  // The context takes its streams and events with it: only forget them.
+  std::unique_lock lock{stream_mutex_};
+  std::erase_if(streams_, [&](tracked_stream const& t) { return t.context == context; });
+}
+
+void stream_tracker::record_before_capture(CUstream stream) noexcept
+{
+  auto const record = driver().event_record;
+  if (record == nullptr || stream == nullptr) { return; }
+  std::shared_lock lock{stream_mutex_};
+  for (tracked_stream const& t : streams_) {
+    if (t.stream == stream) { (void)record(t.fence, t.stream); }
+  }
+}
+
+void stream_tracker::capture_began(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode) noexcept
+{
+  bool const per_thread = stream == CU_STREAM_PER_THREAD || (per_thread_api && stream == nullptr);
+  try {
+    active_captures_.push_back(
+      {per_thread ? CU_STREAM_PER_THREAD : stream, per_thread ? this_thread() : nullptr, this_thread(), mode});
+    captures_.fetch_add(1, std::memory_order_acq_rel);
+  } catch (...) {
+    // Not recorded: the shim would not know to keep out of this capture.
+    log::error("out of host memory while recording a stream capture: the shim may disturb it");
+  }
+}
+
+void stream_tracker::capture_maybe_ended(CUstream stream, bool per_thread_api, bool still_capturing) noexcept
+{
+  if (still_capturing) { return; }
+  bool const per_thread = stream == CU_STREAM_PER_THREAD || (per_thread_api && stream == nullptr);
+  CUstream const key = per_thread ? CU_STREAM_PER_THREAD : stream;
+  void const* const owner = per_thread ? this_thread() : nullptr;
+  std::unique_lock lock{capture_mutex_};
+  auto const found = std::find_if(active_captures_.begin(), active_captures_.end(), [&](capture const& c) {
+    return c.stream == key && c.per_thread_owner == owner;
+  });
+  if (found != active_captures_.end()) {
+    active_captures_.erase(found);
+    captures_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+bool stream_tracker::calling_thread_is_prohibited() const noexcept
+{
+  if (active_captures_.empty()) { return false; }
+  // The calling thread's own mode decides (cuThreadExchangeStreamCaptureMode):
+  // relaxed is never prohibited; thread-local only by a non-relaxed capture
+  // of its own; global also by another thread's global-mode capture. Read it
+  // by exchanging and putting it back.
+  auto const exchange = driver().thread_exchange_stream_capture_mode;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (exchange != nullptr && exchange(&mode) == CUDA_SUCCESS) {
+    CUstreamCaptureMode restore = mode;
+    (void)exchange(&restore);
+  } else {
+    mode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // the strictest reading
+  }
+  if (mode == CU_STREAM_CAPTURE_MODE_RELAXED) { return false; }
+  void const* const me = this_thread();
+  for (capture const& c : active_captures_) {
+    if (c.thread == me && c.mode != CU_STREAM_CAPTURE_MODE_RELAXED) { return true; }
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c.thread != me && c.mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+      return true;
+    }
+  }
+  return false;
+}
+
+CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence) noexcept
+{
+  auto const& drv = driver();
+  if (drv.event_record == nullptr || drv.stream_wait_event == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+  if (CUresult const r = drv.event_record(legacy_fence, CU_STREAM_LEGACY); r != CUDA_SUCCESS) { return r; }
+  if (CUresult const r = drv.stream_wait_event(target, legacy_fence, 0); r != CUDA_SUCCESS) { return r; }
+  // A record of one thread may be overtaken by another thread's record of
+  // the same event before the wait reads it: the wait then follows the later
+  // record, which covers everything the earlier one did.
+  std::shared_lock lock{stream_mutex_};
+  for (tracked_stream const& t : streams_) {
+    // A destroyed stream: only its last work, recorded when it was destroyed.
+    if (t.stream != nullptr) {
+      if (CUresult const r = drv.event_record(t.fence, t.stream); r != CUDA_SUCCESS) {
+        // Gone without the shim seeing it (a context torn down some other
+        // way): nothing more to order against on it.
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true)) {
+          log::warn("a followed stream could not be fenced ({}); it is skipped", cuda_status{r});
+        }
+        continue;
+      }
+    }
+    if (CUresult const r = drv.stream_wait_event(target, t.fence, 0); r != CUDA_SUCCESS) { return r; }
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,128 @@
+// What the shim knows about the program's streams and stream captures, from
+// the driver calls it follows (core/followed_calls.cpp):
+//  - the live non-blocking streams, each with an event of the shim's: the
+//    `device` ordering fences a free behind the work already submitted to
+//    them (blocking streams are covered by one event on the legacy stream);
+//  - the captures in progress, with their mode and thread: while any is in
+//    progress the shim issues no stream work of its own that a capture could
+//    absorb or that the capture rules forbid (README, "Stream capture").
+//
+// Two reader-writer locks (readers never wait for each other):
+//  - the capture lock: the shim's own stream work holds it shared (access()),
+//    a capture beginning holds it exclusively, so no capture begins in the
+//    middle of an allocation or a free;
+//  - the stream lock: a fence holds it shared while it records and waits
+//    (driver calls only), a stream created or destroyed exclusively, so no
+//    fenced stream disappears under a fence.
+// Split so that a runtime call the shim makes while holding access() (which
+// may create streams of the runtime's own) never waits for itself.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+namespace asyncshim::shim {
+
+class stream_tracker {
+ public:
+  // Held while the shim issues stream work of its own.
+  using shared_access = std::shared_lock<std::shared_mutex>;
+  [[nodiscard]] shared_access access() { return shared_access{capture_mutex_}; }
+  // Held while a device's pool goes (a reset): no stream work of the shim's
+  // own is in progress meanwhile. Never taken by a thread holding access().
+  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusive_access()
+  {
+    return std::unique_lock<std::shared_mutex>{capture_mutex_};
+  }
+
+  // Whether a capture is in progress anywhere in the process (cheap).
+  [[nodiscard]] bool captures_in_progress() const noexcept { return captures_.load(std::memory_order_acquire) > 0; }
+  // Whether CUDA forbids the calling thread "potentially unsafe" calls
+  // (cudaMalloc, cudaFree, synchronization) now: a non-relaxed capture of its
+  // own, or, in global mode, a global-mode capture of another thread. The
+  // caller holds access().
+  [[nodiscard]] bool calling_thread_is_prohibited() const noexcept;
+
+  // Stream lifetime. `created` runs after the real creation (the stream's
+  // context is current). `destroy` runs the real destruction: a destroyed
+  // stream's work goes on on the device, so its event is recorded first and
+  // stays in every fence until it has completed.
+  void stream_created(CUstream stream, unsigned flags) noexcept;
+  template <class RealDestroy>
+  CUresult destroy_stream(CUstream stream, RealDestroy real_destroy) noexcept
+  {
+    CUresult result = CUDA_SUCCESS;
+    {
+      std::unique_lock lock{stream_mutex_};
+      tracked_stream* const found = before_destroy(stream);
+      result = real_destroy();
+      if (result == CUDA_SUCCESS && found != nullptr) { found->stream = nullptr; }
+    }
+    if (result == CUDA_SUCCESS) { forget_captures_of(stream); }
+    return result;
+  }
+  // Everything that lives in `context` (a context being destroyed or reset).
+  void context_destroying(CUcontext context) noexcept;
+
+  // Capture lifetime. `begin` runs the real call under the exclusive lock
+  // and records the capture when it succeeded; `end` re-reads the stream's
+  // state after the real end call and forgets the capture once it is over.
+  template <class RealBegin>
+  CUresult begin_capture(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode, RealBegin real_begin)
+  {
+    std::unique_lock lock{capture_mutex_};
+    // A fence after the capture has begun cannot record on the stream (the
+    // record would join the capture): record now what stands for the work
+    // submitted before it, in case the stream is destroyed mid-capture.
+    record_before_capture(stream);
+    CUresult const result = real_begin();
+    if (result == CUDA_SUCCESS) { capture_began(stream, per_thread_api, mode); }
+    return result;
+  }
+  void capture_maybe_ended(CUstream stream, bool per_thread_api, bool still_capturing) noexcept;
+  // Forgets captures whose stream the driver says is not capturing (any more):
+  // a capture this bookkeeping missed the end of must not defer frees forever.
+  void recheck_captures() noexcept;
+
+  // Makes `target` wait for the work submitted so far to the legacy stream of
+  // the current context (`legacy_fence`, an event of that context) and to
+  // every known non-blocking stream. The caller holds access() and has
+  // checked that no capture is in progress.
+  [[nodiscard]] CUresult fence(CUstream target, CUevent legacy_fence) noexcept;
+
+ private:
+  struct tracked_stream {
+    CUstream stream;  // null once destroyed: only its last event is waited for
+    CUcontext context;
+    CUevent fence;
+  };
+  struct capture {
+    CUstream stream;
+    void const* per_thread_owner;  // the thread, for its per-thread default stream; else null
+    void const* thread;            // the thread that began it
+    CUstreamCaptureMode mode;
+  };
+
+  void capture_began(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode) noexcept;
+  void record_before_capture(CUstream stream) noexcept;
+  // Under the exclusive stream lock: drops destroyed streams whose last work
+  // has completed, records the last work of `stream` and returns its entry.
+  tracked_stream* before_destroy(CUstream stream) noexcept;
+  void forget_captures_of(CUstream stream) noexcept;
+  void drop_completed_locked() noexcept;
+
+  std::shared_mutex capture_mutex_;
+  std::vector<capture> active_captures_;
+  std::shared_mutex stream_mutex_;
+  std::vector<tracked_stream> streams_;
+  std::atomic<int> captures_{0};
+};
+
+// The process's tracker (never destroyed: calls arrive until the very end).
+[[nodiscard]] stream_tracker& tracker() noexcept;
+
+}  // namespace asyncshim::shim
