@@ -851,8 +851,8 @@ TEST_F(ShimIpcHint, FailingIpcHandleOnPoolMemoryGetsOneHint)
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   std::string const text = log_text();
-  EXPECT_NE(text.find("warning: cudaIpcGetMemHandle/cuIpcGetMemHandle failed (error 1) on memory from the asyncshim "
-                      "pool"),
+  EXPECT_NE(text.find("warning: cudaIpcGetMemHandle/cuIpcGetMemHandle failed with CUDA_ERROR_INVALID_VALUE (1: "
+                      "invalid argument) on memory from the asyncshim pool"),
             std::string::npos)
     << text;
   EXPECT_NE(text.find("ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_file_descriptor"), std::string::npos) << text;
@@ -878,7 +878,8 @@ TEST_F(ShimFabric, PoolIsMadeAndTheFailingExportIsExplained)
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   std::string const text = log_text();
   EXPECT_NE(text.find("warning: ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: exporting the pool failed with "
-                      "CUDA_ERROR_NOT_PERMITTED: this system is not set up for fabric handles (IMEX)"),
+                      "CUDA_ERROR_NOT_PERMITTED (800: CUDA_ERROR_NOT_PERMITTED): this system is not set up for fabric "
+                      "handles (IMEX)"),
             std::string::npos)
     << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;  // once
