@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks what libasyncshim.so shows to the programs it is loaded into:
-#  - it exports exactly the interposed CUDA API listed in README.md;
+#  - it exports exactly the interposed CUDA API listed in docs/design.md
+#    ("What the shim does", "What it exports") and shim/exports.map;
 #  - it has no NEEDED entry for libcudart/libcuda (it uses the program's own
 #    runtime) nor for fmt/spdlog (header-only, hidden);
 #  - no fmt::, spdlog:: or std:: symbol is in its dynamic symbol table;
