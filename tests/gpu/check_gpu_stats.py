@@ -14,6 +14,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import stats_schema  # noqa: E402
+
 
 def expected_bytes():
     # shim_gpu_probe.cu, kernels(): one 8-byte sum buffer, then 200 buffers of
@@ -34,12 +38,15 @@ def run(shim, probe, mode, directory):
     files = [f for f in os.listdir(directory) if f.startswith(mode)]
     if len(files) != 1:
         sys.exit(f"FAIL: {mode} run wrote {files}")
-    with open(os.path.join(directory, files[0]), encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        return stats_schema.load_and_validate(os.path.join(directory, files[0]))
+    except stats_schema.StatsSchemaError as e:
+        sys.exit(f"FAIL: {mode} run: {e}")
 
 
 def main():
     shim, probe, entry_point = sys.argv[1], sys.argv[2], sys.argv[3]
+    print(f"statistics schema validator: {stats_schema.validator_name()}")
     failures = []
     with tempfile.TemporaryDirectory() as d:
         results = {mode: run(shim, probe, mode, d) for mode in ("pool", "observe")}

@@ -3,12 +3,15 @@ mode) checked against what stats_probe did, under the CUDA test double.
 
     python3 check_stats.py SHIM STATS_PROBE
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import stats_schema  # noqa: E402
 
 SHIM = PROBE = None
 
@@ -28,8 +31,8 @@ def run_probe(what, directory, **env):
 
 
 def load(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    # Every statistics file the tests read also matches docs/statistics.schema.json.
+    return stats_schema.load_and_validate(path)
 
 
 class PoolMode(unittest.TestCase):
@@ -135,4 +138,5 @@ class Disabled(unittest.TestCase):
 
 if __name__ == "__main__":
     SHIM, PROBE = sys.argv[1], sys.argv[2]
+    print(f"statistics schema validator: {stats_schema.validator_name()}")
     unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -490,7 +490,7 @@ TEST_F(ShimQueuedFrees, ManyFreesDuringACaptureWaitForItsEnd)
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0: stream capture (README, "Stream capture")
+// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0: stream capture (docs/design.md, "Stream capture")
 
 using ShimCapture = ShimTest;
 
@@ -788,7 +788,7 @@ TEST_F(ShimDriverOnly, OnlyTheDriverLevelIsIntercepted)
 
 }  // namespace
 
-// ---- CUDA_DOUBLE_DEVICES=2 ASYNCSHIM_INITIAL_POOL_SIZE=0: peer access (README, "Several GPUs")
+// ---- CUDA_DOUBLE_DEVICES=2 ASYNCSHIM_INITIAL_POOL_SIZE=0: peer access (docs/design.md, "Several GPUs")
 
 using ShimPeerAccess = ShimTest;
 
