@@ -2,16 +2,20 @@
 # Installs what building and testing asyncshim needs and is not yet there
 # (Debian/Ubuntu packages), and checks for the CUDA toolkit in /usr/local/cuda,
 # which no Debian package provides.
-#   scripts/install-deps.sh [--fuzz]
+#   scripts/install-deps.sh [--fuzz] [--style]
 # --fuzz (scripts/test.sh): also clang++ with libFuzzer, for the fuzz test of
 # the environment parser (tests/fuzz), and checks that it links a fuzzer.
+# --style (scripts/test.sh): also clang-format 16 or newer, for the style
+# check (scripts/format.sh --check).
 set -euo pipefail
 
 fuzz=0
+style=0
 for arg in "$@"; do
   case $arg in
     --fuzz) fuzz=1 ;;
-    *) echo "usage: $0 [--fuzz]" >&2; exit 2 ;;
+    --style) style=1 ;;
+    *) echo "usage: $0 [--fuzz] [--style]" >&2; exit 2 ;;
   esac
 done
 
@@ -85,6 +89,34 @@ if ((fuzz)); then
       echo "asyncshim: $(clangxx || echo clang++) cannot link a libFuzzer target (-fsanitize=fuzzer,address,undefined):" >&2
       echo "${probe_output:-}" >&2
       echo "           install clang 14 or newer and its compiler-rt (libclang-rt-<version>-dev)" >&2
+      exit 1
+    fi
+  fi
+fi
+
+if ((style)); then
+  # InsertBraces needs clang-format 16: Debian 12 has it as clang-format-16,
+  # Ubuntu 24.04's plain clang-format is 18.
+  has_style_formatter() {
+    local c major
+    for c in clang-format-{21,20,19,18,17,16} clang-format; do
+      command -v "$c" >/dev/null || continue
+      major=$("$c" --version | sed -n 's/.*version \([0-9]*\).*/\1/p')
+      if [[ -n $major && $major -ge 16 ]]; then return 0; fi
+    done
+    return 1
+  }
+  if ! has_style_formatter; then
+    apt_update_once
+    if apt-cache show clang-format-16 >/dev/null 2>&1; then
+      echo "asyncshim: installing clang-format-16"
+      apt_install clang-format-16
+    else
+      echo "asyncshim: installing clang-format"
+      apt_install clang-format
+    fi
+    if ! has_style_formatter; then
+      echo "asyncshim: no clang-format 16 or newer could be installed; the style check needs one" >&2
       exit 1
     fi
   fi
