@@ -1,6 +1,6 @@
 // How the frees waiting in free_queue reach the pool: behind one fence
 // per chunk, on the shim's own stream, in the pool's context, and only while
-// no stream capture is in progress (README, "Ordering").
+// no stream capture is in progress (docs/design.md, "Ordering").
 #pragma once
 
 #include "cuda/api_level.hpp"

@@ -141,7 +141,7 @@ void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept
   if (said.exchange(true)) { return; }
   log::warn("cudaIpcGetMemHandle/cuIpcGetMemHandle failed with {} on memory from the asyncshim pool: legacy IPC "
             "does not work on pool memory. Share the pool instead (ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_file_descriptor, "
-            "cudaMemPoolExportToShareableHandle + cudaMemPoolExportPointer; README, \"Several processes\"), or run "
+            "cudaMemPoolExportToShareableHandle + cudaMemPoolExportPointer; README, \"Sharing a GPU\"), or run "
             "this process with ASYNCSHIM_DISABLE=1",
             cuda_status{result});
 }

@@ -5,7 +5,7 @@
 //    fence, which costs two driver calls per stream it covers, is paid once
 //    per batch instead of once per free);
 //  - in every ordering, a free made while a stream capture is in progress
-//    (README, "Stream capture"): urgent, issued as soon as no capture is.
+//    (docs/design.md, "Stream capture"): urgent, issued as soon as no capture is.
 // Until issued, a block is neither the program's (its ownership record is
 // marked freed) nor reusable by the pool. Nothing here calls CUDA.
 #pragma once

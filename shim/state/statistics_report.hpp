@@ -1,5 +1,5 @@
 // The statistics report written at process exit: the JSON document of
-// ASYNCSHIM_STATS_FILE (format documented in README.md, "format_version" 1) and
+// ASYNCSHIM_STATS_FILE (format: docs/statistics-format.md, "format_version" 1) and
 // the table of ASYNCSHIM_SHOW_STATS.
 #pragma once
 

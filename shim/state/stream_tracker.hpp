@@ -5,7 +5,7 @@
 //    them (blocking streams are covered by one event on the legacy stream);
 //  - the captures in progress, with their mode and thread: while any is in
 //    progress the shim issues no stream work of its own that a capture could
-//    absorb or that the capture rules forbid (README, "Stream capture").
+//    absorb or that the capture rules forbid (docs/design.md, "Stream capture").
 //
 // Two reader-writer locks (readers never wait for each other):
 //  - the capture lock: the shim's own stream work holds it shared (access()),
