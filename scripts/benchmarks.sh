@@ -79,7 +79,7 @@ for v in $(compgen -e); do
 done
 
 # ---- build --------------------------------------------------------------------
-configure=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASYNCSHIM_FUZZ=OFF)
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DASYNCSHIM_FUZZ=OFF)
 if [[ -d .deps ]]; then configure+=("-DASYNCSHIM_DEPS_DIR=$PWD/.deps" "-DGTEST_ROOT=$PWD/.deps"); fi
 echo "building in $build ..."
 if ! { cmake -S . -B "$build" "${configure[@]}" &&

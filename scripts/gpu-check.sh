@@ -28,7 +28,7 @@ note() { summary+=("$*"); echo "$*"; }
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
 note "machine: ${gpu:-no nvidia-smi}; $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc'); $(date -u +%F)"
 
-configure=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
 if [[ -d .deps ]]; then configure+=("-DASYNCSHIM_DEPS_DIR=$PWD/.deps" "-DGTEST_ROOT=$PWD/.deps"); fi
 start=$SECONDS
 if ! { cmake -S . -B "$build" "${configure[@]}" && cmake --build "$build" --parallel; } >"$logs/build.log" 2>&1; then
@@ -210,7 +210,7 @@ if [[ $skip_ab -eq 0 ]] && python3 -c 'import torch' 2>/dev/null; then
   # Each run is several seconds: 6 runs per arm bound the device time.
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_INITIAL_POOL_SIZE=4GiB ab_summary torch --runs 6 -- python3 tests/demo/torch_training_loop.py
 fi
-note "library: $(tests/shim/check_library.sh "$shim" | tr '\n' ' ')"
+note "library: $(tests/shim/check_library.sh "$shim" "$build/shim/exports.map" | tr '\n' ' ')"
 
 echo "== GPU tests =="
 cat "$logs/gpu-tests.txt"

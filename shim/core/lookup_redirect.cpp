@@ -2,6 +2,7 @@
 
 #include "core/hooks.hpp"
 #include "cuda/driver.hpp"
+#include "cuda/error_text.hpp"
 #include "cuda/loader.hpp"
 #include "state/process.hpp"
 #include "support/log.hpp"
@@ -169,7 +170,7 @@ CUresult substitute(char const* lookup, char const* symbol, int version, cuuint6
   if (result == CUDA_SUCCESS && real != nullptr) { *pfn = replacement_for_pointer(real); }
   if (log::enabled(log::log_level::trace)) {
     log::trace("{}(\"{}\", version {}, flags {}) = {}{}", lookup, symbol != nullptr ? symbol : "(null)", version, flags,
-               static_cast<int>(result), pfn != nullptr && *pfn != real ? ": replaced by asyncshim" : "");
+               cuda_status{result}, pfn != nullptr && *pfn != real ? ": replaced by asyncshim" : "");
   }
   return result;
 }

@@ -103,8 +103,8 @@ class StaticRuntime(unittest.TestCase):
             run("basic", ASYNCSHIM_LOG_LEVEL="trace", ASYNCSHIM_LOG_FILE=log)
             with open(log, encoding="utf-8") as f:
                 text = f.read()
-        self.assertRegex(text, r'cuGetProcAddress_v2\("cuMemAlloc", version 13000, flags 0\) = 0: replaced by asyncshim')
-        self.assertRegex(text, r'cuGetProcAddress_v2\("cuInit", version 13000, flags 0\) = 0\n')
+        self.assertRegex(text, r'cuGetProcAddress_v2\("cuMemAlloc", version 13000, flags 0\) = CUDA_SUCCESS \(0: no error\): replaced by asyncshim')
+        self.assertRegex(text, r'cuGetProcAddress_v2\("cuInit", version 13000, flags 0\) = CUDA_SUCCESS \(0: no error\)\n')
 
 
 if __name__ == "__main__":
