@@ -8,10 +8,6 @@
 namespace asyncshim::config::detail {
 namespace {
 
-constexpr std::string_view size_forms =
-    "expected a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB "
-    "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%)";
-
 constexpr std::string_view native_allocator = "cudaMalloc and cudaFree go to the native allocator unchanged";
 
 std::string_view power_of_1024(char unit_letter) {
@@ -23,20 +19,10 @@ std::string_view power_of_1024(char unit_letter) {
   }
 }
 
-// "NAME='value' is not a valid <what>: expected one of <accepted>": the
-// message of every setting that takes one of a few words.
-std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
-                                   std::string_view accepted) {
-  return fmt::format("{}={} is not a valid {}: expected one of {}", name, quoted(value), what, accepted);
-}
-
 }  // namespace
 
 std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why,
-                                 bool half_free_allowed) {
-  std::string const forms =
-      half_free_allowed ? fmt::format("{}, or half-free (half of the device's free memory)", size_forms)
-                        : std::string(size_forms);
+                                 std::string_view accepted) {
   switch (why.error) {
     case size_error::ambiguous_unit:
       return fmt::format("{}={} is ambiguous: write {}{}iB ({} x {} bytes) or give the number of bytes", name,
@@ -46,63 +32,33 @@ std::string invalid_size_message(std::string_view name, std::string_view value, 
                          "and 100%",
                          name, quoted(value));
     case size_error::overflow:
-      return fmt::format("{}={} is not a valid size (more than 2^64-1 bytes): {}", name, quoted(value), forms);
+      return fmt::format("{}={} is not a valid size (more than 2^64-1 bytes): expected {}", name, quoted(value),
+                         accepted);
     case size_error::fractional_bytes:
       return fmt::format("{}={} is not a valid size (bytes are whole: a fraction needs a unit such as KiB, MiB or "
-                         "GiB): {}",
-                         name, quoted(value), forms);
+                         "GiB): expected {}",
+                         name, quoted(value), accepted);
     case size_error::none:
     case size_error::syntax:
       break;
   }
-  return fmt::format("{}={} is not a valid size: {}", name, quoted(value), forms);
+  return fmt::format("{}={} is not a valid size: expected {}", name, quoted(value), accepted);
 }
 
-std::string half_free_not_allowed_message(std::string_view name, std::string_view value,
-                                         std::string_view initial_pool_size_name) {
+std::string half_free_not_allowed_message(std::string_view name, std::string_view value, std::string_view accepted,
+                                          std::string_view initial_pool_size_name) {
   return fmt::format("{}={} is not a valid size: half-free (half of the device's free memory) is accepted only by "
-                     "{}; {}",
-                     name, quoted(value), initial_pool_size_name, size_forms);
+                     "{}; expected {}",
+                     name, quoted(value), initial_pool_size_name, accepted);
 }
 
-std::string invalid_duration_message(std::string_view name, std::string_view value) {
-  return fmt::format("{}={} is not a valid duration: expected a number with the unit ms or s from 1ms to 24h "
-                     "(e.g. 500ms, 2s, 1.5s), or off (or 0) for never",
-                     name, quoted(value));
+std::string invalid_duration_message(std::string_view name, std::string_view value, std::string_view accepted) {
+  return fmt::format("{}={} is not a valid duration: expected {}", name, quoted(value), accepted);
 }
 
-std::string invalid_handle_type_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "export handle type",
-                                "none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt");
-}
-
-std::string invalid_stream_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "stream", "legacy, per-thread (or per_thread)");
-}
-
-std::string invalid_mode_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "mode", "pool, observe");
-}
-
-std::string invalid_intercept_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "interception level", "runtime, driver, all");
-}
-
-std::string invalid_ordering_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "ordering", "device, stream, sync");
-}
-
-std::string invalid_bool_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "boolean", "1, true, yes, on, 0, false, no, off");
-}
-
-std::string invalid_show_stats_message(std::string_view name, std::string_view value) {
-  return invalid_bool_message(name, value) + "; no statistics table is printed";
-}
-
-std::string invalid_log_level_message(std::string_view name, std::string_view value) {
-  return invalid_choice_message(name, value, "log level", "trace, debug, info, warn (or warning), error, critical, off") +
-         "; using warn";
+std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
+                                   std::string_view accepted) {
+  return fmt::format("{}={} is not a valid {}: expected one of {}", name, quoted(value), what, accepted);
 }
 
 std::string unknown_variable_message(std::string_view name, std::optional<std::string> const& suggestion,

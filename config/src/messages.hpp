@@ -12,22 +12,20 @@
 
 namespace asyncshim::config::detail {
 
-// half_free_allowed: the variable also takes half-free (the initial pool size).
+// `accepted` is the variable's description of the values it accepts (its entry
+// in the table of variables); each message ends with "expected <accepted>".
 [[nodiscard]] std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why,
-                                               bool half_free_allowed);
+                                               std::string_view accepted);
 // "half-free" given to a size other than the initial pool size.
 [[nodiscard]] std::string half_free_not_allowed_message(std::string_view name, std::string_view value,
+                                                        std::string_view accepted,
                                                         std::string_view initial_pool_size_name);
-[[nodiscard]] std::string invalid_duration_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_handle_type_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_stream_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_mode_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_intercept_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_ordering_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_show_stats_message(std::string_view name, std::string_view value);
-[[nodiscard]] std::string invalid_bool_message(std::string_view name, std::string_view value);
-// The level stays at its default, and the message says so.
-[[nodiscard]] std::string invalid_log_level_message(std::string_view name, std::string_view value);
+[[nodiscard]] std::string invalid_duration_message(std::string_view name, std::string_view value,
+                                                   std::string_view accepted);
+// "NAME='value' is not a valid <what>: expected one of <accepted>": the
+// message of every setting that takes one of a few words.
+[[nodiscard]] std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
+                                                 std::string_view accepted);
 
 [[nodiscard]] std::string unknown_variable_message(std::string_view name, std::optional<std::string> const& suggestion,
                                                    std::span<std::string const> known);

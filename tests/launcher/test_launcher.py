@@ -1,11 +1,14 @@
 """scripts/asyncshim (the launcher), as copied into the build tree's bin/:
-the environment it gives the program, its checks and its exit status.
+the environment it gives the program, its checks, its exit status, and the
+options it takes from asyncshim-settings --list.
 
     python3 test_launcher.py BUILD_DIR
 """
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 BUILD = None
@@ -16,6 +19,23 @@ def launch(*args, env=None):
     full.update(env or {})
     return subprocess.run([os.path.join(BUILD, "bin", "asyncshim"), *args], env=full,
                           capture_output=True, text=True, check=False)
+
+
+def listed_variables():
+    """asyncshim-settings --list: (name, default, accepted, invalid, summary) per line."""
+    out = subprocess.run([os.path.join(BUILD, "bin", "asyncshim-settings"), "--list"], capture_output=True, text=True,
+                         check=True)
+    return [tuple(line.split("\t")[:5]) for line in out.stdout.splitlines()]
+
+
+# The variables the launcher sets with options of its own (--stats, --stats=FILE,
+# --verbose) or not at all; every other listed variable has an option named after it.
+NOT_AN_OPTION = {"ASYNCSHIM_SHOW_STATS", "ASYNCSHIM_STATS_FILE", "ASYNCSHIM_LOG_LEVEL", "ASYNCSHIM_LOG_FILE",
+                 "ASYNCSHIM_DISABLE"}
+
+
+def option_of(name):
+    return "--" + name[len("ASYNCSHIM_"):].lower().replace("_", "-")
 
 
 # A program that prints the variables the launcher sets.
@@ -103,6 +123,69 @@ class Checks(unittest.TestCase):
         self.assertEqual(out.returncode, 0)
         self.assertIn("asyncshim: warn: unknown variable ASYNCSHIM_STREEM (ignored); did you mean ASYNCSHIM_STREAM?",
                       out.stderr)
+
+
+class OptionsFromTheList(unittest.TestCase):
+    """The options that set a variable come from asyncshim-settings --list."""
+
+    def test_the_list_has_five_tab_separated_fields(self):
+        rows = listed_variables()
+        self.assertGreater(len(rows), 0)
+        for row in rows:
+            self.assertEqual(len(row), 5, row)
+            self.assertTrue(row[0].startswith("ASYNCSHIM_"), row)
+            self.assertIn(row[3], ("disables", "uses-default", "-"), row)
+
+    def test_the_options_of_today_remain(self):
+        options = {option_of(name) for name, *_ in listed_variables() if name not in NOT_AN_OPTION}
+        self.assertLessEqual({"--initial-pool-size", "--release-threshold", "--idle-release",
+                                   "--export-handle-type", "--stream", "--mode", "--intercept", "--ordering"}, options)
+
+    def test_every_listed_variable_has_its_option(self):
+        for name, *_ in listed_variables():
+            if name in NOT_AN_OPTION:
+                continue
+            option = option_of(name)
+            for args in ([option + "="], [option, ""]):  # empty: as if unset, and always valid
+                out = launch(*args, *SHOW)
+                self.assertEqual(out.returncode, 0, (args, out.stderr))
+                self.assertIn(name + "=", out.stdout.splitlines(), args)
+
+    def test_variables_without_an_option(self):
+        for name in NOT_AN_OPTION:
+            out = launch(option_of(name), "1", "true")
+            self.assertEqual(out.returncode, 2, name)
+            self.assertIn(f"unknown option {option_of(name)} (see asyncshim --help)", out.stderr)
+
+    def test_help_lists_every_option_with_its_variable_values_and_default(self):
+        out = launch("--help")
+        self.assertEqual(out.returncode, 0)
+        help_text = " ".join(out.stdout.split())  # the wrapping aside
+        for name, default, accepted, _, summary in listed_variables():
+            if name in NOT_AN_OPTION:
+                continue
+            self.assertIn(f"{option_of(name)} VALUE {name}: {' '.join(summary.split())}", help_text)
+            self.assertIn(f"values: {' '.join(accepted.split())}; default: {default.strip('()')}", help_text)
+        for own in ("--stats ", "--stats=FILE", "--verbose", "--library PATH", "--version", "-h, --help"):
+            self.assertIn(own, out.stdout)
+
+    def test_without_asyncshim_settings(self):
+        with tempfile.TemporaryDirectory() as alone:
+            shutil.copy(os.path.join(BUILD, "bin", "asyncshim"), alone)
+            launcher = os.path.join(alone, "asyncshim")
+            libm = ["--library", "/lib/x86_64-linux-gnu/libm.so.6"]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
+            out = subprocess.run([launcher, "--help"], env=env, capture_output=True, text=True, check=False)
+            self.assertEqual(out.returncode, 0)
+            self.assertIn("asyncshim-settings, which lists these options, is not found", " ".join(out.stdout.split()))
+            out = subprocess.run([launcher, *libm, "--stats", "true"], env=env, capture_output=True, text=True,
+                                 check=False)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("asyncshim-settings not found; values are checked by the shim", out.stderr)
+            out = subprocess.run([launcher, *libm, "--stream", "legacy", "true"], env=env, capture_output=True,
+                                 text=True, check=False)
+            self.assertEqual(out.returncode, 2)
+            self.assertIn("cannot find asyncshim-settings", out.stderr)
 
 
 class ExitStatus(unittest.TestCase):

@@ -136,4 +136,27 @@ struct parse_result {
 // The names of the variables this version understands.
 [[nodiscard]] std::vector<std::string> const& known_variables();
 
+// What an invalid value of a variable does.
+enum class on_invalid {
+  disables,      // the shim is disabled for the process (settings::disabled)
+  uses_default,  // the value is reported and the setting keeps its default
+  none,          // every value is accepted
+};
+
+// One configuration variable as documented (asyncshim-settings --list).
+struct variable_info {
+  std::string_view name;          // "ASYNCSHIM_..."
+  std::string_view field;         // the member of settings it sets
+  std::string_view default_text;  // when unset or empty: a value, or words in parentheses
+  std::string_view accepted;      // the values accepted, on one line
+  on_invalid invalid;             // what an invalid value does
+  std::string_view summary;       // what the setting does, on one line
+};
+
+// Every variable this version understands, in the order of known_variables().
+[[nodiscard]] std::vector<variable_info> const& variables();
+
+// "disables", "uses-default", "-".
+[[nodiscard]] char const* to_string(on_invalid);
+
 }  // namespace asyncshim::config
