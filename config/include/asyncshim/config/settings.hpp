@@ -50,7 +50,7 @@ enum class shim_mode { pool, observe };
 // cuGetProcAddress by statically linked runtimes), or both.
 enum class intercept_level { runtime, driver, all };
 
-// How a free is ordered against the program's GPU work (README, "Ordering"):
+// How a free is ordered against the program's GPU work (README, "Choosing an ordering"):
 //   device: as native cudaFree/cudaMalloc: freed memory is not reused before
 //           all work submitted to any stream before the free has finished,
 //           and allocated memory is usable from any stream at once.
