@@ -1,4 +1,4 @@
-// selftest.cpp: tests of the CUDA runtime TEST DOUBLE itself (cuda_double.h).
+// selftest.cpp: tests of the CUDA runtime TEST DOUBLE itself (cuda_double.hpp).
 //
 // The double reads its environment controls once per process, so CMake runs
 // this program once per configuration with a --gtest_filter; each suite skips
@@ -38,15 +38,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "cuda_double.h"
-#include "cuda_driver_double.h"
+#include "cuda_double.hpp"
+#include "cuda_driver_double.hpp"
 
 namespace {
 
 constexpr std::size_t kMiB = 1ULL << 20;
 constexpr std::size_t kPiB = 1ULL << 50;
 
-char const* const kVars[] = {"CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",
+char const* const vars[] = {"CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",
                              "CUDA_DOUBLE_NO_POOLS",          "CUDA_DOUBLE_POOL_HANDLE_TYPES",
                              "CUDA_DOUBLE_NO_PEER",           "CUDA_DOUBLE_FABRIC_OK"};
 
@@ -54,7 +54,7 @@ char const* const kVars[] = {"CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DR
 // controls; with name == nullptr, when none is set.
 bool only_env(char const* name = nullptr, char const* value = nullptr, char const* name2 = nullptr,
               char const* value2 = nullptr) {
-  for (char const* var : kVars) {
+  for (char const* var : vars) {
     char const* v = std::getenv(var);
     char const* wanted = name != nullptr && std::strcmp(var, name) == 0     ? value
                          : name2 != nullptr && std::strcmp(var, name2) == 0 ? value2
@@ -510,17 +510,17 @@ TEST_F(CudaDouble, SynchronizationTrimsOnlyThatDevicesPools) {
 }
 
 TEST_F(CudaDouble, ManyThreads) {
-  constexpr int kThreads = 8;
-  constexpr int kIterations = 2000;
+  constexpr int thread_count = 8;
+  constexpr int iterations = 2000;
   cudaMemPool_t pool = nullptr;
   auto const props = device_pool_props(0);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < thread_count; ++t) {
     threads.emplace_back([pool, t] {
       cudaStream_t s = nullptr;
       ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-      for (int i = 0; i < kIterations; ++i) {
+      for (int i = 0; i < iterations; ++i) {
         void* a = nullptr;
         void* b = nullptr;
         std::size_t const size = 1 + static_cast<std::size_t>((i * 7919 + t) % 100000);
@@ -541,10 +541,10 @@ TEST_F(CudaDouble, ManyThreads) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 0u);
   auto const c = cuda_double_get_counters();
-  EXPECT_EQ(c.native_mallocs, std::uint64_t{kThreads} * kIterations);
-  EXPECT_EQ(c.native_frees, std::uint64_t{kThreads} * kIterations);
-  EXPECT_EQ(c.pool_allocs, std::uint64_t{kThreads} * kIterations);
-  EXPECT_EQ(c.pool_frees, std::uint64_t{kThreads} * kIterations);
+  EXPECT_EQ(c.native_mallocs, std::uint64_t{thread_count} * iterations);
+  EXPECT_EQ(c.native_frees, std::uint64_t{thread_count} * iterations);
+  EXPECT_EQ(c.pool_allocs, std::uint64_t{thread_count} * iterations);
+  EXPECT_EQ(c.pool_frees, std::uint64_t{thread_count} * iterations);
   EXPECT_EQ(c.failed_calls, 0u);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
 }
@@ -1126,11 +1126,11 @@ void* proc(char const* name, int version = 13000, cuuint64_t flags = CU_GET_PROC
 TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
   // Every base name the double knows, and the symbol it stands for (CUDA 13.0,
   // default flags: the legacy-stream variants).
-  struct Row {
+  struct lookup_row {
     char const* base;
     char const* symbol;
   };
-  Row const rows[] = {
+  lookup_row const rows[] = {
       {"cuInit", "cuInit"},
       {"cuDriverGetVersion", "cuDriverGetVersion"},
       {"cuDeviceGet", "cuDeviceGet"},
@@ -1190,7 +1190,7 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
       {"cuMemPoolExportPointer", "cuMemPoolExportPointer"},
       {"cuIpcGetMemHandle", "cuIpcGetMemHandle"},
   };
-  for (Row const& row : rows) {
+  for (lookup_row const& row : rows) {
     void* const own = driver_symbol(row.symbol);
     ASSERT_NE(own, nullptr) << row.symbol;
     EXPECT_EQ(proc(row.base), own) << row.base;
@@ -1245,12 +1245,12 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi) {
   proc("cuStreamDestroy", 1000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
        CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   // The other new names, just below and at their first version.
-  struct Since {
+  struct since_row {
     char const* base;
     int version;
     char const* symbol;
   };
-  Since const since[] = {
+  since_row const since[] = {
       {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
       {"cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2"},
       {"cuStreamWaitEvent", 3020, "cuStreamWaitEvent"},
@@ -1273,7 +1273,7 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi) {
       {"cuMemPoolExportToShareableHandle", 11020, "cuMemPoolExportToShareableHandle"},
       {"cuMemPoolExportPointer", 11020, "cuMemPoolExportPointer"},
   };
-  for (Since const& row : since) {
+  for (since_row const& row : since) {
     EXPECT_EQ(proc(row.base, row.version), driver_symbol(row.symbol)) << row.base;
     proc(row.base, row.version - 10, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
          CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
@@ -1370,14 +1370,14 @@ TEST_F(CudaDouble, DriverCountersAreResetWithTheOthers) {
 // ------------------------------------------------------------ CudaDouble: streams, events, capture, reset
 
 // Sets the calling thread's capture mode (driver API) for its lifetime.
-class CaptureModeScope {
+class capture_mode_scope {
  public:
-  explicit CaptureModeScope(CUstreamCaptureMode mode) : previous_(mode) {
+  explicit capture_mode_scope(CUstreamCaptureMode mode) : previous_(mode) {
     EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&previous_), CUDA_SUCCESS);
   }
-  ~CaptureModeScope() { EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&previous_), CUDA_SUCCESS); }
-  CaptureModeScope(CaptureModeScope const&) = delete;
-  CaptureModeScope& operator=(CaptureModeScope const&) = delete;
+  ~capture_mode_scope() { EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&previous_), CUDA_SUCCESS); }
+  capture_mode_scope(capture_mode_scope const&) = delete;
+  capture_mode_scope& operator=(capture_mode_scope const&) = delete;
 
  private:
   CUstreamCaptureMode previous_;
@@ -1407,8 +1407,8 @@ CUevent new_event(unsigned flags = CU_EVENT_DEFAULT) {
   return e;
 }
 
-char const* const kModeNames[] = {"global", "thread-local", "relaxed"};
-CUstreamCaptureMode const kModes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+char const* const mode_names[] = {"global", "thread-local", "relaxed"};
+CUstreamCaptureMode const modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
                                       CU_STREAM_CAPTURE_MODE_RELAXED};
 
 TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy) {
@@ -1750,12 +1750,12 @@ TEST_F(CudaDouble, CaptureModesOnTheCapturingThread) {
   int invalidated = 0;
   for (int cm = 0; cm < 3; ++cm) {
     for (int tm = 0; tm < 3; ++tm) {
-      SCOPED_TRACE(std::string("capture ") + kModeNames[cm] + ", thread " + kModeNames[tm]);
+      SCOPED_TRACE(std::string("capture ") + mode_names[cm] + ", thread " + mode_names[tm]);
       bool const prohibited = cm != CU_STREAM_CAPTURE_MODE_RELAXED && tm != CU_STREAM_CAPTURE_MODE_RELAXED;
-      ASSERT_EQ(cuStreamBeginCapture_v2(s, kModes[cm]), CUDA_SUCCESS);
+      ASSERT_EQ(cuStreamBeginCapture_v2(s, modes[cm]), CUDA_SUCCESS);
       int const live = cuda_double_live_allocations();
       {
-        CaptureModeScope mode(kModes[tm]);
+        capture_mode_scope mode(modes[tm]);
         CUdeviceptr p = 0;
         if (prohibited) {
           EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
@@ -1797,12 +1797,12 @@ TEST_F(CudaDouble, CaptureModesOfOtherThreads) {
   CUcontext const c0 = primary_context(0);
   for (int cm = 0; cm < 3; ++cm) {
     for (int tm = 0; tm < 3; ++tm) {
-      SCOPED_TRACE(std::string("capture ") + kModeNames[cm] + ", other thread " + kModeNames[tm]);
+      SCOPED_TRACE(std::string("capture ") + mode_names[cm] + ", other thread " + mode_names[tm]);
       bool const prohibited = cm == CU_STREAM_CAPTURE_MODE_GLOBAL && tm == CU_STREAM_CAPTURE_MODE_GLOBAL;
-      ASSERT_EQ(cuStreamBeginCapture_v2(s, kModes[cm]), CUDA_SUCCESS);
+      ASSERT_EQ(cuStreamBeginCapture_v2(s, modes[cm]), CUDA_SUCCESS);
       std::thread([&] {
         ASSERT_EQ(cuCtxSetCurrent(c0), CUDA_SUCCESS);
-        CaptureModeScope mode(kModes[tm]);
+        capture_mode_scope mode(modes[tm]);
         CUdeviceptr p = 0;
         if (prohibited) {
           EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
@@ -1841,7 +1841,7 @@ TEST_F(CudaDouble, CaptureModesOfOtherThreads) {
   EXPECT_EQ(cuMemAlloc_v2(&p, 16), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   EXPECT_EQ(cuda_double_stream_is_capturing(t), 2);
   {
-    CaptureModeScope local(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);  // other threads ignored
+    capture_mode_scope local(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);  // other threads ignored
     ASSERT_EQ(cuMemAlloc_v2(&p, 16), CUDA_SUCCESS);
     EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
   }
@@ -1863,45 +1863,45 @@ TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture) {
   void* rp = nullptr;
   ASSERT_EQ(cudaMalloc(&rp, 64), cudaSuccess);
 
-  struct Call {
+  struct call_case {
     char const* what;
     std::function<int()> call;  // a CUresult or a cudaError_t
     int prohibited;              // what it returns then
   };
   CUdeviceptr out = 0;
   void* rout = nullptr;
-  int const kUnsupported = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  int const kRtUnsupported = cudaErrorStreamCaptureUnsupported;
-  std::vector<Call> const calls = {
-      {"cuMemAlloc_v2", [&] { return int(cuMemAlloc_v2(&out, 16)); }, kUnsupported},
-      {"cuMemFree_v2", [&] { return int(cuMemFree_v2(dp)); }, kUnsupported},
-      {"cuCtxSynchronize", [&] { return int(cuCtxSynchronize()); }, kUnsupported},
-      {"cuStreamSynchronize", [&] { return int(cuStreamSynchronize(other)); }, kUnsupported},
-      {"cuStreamSynchronize_ptsz", [&] { return int(cuStreamSynchronize_ptsz(nullptr)); }, kUnsupported},
-      {"cuStreamQuery", [&] { return int(cuStreamQuery(other)); }, kUnsupported},
-      {"cuEventSynchronize", [&] { return int(cuEventSynchronize(e)); }, kUnsupported},
-      {"cuEventQuery", [&] { return int(cuEventQuery(e)); }, kUnsupported},
-      {"cuMemAllocAsync legacy", [&] { return int(cuMemAllocAsync(&out, 16, nullptr)); }, kUnsupported},
+  int const unsupported = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int const rt_unsupported = cudaErrorStreamCaptureUnsupported;
+  std::vector<call_case> const calls = {
+      {"cuMemAlloc_v2", [&] { return int(cuMemAlloc_v2(&out, 16)); }, unsupported},
+      {"cuMemFree_v2", [&] { return int(cuMemFree_v2(dp)); }, unsupported},
+      {"cuCtxSynchronize", [&] { return int(cuCtxSynchronize()); }, unsupported},
+      {"cuStreamSynchronize", [&] { return int(cuStreamSynchronize(other)); }, unsupported},
+      {"cuStreamSynchronize_ptsz", [&] { return int(cuStreamSynchronize_ptsz(nullptr)); }, unsupported},
+      {"cuStreamQuery", [&] { return int(cuStreamQuery(other)); }, unsupported},
+      {"cuEventSynchronize", [&] { return int(cuEventSynchronize(e)); }, unsupported},
+      {"cuEventQuery", [&] { return int(cuEventQuery(e)); }, unsupported},
+      {"cuMemAllocAsync legacy", [&] { return int(cuMemAllocAsync(&out, 16, nullptr)); }, unsupported},
       {"cuMemAllocFromPoolAsync legacy",
-       [&] { return int(cuMemAllocFromPoolAsync(&out, 16, default_pool, CU_STREAM_LEGACY)); }, kUnsupported},
-      {"cuMemFreeAsync legacy", [&] { return int(cuMemFreeAsync(pp, nullptr)); }, kUnsupported},
-      {"cuMemFreeAsync_ptsz legacy", [&] { return int(cuMemFreeAsync_ptsz(pp, CU_STREAM_LEGACY)); }, kUnsupported},
-      {"cuEventRecord legacy", [&] { return int(cuEventRecord(e, nullptr)); }, kUnsupported},
-      {"cudaMalloc", [&] { return int(cudaMalloc(&rout, 16)); }, kRtUnsupported},
-      {"cudaFree", [&] { return int(cudaFree(rp)); }, kRtUnsupported},
-      {"cudaDeviceSynchronize", [&] { return int(cudaDeviceSynchronize()); }, kRtUnsupported},
-      {"cudaStreamSynchronize", [&] { return int(cudaStreamSynchronize(other)); }, kRtUnsupported},
-      {"cudaStreamQuery", [&] { return int(cudaStreamQuery(nullptr)); }, kRtUnsupported},
-      {"cudaEventQuery", [&] { return int(cudaEventQuery(e)); }, kRtUnsupported},
-      {"cudaEventSynchronize", [&] { return int(cudaEventSynchronize(e)); }, kRtUnsupported},
-      {"cudaMallocAsync legacy", [&] { return int(cudaMallocAsync(&rout, 16, nullptr)); }, kRtUnsupported},
+       [&] { return int(cuMemAllocFromPoolAsync(&out, 16, default_pool, CU_STREAM_LEGACY)); }, unsupported},
+      {"cuMemFreeAsync legacy", [&] { return int(cuMemFreeAsync(pp, nullptr)); }, unsupported},
+      {"cuMemFreeAsync_ptsz legacy", [&] { return int(cuMemFreeAsync_ptsz(pp, CU_STREAM_LEGACY)); }, unsupported},
+      {"cuEventRecord legacy", [&] { return int(cuEventRecord(e, nullptr)); }, unsupported},
+      {"cudaMalloc", [&] { return int(cudaMalloc(&rout, 16)); }, rt_unsupported},
+      {"cudaFree", [&] { return int(cudaFree(rp)); }, rt_unsupported},
+      {"cudaDeviceSynchronize", [&] { return int(cudaDeviceSynchronize()); }, rt_unsupported},
+      {"cudaStreamSynchronize", [&] { return int(cudaStreamSynchronize(other)); }, rt_unsupported},
+      {"cudaStreamQuery", [&] { return int(cudaStreamQuery(nullptr)); }, rt_unsupported},
+      {"cudaEventQuery", [&] { return int(cudaEventQuery(e)); }, rt_unsupported},
+      {"cudaEventSynchronize", [&] { return int(cudaEventSynchronize(e)); }, rt_unsupported},
+      {"cudaMallocAsync legacy", [&] { return int(cudaMallocAsync(&rout, 16, nullptr)); }, rt_unsupported},
       {"cudaMallocFromPoolAsync legacy",
-       [&] { return int(cudaMallocFromPoolAsync(&rout, 16, default_pool, cudaStreamLegacy)); }, kRtUnsupported},
-      {"cudaFreeAsync legacy", [&] { return int(cudaFreeAsync(as_pointer(pp), cudaStreamLegacy)); }, kRtUnsupported},
-      {"cudaEventRecord legacy", [&] { return int(cudaEventRecord(e, nullptr)); }, kRtUnsupported},
+       [&] { return int(cudaMallocFromPoolAsync(&rout, 16, default_pool, cudaStreamLegacy)); }, rt_unsupported},
+      {"cudaFreeAsync legacy", [&] { return int(cudaFreeAsync(as_pointer(pp), cudaStreamLegacy)); }, rt_unsupported},
+      {"cudaEventRecord legacy", [&] { return int(cudaEventRecord(e, nullptr)); }, rt_unsupported},
   };
   int const live = cuda_double_live_allocations();
-  for (Call const& call : calls) {
+  for (call_case const& call : calls) {
     SCOPED_TRACE(call.what);
     ASSERT_EQ(cuStreamBeginCapture_v2(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     EXPECT_EQ(call.call(), call.prohibited);
@@ -1912,7 +1912,7 @@ TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture) {
     // In relaxed mode the same call is allowed (the allocations are undone).
     ASSERT_EQ(cuStreamBeginCapture_v2(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     {
-      CaptureModeScope relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
+      capture_mode_scope relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
       out = 0;
       rout = nullptr;
       EXPECT_EQ(call.call(), 0);
@@ -2009,7 +2009,7 @@ TEST_F(CudaDouble, LegacyStreamCallsDuringABlockingCaptureAreImplicit) {
   // Not prohibited (relaxed thread): legacy-stream calls work normally.
   ASSERT_EQ(cuStreamBeginCapture_v2(blocking, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   {
-    CaptureModeScope relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
+    capture_mode_scope relaxed(CU_STREAM_CAPTURE_MODE_RELAXED);
     ASSERT_EQ(cuMemAllocAsync(&q, 16, nullptr), CUDA_SUCCESS);
     EXPECT_EQ(cuMemFreeAsync(q, CU_STREAM_LEGACY), CUDA_SUCCESS);
     EXPECT_EQ(cuda_double_pointer_kind(as_pointer(q)), 0);
@@ -2043,11 +2043,11 @@ TEST_F(CudaDouble, LegacyStreamCallsDuringABlockingCaptureAreImplicit) {
 TEST_F(CudaDouble, EndCaptureFromAnotherThread) {
   CUstream s = new_stream();
   for (int cm = 0; cm < 3; ++cm) {
-    SCOPED_TRACE(kModeNames[cm]);
-    ASSERT_EQ(cuStreamBeginCapture_v2(s, kModes[cm]), CUDA_SUCCESS);
+    SCOPED_TRACE(mode_names[cm]);
+    ASSERT_EQ(cuStreamBeginCapture_v2(s, modes[cm]), CUDA_SUCCESS);
     CUdeviceptr p = 0;
     ASSERT_EQ(cuMemAllocAsync(&p, 16, s), CUDA_SUCCESS);
-    bool const relaxed = kModes[cm] == CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool const relaxed = modes[cm] == CU_STREAM_CAPTURE_MODE_RELAXED;
     CUgraph g = nullptr;
     std::thread([&] {
       EXPECT_EQ(cuStreamEndCapture(s, &g), relaxed ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
@@ -2193,14 +2193,14 @@ TEST_F(CudaDouble, CaptureModeIsPerThread) {
 TEST_F(CudaDouble, ThreadLocalCapturesOnManyThreads) {
   // Threads capturing in thread-local mode do not disturb each other, nor a
   // global-mode thread's potentially unsafe calls.
-  constexpr int kThreads = 6;
-  constexpr int kIterations = 200;
+  constexpr int thread_count = 6;
+  constexpr int iterations = 200;
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < thread_count; ++t) {
     threads.emplace_back([] {
       ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
       CUstream s = new_stream(CU_STREAM_NON_BLOCKING);
-      for (int i = 0; i < kIterations; ++i) {
+      for (int i = 0; i < iterations; ++i) {
         ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
         CUdeviceptr p = 0;
         ASSERT_EQ(cuMemAllocAsync(&p, 64, s), CUDA_SUCCESS);
@@ -2213,15 +2213,15 @@ TEST_F(CudaDouble, ThreadLocalCapturesOnManyThreads) {
       ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
     });
   }
-  for (int i = 0; i < kIterations; ++i) {
+  for (int i = 0; i < iterations; ++i) {
     CUdeviceptr p = 0;
     ASSERT_EQ(cuMemAlloc_v2(&p, 64), CUDA_SUCCESS);
     ASSERT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
   }
   for (auto& t : threads) t.join();
   auto const c = cuda_double_get_counters();
-  EXPECT_EQ(c.captures_begun, std::uint64_t{kThreads} * kIterations);
-  EXPECT_EQ(c.captured_operations, 2 * std::uint64_t{kThreads} * kIterations);
+  EXPECT_EQ(c.captures_begun, std::uint64_t{thread_count} * iterations);
+  EXPECT_EQ(c.captured_operations, 2 * std::uint64_t{thread_count} * iterations);
   EXPECT_EQ(c.captures_invalidated, 0u);
   EXPECT_EQ(c.failed_calls, 0u);
 }
@@ -2495,12 +2495,12 @@ CUmemAccess_flags driver_pool_access(CUmemoryPool pool, int device) {
 }
 
 // Pushes a device's primary context for its lifetime (driver API).
-class ContextScope {
+class context_scope {
  public:
-  explicit ContextScope(int device) { EXPECT_EQ(cuCtxPushCurrent_v2(primary_context(device)), CUDA_SUCCESS); }
-  ~ContextScope() { EXPECT_EQ(cuCtxPopCurrent_v2(nullptr), CUDA_SUCCESS); }
-  ContextScope(ContextScope const&) = delete;
-  ContextScope& operator=(ContextScope const&) = delete;
+  explicit context_scope(int device) { EXPECT_EQ(cuCtxPushCurrent_v2(primary_context(device)), CUDA_SUCCESS); }
+  ~context_scope() { EXPECT_EQ(cuCtxPopCurrent_v2(nullptr), CUDA_SUCCESS); }
+  context_scope(context_scope const&) = delete;
+  context_scope& operator=(context_scope const&) = delete;
 };
 
 TEST_F(CudaDouble, DriverCanAccessPeer) {
@@ -2552,7 +2552,7 @@ TEST_F(CudaDouble, DriverPeerAccessRules) {
   void* native1 = nullptr;
   CUdeviceptr driver1 = 0, pooled1 = 0;
   {
-    ContextScope on1(1);
+    context_scope on1(1);
     ASSERT_EQ(cudaMalloc(&native1, 256), cudaSuccess);  // the current context's device: 1
     ASSERT_EQ(cuMemAlloc_v2(&driver1, 256), CUDA_SUCCESS);
     ASSERT_EQ(cuMemAllocAsync(&pooled1, 256, nullptr), CUDA_SUCCESS);
@@ -2574,7 +2574,7 @@ TEST_F(CudaDouble, DriverPeerAccessRules) {
   int host = 0;
   EXPECT_EQ(cuda_double_can_access(0, &host), 0);
   {
-    ContextScope on1(1);
+    context_scope on1(1);
     EXPECT_EQ(cuCtxDisablePeerAccess(c0), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);  // 1 -> 0 was never enabled
     EXPECT_EQ(cuCtxEnablePeerAccess(c0, 0), CUDA_SUCCESS);
     EXPECT_EQ(cuda_double_can_access(1, native0), 1);
@@ -2593,7 +2593,7 @@ TEST_F(CudaDouble, DriverPeerAccessRules) {
   ASSERT_EQ(cuDevicePrimaryCtxReset_v2(1), CUDA_SUCCESS);  // device 1's memory goes too
   EXPECT_EQ(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   {
-    ContextScope on1(1);
+    context_scope on1(1);
     EXPECT_EQ(cuCtxDisablePeerAccess(c0), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   }
   EXPECT_EQ(cuda_double_can_access(1, native0), 0);
@@ -2726,7 +2726,7 @@ TEST_F(CudaDouble, DriverPoolAccess) {
     ASSERT_EQ(cudaMalloc(&native, 256), cudaSuccess);
     EXPECT_EQ(driver_pool_access(pool, 1), CU_MEM_ACCESS_FLAGS_PROT_NONE);
     {
-      ContextScope on1(1);
+      context_scope on1(1);
       ASSERT_EQ(cuCtxEnablePeerAccess(primary_context(0), 0), CUDA_SUCCESS);
     }
     EXPECT_EQ(cuda_double_can_access(1, native), 1);
@@ -2749,7 +2749,7 @@ TEST_F(CudaDouble, DriverPoolAccess) {
     // Disabling peer access does not touch a pool's grant.
     EXPECT_EQ(cuMemPoolSetAccess(pool, &grant, 1), CUDA_SUCCESS);
     {
-      ContextScope on1(1);
+      context_scope on1(1);
       ASSERT_EQ(cuCtxDisablePeerAccess(primary_context(0)), CUDA_SUCCESS);
     }
     EXPECT_EQ(cuda_double_can_access(1, native), 0);
@@ -3101,7 +3101,7 @@ TEST(DriverUninitialized, TheRuntimeInitializesTheDriver) {
 // ------------------------------------------------------------ RuntimeLookups
 
 // What the runtime double fetches with cuGetProcAddress_v2 (base names).
-char const* const kRuntimeLookups[] = {
+char const* const runtime_lookups[] = {
     "cuStreamCreate",     "cuStreamCreateWithPriority",        "cuStreamDestroy",     "cuStreamGetFlags",
     "cuStreamSynchronize", "cuStreamQuery",                     "cuStreamWaitEvent",   "cuEventCreate",
     "cuEventDestroy",     "cuEventRecord",                     "cuEventQuery",        "cuEventSynchronize",
@@ -3112,7 +3112,7 @@ char const* const kRuntimeLookups[] = {
     "cuMemPoolExportToShareableHandle", "cuMemPoolExportPointer", "cuIpcGetMemHandle", "cuMemGetInfo"};
 
 bool runtime_lookups_are(unsigned long long expected) {
-  for (char const* name : kRuntimeLookups)
+  for (char const* name : runtime_lookups)
     if (cuda_double_proc_lookups(name) != expected) return false;
   return true;
 }
@@ -3130,11 +3130,11 @@ TEST(RuntimeLookups, TheRuntimeFetchesItsDriverEntryPointsOnceThroughGetProcAddr
 
   // The first calls that need the driver, on many threads at once: every
   // entry point is fetched exactly once.
-  constexpr int kThreads = 8;
+  constexpr int thread_count = 8;
   std::promise<void> go;
   std::shared_future<void> const start = go.get_future().share();
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < thread_count; ++t) {
     threads.emplace_back([start, t] {
       start.wait();
       cudaStream_t s = nullptr;
@@ -3172,20 +3172,20 @@ TEST(RuntimeLookups, TheRuntimeFetchesItsDriverEntryPointsOnceThroughGetProcAddr
   go.set_value();
   for (auto& t : threads) t.join();
   EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
-  for (char const* name : kRuntimeLookups) EXPECT_EQ(cuda_double_proc_lookups(name), 1u) << name;
+  for (char const* name : runtime_lookups) EXPECT_EQ(cuda_double_proc_lookups(name), 1u) << name;
   // Nothing else was looked up (the memory calls are not the driver's).
   EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 0u);
   EXPECT_EQ(cuda_double_proc_lookups("cuMemAllocFromPoolAsync"), 0u);
   EXPECT_EQ(cuda_double_proc_lookups("cuGetProcAddress"), 0u);
   // What the driver functions counted is what the runtime calls did.
   auto const c = cuda_double_get_counters();
-  EXPECT_EQ(c.streams_created, std::uint64_t{kThreads});
-  EXPECT_EQ(c.streams_destroyed, std::uint64_t{kThreads});
-  EXPECT_EQ(c.events_recorded, std::uint64_t{kThreads});
-  EXPECT_EQ(c.stream_waits, std::uint64_t{kThreads});
-  EXPECT_EQ(c.captures_begun, std::uint64_t{kThreads});
-  EXPECT_EQ(c.stream_synchronizes, std::uint64_t{kThreads});
-  EXPECT_EQ(c.context_synchronizes, std::uint64_t{kThreads});
+  EXPECT_EQ(c.streams_created, std::uint64_t{thread_count});
+  EXPECT_EQ(c.streams_destroyed, std::uint64_t{thread_count});
+  EXPECT_EQ(c.events_recorded, std::uint64_t{thread_count});
+  EXPECT_EQ(c.stream_waits, std::uint64_t{thread_count});
+  EXPECT_EQ(c.captures_begun, std::uint64_t{thread_count});
+  EXPECT_EQ(c.stream_synchronizes, std::uint64_t{thread_count});
+  EXPECT_EQ(c.context_synchronizes, std::uint64_t{thread_count});
   EXPECT_EQ(c.primary_context_resets, 1u);
   EXPECT_EQ(c.failed_calls, 0u);
 }

@@ -6,7 +6,7 @@
 // The double reads its configuration once per process, so cases that need a
 // different double (no pool support, other handle types) are separate CTest
 // entries running this binary with a gtest filter and an environment.
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 #include <asyncshim/cuda_async_memory_resource.hpp>
 

@@ -5,7 +5,7 @@
 // suite expects one environment (tests/shim/CMakeLists.txt). Neighbours are
 // processes of the double run without the shim (memory_neighbour), sharing
 // the devices' memory through CUDA_DOUBLE_SHARED_MEMORY.
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 #include "shim_test_support.hpp"
 
 #include <cuda.h>

@@ -1,7 +1,7 @@
 // libasyncshim.so preloaded into a program linked against the CUDA test double.
 // Each suite expects one environment (see tests/shim/CMakeLists.txt): the shim
 // reads its settings once per process.
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 #include "shim_test_support.hpp"
 
 #include <cuda.h>

@@ -3,7 +3,7 @@
 // shim), the shim's log, and a fixture that checks the preload.
 #pragma once
 
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
