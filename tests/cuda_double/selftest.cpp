@@ -40,11 +40,12 @@
 
 #include "cuda_double.hpp"
 #include "cuda_driver_double.hpp"
+#include "byte_literals.hpp"
 
 namespace {
 
-constexpr std::size_t kMiB = 1ULL << 20;
-constexpr std::size_t kPiB = 1ULL << 50;
+using byte_literals::MiB;
+using byte_literals::PiB;
 
 char const* const vars[] = {"CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",
                              "CUDA_DOUBLE_NO_POOLS",          "CUDA_DOUBLE_POOL_HANDLE_TYPES",
@@ -234,7 +235,7 @@ TEST_F(CudaDouble, MallocAndFree) {
   EXPECT_EQ(cudaMalloc(&p, 0), cudaSuccess);
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(cudaMalloc(nullptr, 16), cudaErrorInvalidValue);
-  EXPECT_EQ(cudaMalloc(&p, kPiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaMalloc(&p, PiB), cudaErrorMemoryAllocation);
   EXPECT_EQ(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
   EXPECT_EQ(free_memory(), free0);
 
@@ -345,47 +346,47 @@ TEST_F(CudaDouble, PoolAccounting) {
   EXPECT_EQ(cuda_double_pointer_kind(a), 2);
   EXPECT_EQ(cuda_double_pointer_pool(a), pool);
   EXPECT_EQ(cuda_double_last_alloc_stream(), s1);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 2 * kMiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 2 * MiB);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 1000u);
-  EXPECT_EQ(free_memory(), free0 - 2 * kMiB);
+  EXPECT_EQ(free_memory(), free0 - 2 * MiB);
 
-  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 3 * kMiB, pool, cudaStreamPerThread), cudaSuccess);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 3 * MiB, pool, cudaStreamPerThread), cudaSuccess);
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamPerThread);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 3 * kMiB + 1000);
-  EXPECT_EQ(free_memory(), free0 - 4 * kMiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * MiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 3 * MiB + 1000);
+  EXPECT_EQ(free_memory(), free0 - 4 * MiB);
 
   EXPECT_EQ(cudaFreeAsync(a, s2), cudaSuccess);
   EXPECT_EQ(cuda_double_last_free_stream(), s2);
   EXPECT_EQ(cudaFreeAsync(a, s2), cudaErrorInvalidValue);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 3 * kMiB);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);  // kept until a sync
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 3 * MiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * MiB);  // kept until a sync
   EXPECT_EQ(cudaFree(b), cudaSuccess);  // cudaFree of a pool pointer returns it to its pool
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 0u);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 3 * kMiB + 1000);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemHigh), 4 * kMiB);
-  EXPECT_EQ(free_memory(), free0 - 4 * kMiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 3 * MiB + 1000);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemHigh), 4 * MiB);
+  EXPECT_EQ(free_memory(), free0 - 4 * MiB);
   EXPECT_EQ(cudaStreamSynchronize(s1), cudaSuccess);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 0u);
   EXPECT_EQ(free_memory(), free0);
 
   // A release threshold keeps memory reserved across synchronizations.
-  std::uint64_t threshold = 8 * kMiB;
+  std::uint64_t threshold = 8 * MiB;
   EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReleaseThreshold), 8 * kMiB);
-  ASSERT_EQ(cudaMallocFromPoolAsync(&a, 5 * kMiB, pool, s1), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReleaseThreshold), 8 * MiB);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&a, 5 * MiB, pool, s1), cudaSuccess);
   EXPECT_EQ(cudaFreeAsync(a, s1), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 6 * kMiB);
-  threshold = kMiB;
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 6 * MiB);
+  threshold = MiB;
   EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), kMiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), MiB);
 
   // High watermarks reset to the current values; only 0 may be set.
   std::uint64_t zero = 0, one = 1;
   EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemHigh), kMiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemHigh), MiB);
   EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 0u);
   EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &one), cudaErrorInvalidValue);
@@ -421,8 +422,8 @@ TEST_F(CudaDouble, PoolCallErrors) {
   EXPECT_EQ(cudaMallocFromPoolAsync(nullptr, 16, pool, s), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMallocFromPoolAsync(&p, 16, bogus_pool, s), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMallocFromPoolAsync(&p, 16, pool, bogus_stream), cudaErrorInvalidResourceHandle);
-  EXPECT_EQ(cudaMallocFromPoolAsync(&p, kPiB, pool, s), cudaErrorMemoryAllocation);
-  EXPECT_EQ(cudaMallocAsync(&p, kPiB, s), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaMallocFromPoolAsync(&p, PiB, pool, s), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaMallocAsync(&p, PiB, s), cudaErrorMemoryAllocation);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 0u);
 
   void* native = nullptr;
@@ -465,7 +466,7 @@ TEST_F(CudaDouble, DestroyingAPoolFreesItsAllocations) {
   auto const props = device_pool_props(0);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
   void* p[3] = {};
-  for (auto& q : p) ASSERT_EQ(cudaMallocFromPoolAsync(&q, kMiB, pool, nullptr), cudaSuccess);
+  for (auto& q : p) ASSERT_EQ(cudaMallocFromPoolAsync(&q, MiB, pool, nullptr), cudaSuccess);
   EXPECT_EQ(cuda_double_live_allocations(), live_ + 3);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
   EXPECT_EQ(cuda_double_live_allocations(), live_);
@@ -487,10 +488,10 @@ TEST_F(CudaDouble, SynchronizationTrimsOnlyThatDevicesPools) {
   std::size_t const free0 = free_memory();  // device 0 is unaffected
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool1, cudaMemPoolAttrReservedMemCurrent), 2 * kMiB);
+  EXPECT_EQ(pool_attr(pool1, cudaMemPoolAttrReservedMemCurrent), 2 * MiB);
 
   ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
-  EXPECT_EQ(free_memory(), free0 - 2 * kMiB);
+  EXPECT_EQ(free_memory(), free0 - 2 * MiB);
   cudaStream_t s1 = nullptr;  // belongs to device 1
   ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -824,7 +825,7 @@ TEST_F(CudaDouble, DriverMemAllocAndFree) {
   EXPECT_EQ(cuMemFree_v2(0), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_pointer_kind(as_pointer(p)), 0);
   EXPECT_EQ(driver_free_memory(), free0);
-  EXPECT_EQ(cuMemAlloc_v2(&p, kPiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAlloc_v2(&p, PiB), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);  // the driver has no last error
   std::size_t free = 0, total = 0;
   EXPECT_EQ(cuMemGetInfo_v2(&free, nullptr), CUDA_ERROR_INVALID_VALUE);
@@ -963,18 +964,18 @@ TEST_F(CudaDouble, DriverPools) {
   EXPECT_EQ(cuda_double_pointer_kind(as_pointer(a)), 2);
   EXPECT_EQ(cuda_double_pointer_pool(as_pointer(a)), pool);
   EXPECT_EQ(cuda_double_last_alloc_stream(), s);
-  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
   EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 1000u);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 1000u);  // the same pool for the runtime
-  EXPECT_EQ(driver_free_memory(), free0 - 2 * kMiB);
+  EXPECT_EQ(driver_free_memory(), free0 - 2 * MiB);
   CUmemoryPool owner = nullptr;
   EXPECT_EQ(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a), CUDA_SUCCESS);
   EXPECT_EQ(owner, pool);
 
   // The runtime allocates from a pool the driver made, and the reverse.
   void* b = nullptr;
-  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 3 * kMiB, pool, s), cudaSuccess);
-  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * kMiB);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 3 * MiB, pool, s), cudaSuccess);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * MiB);
 
   auto const bogus_stream = reinterpret_cast<CUstream>(std::uintptr_t{0x1234});
   auto const bogus_pool = reinterpret_cast<CUmemoryPool>(std::uintptr_t{0x1234});
@@ -982,7 +983,7 @@ TEST_F(CudaDouble, DriverPools) {
   EXPECT_EQ(cuMemAllocFromPoolAsync(&c, 16, bogus_pool, s), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemAllocFromPoolAsync(&c, 16, pool, bogus_stream), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuMemAllocFromPoolAsync(nullptr, 16, pool, s), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuMemAllocFromPoolAsync(&c, kPiB, pool, s), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&c, PiB, pool, s), CUDA_ERROR_OUT_OF_MEMORY);
   c = 1;
   EXPECT_EQ(cuMemAllocFromPoolAsync(&c, 0, pool, s), CUDA_SUCCESS);
   EXPECT_EQ(c, 0u);
@@ -993,16 +994,16 @@ TEST_F(CudaDouble, DriverPools) {
   EXPECT_EQ(cuMemFreeAsync(0, s), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemFreeAsync(as_deviceptr(b), bogus_stream), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuMemFreeAsync(as_deviceptr(b), s), CUDA_SUCCESS);
-  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * kMiB);  // kept until a sync
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * MiB);  // kept until a sync
 
   // Attributes, shared with the runtime's view of the pool.
-  std::uint64_t threshold = 2 * kMiB;
+  std::uint64_t threshold = 2 * MiB;
   EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReleaseThreshold), 2 * kMiB);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReleaseThreshold), 2 * MiB);
   EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
-  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
-  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * kMiB);
-  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * kMiB + 1000);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * MiB);
+  EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * MiB + 1000);
   std::uint64_t zero = 0, one = 1;
   EXPECT_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), CUDA_SUCCESS);
   EXPECT_EQ(driver_pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
@@ -1443,7 +1444,7 @@ TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy) {
   EXPECT_EQ(cuStreamQuery_ptsz(nullptr), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamQuery(CU_STREAM_LEGACY), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamQuery(bogus), CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(driver_pool_attr(default_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
+  EXPECT_EQ(driver_pool_attr(default_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
   EXPECT_EQ(cuStreamSynchronize(nb), CUDA_SUCCESS);
   EXPECT_EQ(driver_pool_attr(default_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
 
@@ -2333,8 +2334,8 @@ TEST_F(CudaDouble, PrimaryContextResetDestroysTheDevicesState) {
   ASSERT_EQ(cudaMalloc(&rt, 1000), cudaSuccess);
   CUdeviceptr drv = 0, from_default = 0, from_created = 0, captured = 0;
   ASSERT_EQ(cuMemAlloc_v2(&drv, 1000), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAllocAsync(&from_default, 3 * kMiB, nullptr), CUDA_SUCCESS);
-  std::uint64_t threshold = 64 * kMiB;
+  ASSERT_EQ(cuMemAllocAsync(&from_default, 3 * MiB, nullptr), CUDA_SUCCESS);
+  std::uint64_t threshold = 64 * MiB;
   ASSERT_EQ(cuMemPoolSetAttribute(default_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
   CUmemoryPool pool = nullptr;
   auto const props = driver_pool_props(d);
@@ -3352,12 +3353,12 @@ TEST(SmallMemory, AccountingCoversMallocAndPoolReservations) {
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_MEMORY", "16777216"), "needs CUDA_DOUBLE_MEMORY=16777216 alone");
   std::size_t free = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  EXPECT_EQ(total, 16 * kMiB);
-  EXPECT_EQ(free, 16 * kMiB);
+  EXPECT_EQ(total, 16 * MiB);
+  EXPECT_EQ(free, 16 * MiB);
 
   void* all = nullptr;
   void* one = nullptr;
-  ASSERT_EQ(cudaMalloc(&all, 16 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&all, 16 * MiB), cudaSuccess);
   EXPECT_EQ(cudaMalloc(&one, 1), cudaErrorMemoryAllocation);
   ASSERT_EQ(cudaFree(all), cudaSuccess);
 
@@ -3366,32 +3367,32 @@ TEST(SmallMemory, AccountingCoversMallocAndPoolReservations) {
   auto props = device_pool_props(0);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
   void* p = nullptr;
-  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 15 * kMiB, pool, nullptr), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 16 * kMiB);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 15 * MiB, pool, nullptr), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 16 * MiB);
   EXPECT_EQ(cudaMalloc(&one, 1), cudaErrorMemoryAllocation);
   ASSERT_EQ(cudaFreeAsync(p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaMalloc(&one, 1), cudaErrorMemoryAllocation);
   ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&one, kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&one, MiB), cudaSuccess);
 
   // 14 MiB + 1 more would need 16 MiB reserved (2 MiB steps) but only 15 MiB is left.
-  EXPECT_EQ(cudaMallocFromPoolAsync(&p, 14 * kMiB + 1, pool, nullptr), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaMallocFromPoolAsync(&p, 14 * MiB + 1, pool, nullptr), cudaErrorMemoryAllocation);
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 0u);
-  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 14 * kMiB, pool, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 14 * MiB, pool, nullptr), cudaSuccess);
   ASSERT_EQ(cudaFreeAsync(p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);  // gives its reservation back
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  EXPECT_EQ(free, 15 * kMiB);
+  EXPECT_EQ(free, 15 * MiB);
   ASSERT_EQ(cudaFree(one), cudaSuccess);
 
   // maxSize caps a pool's reservation.
-  props.maxSize = 4 * kMiB;
+  props.maxSize = 4 * MiB;
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
   void* q = nullptr;
-  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 3 * kMiB, pool, nullptr), cudaSuccess);
-  EXPECT_EQ(cudaMallocFromPoolAsync(&q, 2 * kMiB, pool, nullptr), cudaErrorMemoryAllocation);
-  ASSERT_EQ(cudaMallocFromPoolAsync(&q, kMiB, pool, nullptr), cudaSuccess);
-  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&p, 3 * MiB, pool, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaMallocFromPoolAsync(&q, 2 * MiB, pool, nullptr), cudaErrorMemoryAllocation);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&q, MiB, pool, nullptr), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * MiB);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
@@ -3401,17 +3402,17 @@ TEST(SmallMemory, DriverAndRuntimeShareTheAccounting) {
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
   CUdeviceptr all = 0, one = 0;
-  ASSERT_EQ(cuMemAlloc_v2(&all, 16 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&all, 16 * MiB), CUDA_SUCCESS);
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, 1), cudaErrorMemoryAllocation);
   EXPECT_EQ(cuMemAlloc_v2(&one, 1), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(cudaFree(as_pointer(all)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&p, 16 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 16 * MiB), cudaSuccess);
   EXPECT_EQ(cuMemAlloc_v2(&one, 1), CUDA_ERROR_OUT_OF_MEMORY);
   std::size_t free = 1, total = 0;
   EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
   EXPECT_EQ(free, 0u);
-  EXPECT_EQ(total, 16 * kMiB);
+  EXPECT_EQ(total, 16 * MiB);
   EXPECT_EQ(cuMemFree_v2(as_deviceptr(p)), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cuda_double.hpp"
+#include "byte_literals.hpp"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -18,9 +19,9 @@
 
 namespace shim_test {
 
-constexpr std::size_t MiB = 1024 * 1024;
-constexpr std::size_t GiB = 1024 * MiB;
-constexpr std::size_t PiB = 1024 * 1024 * GiB;
+using byte_literals::MiB;
+using byte_literals::GiB;
+using byte_literals::PiB;
 
 enum pointer_kind { unknown = 0, native = 1, pool = 2 };
 
