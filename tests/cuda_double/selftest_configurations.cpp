@@ -537,5 +537,4 @@ TEST(FabricOk, FabricHandlesCanBeExported) {
   EXPECT_EQ(counters.failed_calls, 1u);
 }
 
-
 }  // namespace

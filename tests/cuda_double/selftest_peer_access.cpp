@@ -539,5 +539,4 @@ TEST_F(CudaDouble, IpcMemHandles) {
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
 }
 
-
 }  // namespace

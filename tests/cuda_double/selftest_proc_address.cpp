@@ -273,5 +273,4 @@ TEST_F(CudaDouble, DriverCountersAreResetWithTheOthers) {
   EXPECT_EQ(c.driver_mallocs + c.driver_frees + c.failed_calls, 0u);
 }
 
-
 }  // namespace

@@ -466,5 +466,4 @@ TEST_F(CudaDouble, ResetCounters) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // not a counter
 }
 
-
 }  // namespace

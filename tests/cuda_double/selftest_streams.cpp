@@ -1133,5 +1133,4 @@ TEST_F(CudaDouble, NewCountersAreResetWithTheOthers) {
   EXPECT_EQ(cuda_double_last_wait_stream(), CUDA_DOUBLE_NO_STREAM);
 }
 
-
 }  // namespace

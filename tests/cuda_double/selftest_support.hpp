@@ -40,16 +40,16 @@
 
 namespace selftest {
 
-
-inline constexpr char const* vars[] = {"CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",
-                             "CUDA_DOUBLE_NO_POOLS",          "CUDA_DOUBLE_POOL_HANDLE_TYPES",
-                             "CUDA_DOUBLE_NO_PEER",           "CUDA_DOUBLE_FABRIC_OK"};
+// The environment controls of the doubles that the suites are about.
+inline constexpr char const* control_variables[] = {
+    "CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY", "CUDA_DOUBLE_NO_POOLS",
+    "CUDA_DOUBLE_POOL_HANDLE_TYPES", "CUDA_DOUBLE_NO_PEER",   "CUDA_DOUBLE_FABRIC_OK"};
 
 // True when exactly the given variables are set (to their values) among the
 // controls; with name == nullptr, when none is set.
 inline bool only_env(char const* name = nullptr, char const* value = nullptr, char const* name2 = nullptr,
-              char const* value2 = nullptr) {
-  for (char const* var : vars) {
+                     char const* value2 = nullptr) {
+  for (char const* var : control_variables) {
     char const* v = std::getenv(var);
     char const* wanted = name != nullptr && std::strcmp(var, name) == 0     ? value
                          : name2 != nullptr && std::strcmp(var, name2) == 0 ? value2
@@ -125,7 +125,6 @@ class CudaDouble : public ::testing::Test {
   int live_ = 0;
 };
 
-
 // ------------------------------------------------------------ the driver double
 
 // The driver double's own definition of an exported symbol (what its
@@ -172,7 +171,6 @@ inline std::size_t driver_free_memory() {
   return free;
 }
 
-
 // cuGetProcAddress_v2 for one name; checks the status it reports.
 inline void* proc(char const* name, int version = 13000, cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT,
                   CUresult expected = CUDA_SUCCESS,
@@ -188,7 +186,7 @@ inline void* proc(char const* name, int version = 13000, cuuint64_t flags = CU_G
 }
 
 inline CUmemAccessDesc access_desc(int device, CUmemAccess_flags flags,
-                            CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE) {
+                                   CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE) {
   CUmemAccessDesc desc{};
   desc.location.type = type;
   desc.location.id = device;
@@ -204,6 +202,5 @@ inline CUmemAccess_flags driver_pool_access(CUmemoryPool pool, int device) {
   EXPECT_EQ(cuMemPoolGetAccess(&flags, pool, &location), CUDA_SUCCESS);
   return flags;
 }
-
 
 }  // namespace selftest
