@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "asyncshim/config/settings.hpp"
+#include "byte_literals.hpp"
 
 namespace {
 
@@ -14,7 +15,7 @@ namespace cfg = asyncshim::config;
 using cfg::diagnostic;
 using cfg::log_level;
 
-constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
+using byte_literals::GiB;
 
 constexpr char const* size_forms =
     "expected a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; e.g. "

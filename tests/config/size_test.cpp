@@ -8,16 +8,17 @@
 #include <gtest/gtest.h>
 
 #include "asyncshim/config/settings.hpp"
+#include "byte_literals.hpp"
 
 namespace {
 
 using asyncshim::config::parse_size;
 using asyncshim::config::size_spec;
 
-constexpr std::uint64_t KiB = std::uint64_t{1} << 10;
-constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
-constexpr std::uint64_t GiB = std::uint64_t{1} << 30;
-constexpr std::uint64_t TiB = std::uint64_t{1} << 40;
+using byte_literals::KiB;
+using byte_literals::MiB;
+using byte_literals::GiB;
+using byte_literals::TiB;
 
 size_spec bytes(std::uint64_t n) { return size_spec{size_spec::kind::bytes, n, 0.0}; }
 size_spec percent(double p) { return size_spec{size_spec::kind::percent_of_total, 0, p}; }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Checks what the two CUDA test doubles show to the programs they are loaded into:
 #  - the driver double is libcuda.so.1 (file and SONAME) and exports exactly
-#    the CUDA driver functions listed in cuda_double.h, the cuda_double_*
+#    the CUDA driver functions listed in cuda_double.hpp, the cuda_double_*
 #    introspection functions and, for the runtime double only, C++ functions in
 #    namespace cuda_double (no other C++ symbols);
 #  - the runtime double exports exactly the CUDA runtime functions listed in
-#    cuda_double.h, needs libcuda.so.1 and finds it through an RPATH (searched
+#    cuda_double.hpp, needs libcuda.so.1 and finds it through an RPATH (searched
 #    before LD_LIBRARY_PATH), not a RUNPATH;
 #  - neither needs a real CUDA library.
 # usage: check_doubles.sh path/to/driver/libcuda.so.1 path/to/libcudart_double.so

@@ -1,4 +1,4 @@
-// config.cpp: the CUDA TEST DOUBLES' environment controls (see cuda_double.h),
+// config.cpp: the CUDA TEST DOUBLES' environment controls (see cuda_double.hpp),
 // read once at first use. Part of the driver double, libcuda.so.1.
 #include <cerrno>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "model.h"
+#include "model.hpp"
 
 namespace cuda_double {
 namespace {
@@ -50,10 +50,10 @@ bool parse_flag(char const* name, char const* text) {
   return false;
 }
 
-Config read_config() {
-  Config c;
+configuration read_config() {
+  configuration c;
   std::uint64_t n = 0;
-  if (char const* v = env("CUDA_DOUBLE_DEVICES"); v && parse_number("CUDA_DOUBLE_DEVICES", v, kMaxDevices, n))
+  if (char const* v = env("CUDA_DOUBLE_DEVICES"); v && parse_number("CUDA_DOUBLE_DEVICES", v, max_devices, n))
     c.devices = static_cast<int>(n);
   if (char const* v = env("CUDA_DOUBLE_NO_DRIVER")) c.no_driver = parse_flag("CUDA_DOUBLE_NO_DRIVER", v);
   if (char const* v = env("CUDA_DOUBLE_MEMORY");
@@ -71,8 +71,8 @@ Config read_config() {
 
 }  // namespace
 
-Config const& config() {
-  static Config const c = read_config();
+configuration const& config() {
+  static configuration const c = read_config();
   return c;
 }
 

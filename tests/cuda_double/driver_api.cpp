@@ -1,8 +1,8 @@
 // driver_api.cpp: the CUDA driver API functions of the driver TEST DOUBLE,
-// libcuda.so.1 (see cuda_double.h), with the CUDA 13.0 signatures of cuda.h.
+// libcuda.so.1 (see cuda_double.hpp), with the CUDA 13.0 signatures of cuda.h.
 // Argument checking and the CUresult codes live here; the state lives in the
 // model (model.cpp), shared with the runtime double, and what the runtime API
-// offers too is done once in operations.cpp, whose Outcome is mapped to a
+// offers too is done once in operations.cpp, whose operation_outcome is mapped to a
 // CUresult here. No function here calls another exported function: shared
 // code is internal.
 #include <cstdint>
@@ -11,20 +11,20 @@
 #include <new>
 #include <vector>
 
-#include "cuda_driver_double.h"
-#include "model.h"
-#include "operations.h"
+#include "cuda_driver_double.hpp"
+#include "model.hpp"
+#include "operations.hpp"
 
 #ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
 #error "the driver double defines the plain and the _ptsz names itself"
 #endif
 
-using cuda_double::AllocationKind;
+using cuda_double::allocation_kind;
 using cuda_double::config;
-using cuda_double::Context;
-using cuda_double::Model;
+using cuda_double::context_state;
+using cuda_double::model_state;
 using cuda_double::model;
-using cuda_double::Outcome;
+using cuda_double::operation_outcome;
 namespace operations = cuda_double::operations;
 
 // The driver's and the runtime's enumerations that the model shares.
@@ -47,42 +47,42 @@ static_assert(unsigned{CU_EVENT_BLOCKING_SYNC} == unsigned{cudaEventBlockingSync
 static_assert(unsigned{CU_EVENT_DISABLE_TIMING} == unsigned{cudaEventDisableTiming});
 static_assert(unsigned{CU_EVENT_INTERPROCESS} == unsigned{cudaEventInterprocess});
 static_assert(unsigned{CU_EVENT_WAIT_EXTERNAL} == unsigned{cudaEventWaitExternal});
-static_assert(int{CU_STREAM_CAPTURE_MODE_GLOBAL} == cuda_double::kCaptureModeGlobal);
-static_assert(int{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL} == cuda_double::kCaptureModeThreadLocal);
-static_assert(int{CU_STREAM_CAPTURE_MODE_RELAXED} == cuda_double::kCaptureModeRelaxed);
-static_assert(int{CU_STREAM_CAPTURE_STATUS_NONE} == cuda_double::kCaptureStatusNone);
-static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == cuda_double::kCaptureStatusActive);
-static_assert(int{CU_STREAM_CAPTURE_STATUS_INVALIDATED} == cuda_double::kCaptureStatusInvalidated);
-static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_NONE} == unsigned(cuda_double::Access::none));
-static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READ} == unsigned(cuda_double::Access::read));
-static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE} == unsigned(cuda_double::Access::read_write));
-static_assert(sizeof(CUmemPoolPtrExportData) == cuda_double::operations::kShareDataSize);
-static_assert(sizeof(CUmemFabricHandle) == cuda_double::operations::kShareDataSize);
-static_assert(sizeof(CUipcMemHandle) == cuda_double::operations::kShareDataSize);
+static_assert(int{CU_STREAM_CAPTURE_MODE_GLOBAL} == cuda_double::capture_mode_global);
+static_assert(int{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL} == cuda_double::capture_mode_thread_local);
+static_assert(int{CU_STREAM_CAPTURE_MODE_RELAXED} == cuda_double::capture_mode_relaxed);
+static_assert(int{CU_STREAM_CAPTURE_STATUS_NONE} == cuda_double::capture_status_none);
+static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == cuda_double::capture_status_active);
+static_assert(int{CU_STREAM_CAPTURE_STATUS_INVALIDATED} == cuda_double::capture_status_invalidated);
+static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_NONE} == unsigned(cuda_double::access_level::none));
+static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READ} == unsigned(cuda_double::access_level::read));
+static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE} == unsigned(cuda_double::access_level::read_write));
+static_assert(sizeof(CUmemPoolPtrExportData) == cuda_double::operations::share_data_size);
+static_assert(sizeof(CUmemFabricHandle) == cuda_double::operations::share_data_size);
+static_assert(sizeof(CUipcMemHandle) == cuda_double::operations::share_data_size);
 
 namespace {
 
-using Lock = std::lock_guard<std::mutex>;
+using mutex_lock = std::lock_guard<std::mutex>;
 
 // What a call needs before it does anything (after the stub check).
-enum class Gate {
+enum class call_gate {
   none,         // nothing: works before cuInit
   initialized,  // cuInit (or the runtime double) has initialized the driver
   context,      // ... and the calling thread has a current context
 };
 
-CUresult check(Gate gate) {
-  if (gate == Gate::none) return CUDA_SUCCESS;
+CUresult check(call_gate gate) {
+  if (gate == call_gate::none) return CUDA_SUCCESS;
   if (config().no_driver) return CUDA_ERROR_STUB_LIBRARY;
   if (!cuda_double::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (gate == Gate::context && cuda_double::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (gate == call_gate::context && cuda_double::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return CUDA_SUCCESS;
 }
 
 // Runs body (a callable returning CUresult) after the gate, turning exceptions
 // into CUDA errors and counting failures.
 template <class Body>
-CUresult run_driver(Gate gate, Body&& body) noexcept {
+CUresult run_driver(call_gate gate, Body&& body) noexcept {
   CUresult result;
   try {
     result = check(gate);
@@ -97,26 +97,26 @@ CUresult run_driver(Gate gate, Body&& body) noexcept {
 }
 
 // The driver's names for the model's answers.
-CUresult to_cu_result(Outcome outcome) {
+CUresult to_cu_result(operation_outcome outcome) {
   switch (outcome) {
-    case Outcome::ok: return CUDA_SUCCESS;
-    case Outcome::invalid_value: return CUDA_ERROR_INVALID_VALUE;
-    case Outcome::out_of_memory: return CUDA_ERROR_OUT_OF_MEMORY;
-    case Outcome::invalid_device: return CUDA_ERROR_INVALID_DEVICE;
-    case Outcome::not_supported: return CUDA_ERROR_NOT_SUPPORTED;
-    case Outcome::invalid_handle: return CUDA_ERROR_INVALID_HANDLE;
-    case Outcome::invalid_context: return CUDA_ERROR_INVALID_CONTEXT;
-    case Outcome::capture_unsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    case Outcome::capture_implicit: return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    case Outcome::capture_invalidated: return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    case Outcome::capture_wrong_thread: return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
-    case Outcome::capture_merge: return CUDA_ERROR_STREAM_CAPTURE_MERGE;
-    case Outcome::captured_event: return CUDA_ERROR_CAPTURED_EVENT;
-    case Outcome::illegal_state: return CUDA_ERROR_ILLEGAL_STATE;
-    case Outcome::peer_unsupported: return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
-    case Outcome::peer_already_enabled: return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
-    case Outcome::peer_not_enabled: return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
-    case Outcome::not_permitted: return CUDA_ERROR_NOT_PERMITTED;
+    case operation_outcome::ok: return CUDA_SUCCESS;
+    case operation_outcome::invalid_value: return CUDA_ERROR_INVALID_VALUE;
+    case operation_outcome::out_of_memory: return CUDA_ERROR_OUT_OF_MEMORY;
+    case operation_outcome::invalid_device: return CUDA_ERROR_INVALID_DEVICE;
+    case operation_outcome::not_supported: return CUDA_ERROR_NOT_SUPPORTED;
+    case operation_outcome::invalid_handle: return CUDA_ERROR_INVALID_HANDLE;
+    case operation_outcome::invalid_context: return CUDA_ERROR_INVALID_CONTEXT;
+    case operation_outcome::capture_unsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    case operation_outcome::capture_implicit: return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    case operation_outcome::capture_invalidated: return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    case operation_outcome::capture_wrong_thread: return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    case operation_outcome::capture_merge: return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    case operation_outcome::captured_event: return CUDA_ERROR_CAPTURED_EVENT;
+    case operation_outcome::illegal_state: return CUDA_ERROR_ILLEGAL_STATE;
+    case operation_outcome::peer_unsupported: return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    case operation_outcome::peer_already_enabled: return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    case operation_outcome::peer_not_enabled: return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    case operation_outcome::not_permitted: return CUDA_ERROR_NOT_PERMITTED;
   }
   return CUDA_ERROR_UNKNOWN;
 }
@@ -125,8 +125,8 @@ void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std
 CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
 
 // A CUmemLocation (and access flags) in the model's terms.
-operations::AccessEntry access_entry(CUmemLocation const& location, unsigned flags) {
-  operations::AccessEntry e;
+operations::access_descriptor access_entry(CUmemLocation const& location, unsigned flags) {
+  operations::access_descriptor e;
   e.on_device = location.type == CU_MEM_LOCATION_TYPE_DEVICE;
   e.device = location.id;
   e.flags = flags;
@@ -138,71 +138,71 @@ CUstream per_thread(CUstream stream) { return stream == nullptr ? CU_STREAM_PER_
 
 // ---- shared bodies of the plain and _ptsz entry points
 
-// operations.h writes the pointer for ok and out_of_memory only; *dptr follows.
-CUresult store_allocation(Outcome outcome, void* p, CUdeviceptr* dptr) {
-  if (outcome == Outcome::ok || outcome == Outcome::out_of_memory) *dptr = as_deviceptr(p);
+// operations.hpp writes the pointer for ok and out_of_memory only; *dptr follows.
+CUresult store_allocation(operation_outcome outcome, void* p, CUdeviceptr* dptr) {
+  if (outcome == operation_outcome::ok || outcome == operation_outcome::out_of_memory) *dptr = as_deviceptr(p);
   return to_cu_result(outcome);
 }
 
 CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     void* p = nullptr;
-    Outcome const o = operations::allocate_async(bytesize, stream, dptr != nullptr ? &p : nullptr);
+    operation_outcome const o = operations::allocate_async(bytesize, stream, dptr != nullptr ? &p : nullptr);
     return store_allocation(o, p, dptr);
   });
 }
 
 CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     void* p = nullptr;
-    Outcome const o = operations::allocate_from_pool_async(pool, bytesize, stream, dptr != nullptr ? &p : nullptr);
+    operation_outcome const o = operations::allocate_from_pool_async(pool, bytesize, stream, dptr != nullptr ? &p : nullptr);
     return store_allocation(o, p, dptr);
   });
 }
 
 CUresult mem_free_async(CUdeviceptr dptr, CUstream stream) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::free_async(as_pointer(dptr), stream, /*from_driver=*/true));
   });
 }
 
 CUresult stream_synchronize(CUstream stream) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::synchronize_stream(stream)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::synchronize_stream(stream)); });
 }
 
 CUresult stream_query(CUstream stream) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::query_stream(stream)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::query_stream(stream)); });
 }
 
 CUresult stream_get_flags(CUstream stream, unsigned* flags) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::stream_flags(stream, flags)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::stream_flags(stream, flags)); });
 }
 
 CUresult stream_destroy(CUstream stream) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::destroy_stream(stream)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_stream(stream)); });
 }
 
 CUresult event_record(CUevent event, CUstream stream) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::record_event(event, stream)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::record_event(event, stream)); });
 }
 
 CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::wait_event(stream, event, flags)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::wait_event(stream, event, flags)); });
 }
 
 CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::begin_capture(stream, mode)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::begin_capture(stream, mode)); });
 }
 
 CUresult stream_end_capture(CUstream stream, CUgraph* graph) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::end_capture(stream, graph)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::end_capture(stream, graph)); });
 }
 
 CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     int s = 0;
-    Outcome const o = operations::capture_status(stream, status != nullptr ? &s : nullptr);
-    if (o == Outcome::ok) *status = static_cast<CUstreamCaptureStatus>(s);
+    operation_outcome const o = operations::capture_status(stream, status != nullptr ? &s : nullptr);
+    if (o == operation_outcome::ok) *status = static_cast<CUstreamCaptureStatus>(s);
     return to_cu_result(o);
   });
 }
@@ -214,7 +214,7 @@ extern "C" {
 // ---------------------------------------------------------------- initialization, versions
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuInit(unsigned int Flags) {
-  return run_driver(Gate::none, [&] {
+  return run_driver(call_gate::none, [&] {
     if (config().no_driver) return CUDA_ERROR_STUB_LIBRARY;
     if (cuda_double::availability() != cudaSuccess) return CUDA_ERROR_NO_DEVICE;
     if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -224,10 +224,10 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuInit(unsigned int Flags) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
-  return run_driver(Gate::none, [&] {
+  return run_driver(call_gate::none, [&] {
     if (config().no_driver) return CUDA_ERROR_STUB_LIBRARY;
     if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = cuda_double::kDriverVersion;
+    *driverVersion = cuda_double::driver_version;
     return CUDA_SUCCESS;
   });
 }
@@ -235,7 +235,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
 // ---------------------------------------------------------------- devices
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (!model().valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
@@ -244,7 +244,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *count = model().device_count();
     return CUDA_SUCCESS;
@@ -252,7 +252,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!model().valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     std::snprintf(name, static_cast<std::size_t>(len), "cuda_double device %d (test double, not a GPU)", dev);
@@ -261,7 +261,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice d
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::device_attribute(dev, attrib, pi));
   });
 }
@@ -269,12 +269,12 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribut
 // ---------------------------------------------------------------- contexts
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
+    model_state& m = model();
     if (!m.valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    Lock lock(m.mu);
-    Context* c = m.primary_context(dev);
+    mutex_lock lock(m.mu);
+    context_state* c = m.primary_context(dev);
     ++c->retains;
     *pctx = reinterpret_cast<CUcontext>(c);
     return CUDA_SUCCESS;
@@ -282,11 +282,11 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdev
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  return run_driver(Gate::initialized, [&] {
-    Model& m = model();
+  return run_driver(call_gate::initialized, [&] {
+    model_state& m = model();
     if (!m.valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    Lock lock(m.mu);
-    Context* c = m.primary_context(dev);
+    mutex_lock lock(m.mu);
+    context_state* c = m.primary_context(dev);
     if (c->retains == 0) return CUDA_ERROR_INVALID_CONTEXT;  // as documented in cuda.h
     --c->retains;
     return CUDA_SUCCESS;
@@ -294,7 +294,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *pctx = reinterpret_cast<CUcontext>(cuda_double::current_context());
     return CUDA_SUCCESS;
@@ -302,8 +302,8 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
-  return run_driver(Gate::initialized, [&] {
-    Context* c = nullptr;
+  return run_driver(call_gate::initialized, [&] {
+    context_state* c = nullptr;
     if (ctx != nullptr) {
       c = model().find_context(ctx);
       if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -314,7 +314,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *device = cuda_double::current_context()->device;
     return CUDA_SUCCESS;
@@ -322,16 +322,16 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
-  return run_driver(Gate::initialized, [&] {
-    Context* c = ctx == nullptr ? nullptr : model().find_context(ctx);
+  return run_driver(call_gate::initialized, [&] {
+    context_state* c = ctx == nullptr ? nullptr : model().find_context(ctx);
     if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     return cuda_double::push_context(c) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
-  return run_driver(Gate::initialized, [&] {
-    Context* c = cuda_double::pop_context();
+  return run_driver(call_gate::initialized, [&] {
+    context_state* c = cuda_double::pop_context();
     if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     if (pctx != nullptr) *pctx = reinterpret_cast<CUcontext>(c);
     return CUDA_SUCCESS;
@@ -339,44 +339,44 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize(void) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::synchronize_device(cuda_double::current_context()->device));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::reset_device(dev)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::reset_device(dev)); });
 }
 
 // ---------------------------------------------------------------- cuMemAlloc / cuMemFree
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (bytesize == 0) return CUDA_ERROR_INVALID_VALUE;  // as documented in cuda.h
     *dptr = 0;
     void* p = nullptr;
-    Outcome const o =
-        operations::allocate(cuda_double::current_context()->device, bytesize, AllocationKind::driver, &p);
-    if (o != Outcome::ok) return to_cu_result(o);
+    operation_outcome const o =
+        operations::allocate(cuda_double::current_context()->device, bytesize, allocation_kind::driver, &p);
+    if (o != operation_outcome::ok) return to_cu_result(o);
     *dptr = as_deviceptr(p);
     return CUDA_SUCCESS;
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (dptr == 0) return CUDA_SUCCESS;  // as the real driver answers (cuda.h does not say)
     if (cuda_double::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-    return to_cu_result(operations::release(as_pointer(dptr), AllocationKind::driver));
+    return to_cu_result(operations::release(as_pointer(dptr), allocation_kind::driver));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
+    model_state& m = model();
+    mutex_lock lock(m.mu);
     *free = m.free_bytes(cuda_double::current_context()->device);
     *total = config().memory;
     return CUDA_SUCCESS;
@@ -386,21 +386,21 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 // ---------------------------------------------------------------- memcpy / memset
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::copy(as_pointer(dstDevice), srcHost, ByteCount,
-                                         operations::CopyDirection::host_to_device));
+                                         operations::copy_direction::host_to_device));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::copy(dstHost, as_pointer(srcDevice), ByteCount,
-                                         operations::CopyDirection::device_to_host));
+                                         operations::copy_direction::device_to_host));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::fill(as_pointer(dstDevice), uc, N));
   });
 }
@@ -408,10 +408,10 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned c
 // ---------------------------------------------------------------- pointer attributes
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    Model& m = model();
-    Lock lock(m.mu);
+    model_state& m = model();
+    mutex_lock lock(m.mu);
     auto const [base, a] = m.allocation_containing(as_pointer(ptr));
     if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not memory of this "device"
     switch (attribute) {
@@ -435,18 +435,18 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_att
 // ---------------------------------------------------------------- streams
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::create_stream(cuda_double::current_context()->device, Flags, 0, phStream));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::create_stream(cuda_double::current_context()->device, flags, priority, phStream));
   });
 }
 
-// Exported as "cuStreamDestroy" (see cuda_driver_double.h): the CUDA 2.0 ABI.
+// Exported as "cuStreamDestroy" (see cuda_driver_double.hpp): the CUDA 2.0 ABI.
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v1(CUstream hStream) { return stream_destroy(hStream); }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
@@ -480,13 +480,13 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUeven
 // ---------------------------------------------------------------- events
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::create_event(cuda_double::current_context()->device, Flags, phEvent));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::destroy_event(hEvent)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_event(hEvent)); });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
@@ -498,11 +498,11 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hSt
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, false)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, false)); });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, true)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, true)); });
 }
 
 // ---------------------------------------------------------------- stream capture, graphs
@@ -532,27 +532,27 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUst
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
     int m = *mode;
-    Outcome const o = operations::exchange_capture_mode(&m);
-    if (o == Outcome::ok) *mode = static_cast<CUstreamCaptureMode>(m);
+    operation_outcome const o = operations::exchange_capture_mode(&m);
+    if (o == operation_outcome::ok) *mode = static_cast<CUstreamCaptureMode>(m);
     return to_cu_result(o);
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::destroy_graph(hGraph)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_graph(hGraph)); });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::graph_nodes(hGraph, nodes, numNodes)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::graph_nodes(hGraph, nodes, numNodes)); });
 }
 
 // ---------------------------------------------------------------- pools
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (poolProps == nullptr) return to_cu_result(operations::create_pool(nullptr, pool));
     auto const properties = operations::pool_properties(*poolProps, CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE);
     return to_cu_result(operations::create_pool(&properties, pool));
@@ -560,31 +560,31 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmem
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::destroy_pool(pool));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::set_pool_attribute(pool, attr, value));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::get_pool_attribute(pool, attr, value));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-  return run_driver(Gate::initialized, [&] { return to_cu_result(operations::trim_pool(pool, minBytesToKeep)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::trim_pool(pool, minBytesToKeep)); });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     if (map == nullptr) return to_cu_result(operations::set_pool_access(pool, nullptr, count));
-    std::vector<operations::AccessEntry> entries(count);
+    std::vector<operations::access_descriptor> entries(count);
     for (std::size_t i = 0; i < count; ++i)
       entries[i] = access_entry(map[i].location, static_cast<unsigned>(map[i].flags));
     return to_cu_result(operations::set_pool_access(pool, entries.data(), count));
@@ -593,12 +593,12 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUm
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool,
                                                    CUmemLocation* location) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     // No location: an entry that is no device location (invalid_value, after the pool checks).
-    operations::AccessEntry const where = location != nullptr ? access_entry(*location, 0) : operations::AccessEntry{};
+    operations::access_descriptor const where = location != nullptr ? access_entry(*location, 0) : operations::access_descriptor{};
     unsigned f = 0;
-    Outcome const o = operations::get_pool_access(memPool, where, flags != nullptr ? &f : nullptr);
-    if (o == Outcome::ok) *flags = static_cast<CUmemAccess_flags>(f);
+    operation_outcome const o = operations::get_pool_access(memPool, where, flags != nullptr ? &f : nullptr);
+    if (o == operation_outcome::ok) *flags = static_cast<CUmemAccess_flags>(f);
     return to_cu_result(o);
   });
 }
@@ -606,13 +606,13 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CU
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
                                                                  CUmemAllocationHandleType handleType,
                                                                  unsigned long long flags) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::export_pool(pool, static_cast<unsigned>(handleType), flags, handle_out));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::export_pool_pointer(as_pointer(ptr), shareData_out));
   });
 }
@@ -620,7 +620,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* 
 // ---------------------------------------------------------------- legacy IPC
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::ipc_mem_handle(as_pointer(dptr), pHandle));
   });
 }
@@ -628,19 +628,19 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUde
 // ---------------------------------------------------------------- peer access
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
-  return run_driver(Gate::initialized, [&] {
+  return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::can_access_peer(dev, peerDev, canAccessPeer));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::enable_peer_access(*cuda_double::current_context(), peerContext, Flags));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext) {
-  return run_driver(Gate::context, [&] {
+  return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::disable_peer_access(*cuda_double::current_context(), peerContext));
   });
 }

@@ -1,11 +1,11 @@
 // driver_errors.cpp: cuGetErrorName and cuGetErrorString of the CUDA driver
-// TEST DOUBLE, libcuda.so.1 (see cuda_double.h). Names are the CUresult
+// TEST DOUBLE, libcuda.so.1 (see cuda_double.hpp). Names are the CUresult
 // enumerators of CUDA 13.0. They work in every configuration (no cuInit needed,
 // also in the CUDA_DOUBLE_NO_DRIVER "stub" mode).
 #include <cuda.h>
 
-#include "cuda_double.h"
-#include "model.h"
+#include "cuda_double.hpp"
+#include "model.hpp"
 
 // Every CUresult enumerator of cuda.h (CUDA 13.0), in order.
 #define CUDA_DOUBLE_DRIVER_ERRORS(X) \

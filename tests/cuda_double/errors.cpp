@@ -1,8 +1,8 @@
 // errors.cpp: cudaGetErrorName and cudaGetErrorString of the CUDA runtime TEST
-// DOUBLE (see cuda_double.h). Names are the cudaError enumerators of CUDA 13.0.
+// DOUBLE (see cuda_double.hpp). Names are the cudaError enumerators of CUDA 13.0.
 #include <cuda_runtime_api.h>
 
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 // Every cudaError enumerator of driver_types.h (CUDA 13.0), in order.
 #define CUDA_DOUBLE_ERRORS(X) \
@@ -171,7 +171,7 @@ char const* name(cudaError_t error) {
   }
 }
 
-char const* const kUnrecognized = "unrecognized error code";
+char const* const unrecognized = "unrecognized error code";
 
 }  // namespace
 
@@ -179,14 +179,14 @@ extern "C" {
 
 CUDA_DOUBLE_API const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
   char const* n = name(error);
-  return n != nullptr ? n : kUnrecognized;
+  return n != nullptr ? n : unrecognized;
 }
 
 CUDA_DOUBLE_API const char* CUDARTAPI cudaGetErrorString(cudaError_t error) {
   if (char const* d = description(error)) return d;
   // Known code without a description of its own: its name says what it is.
   char const* n = name(error);
-  return n != nullptr ? n : kUnrecognized;
+  return n != nullptr ? n : unrecognized;
 }
 
 }  // extern "C"

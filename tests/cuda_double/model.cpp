@@ -1,10 +1,10 @@
 // model.cpp: the state of the CUDA TEST DOUBLES: devices, primary contexts,
 // memory accounting, the allocation registry, pools, streams, events,
-// captures, graphs and the per-thread state (see cuda_double.h for the model). Part of the
+// captures, graphs and the per-thread state (see cuda_double.hpp for the model). Part of the
 // driver double, libcuda.so.1; the runtime double reaches it through the
-// internal API of model.h.
-#include "model.h"
-#include "shared_devices.h"
+// internal API of model.hpp.
+#include "model.hpp"
+#include "shared_devices.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,7 +14,7 @@
 namespace cuda_double {
 namespace {
 
-constexpr std::uint64_t kMax64 = std::numeric_limits<std::uint64_t>::max();
+constexpr std::uint64_t max64 = std::numeric_limits<std::uint64_t>::max();
 
 // Rounds up to a multiple of granule; false on overflow.
 bool round_up(std::uint64_t value, std::uint64_t granule, std::uint64_t& out) {
@@ -23,32 +23,32 @@ bool round_up(std::uint64_t value, std::uint64_t granule, std::uint64_t& out) {
     out = value;
     return true;
   }
-  if (value > kMax64 - (granule - rem)) return false;
+  if (value > max64 - (granule - rem)) return false;
   out = value + (granule - rem);
   return true;
 }
 
 // The per-thread context stack: trivially destructible, so that it works in
 // every thread until the very end (calls from thread-exit destructors included).
-struct ContextStack {
-  Context* entries[kMaxContextStackDepth];
+struct context_stack {
+  context_state* entries[max_context_stack_depth];
   std::size_t depth;
 };
-thread_local ContextStack t_contexts{};
+thread_local context_stack t_contexts{};
 
 // The rest of the per-thread state; trivially destructible too.
-thread_local int t_runtime_calls = 0;  // RuntimeCall nesting
+thread_local int t_runtime_calls = 0;  // runtime_call_scope nesting
 thread_local std::uint64_t t_thread_token = 0;  // 0 until first asked for
-thread_local int t_capture_mode = kCaptureModeGlobal;
+thread_local int t_capture_mode = capture_mode_global;
 std::atomic<std::uint64_t> g_next_thread_token{1};
 
 std::atomic<bool> g_initialized{false};
 
 }  // namespace
 
-Context* current_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[t_contexts.depth - 1]; }
+context_state* current_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[t_contexts.depth - 1]; }
 
-void set_current_context(Context* context) {
+void set_current_context(context_state* context) {
   if (context == nullptr) {
     if (t_contexts.depth != 0) --t_contexts.depth;
   } else if (t_contexts.depth == 0) {
@@ -58,26 +58,26 @@ void set_current_context(Context* context) {
   }
 }
 
-bool push_context(Context* context) {
-  if (t_contexts.depth == kMaxContextStackDepth) return false;
+bool push_context(context_state* context) {
+  if (t_contexts.depth == max_context_stack_depth) return false;
   t_contexts.entries[t_contexts.depth++] = context;
   return true;
 }
 
-Context* pop_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[--t_contexts.depth]; }
+context_state* pop_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[--t_contexts.depth]; }
 
 void initialize() { g_initialized.store(true, std::memory_order_release); }
 bool initialized() { return g_initialized.load(std::memory_order_acquire); }
 
 cudaError_t availability() {
-  Config const& c = config();
+  configuration const& c = config();
   if (c.no_driver) return cudaErrorInsufficientDriver;
   if (c.devices == 0) return cudaErrorNoDevice;
   return cudaSuccess;
 }
 
-RuntimeCall::RuntimeCall() { ++t_runtime_calls; }
-RuntimeCall::~RuntimeCall() { --t_runtime_calls; }
+runtime_call_scope::runtime_call_scope() { ++t_runtime_calls; }
+runtime_call_scope::~runtime_call_scope() { --t_runtime_calls; }
 
 std::uint64_t thread_token() {
   if (t_thread_token == 0) t_thread_token = g_next_thread_token.fetch_add(1, std::memory_order_relaxed);
@@ -97,12 +97,12 @@ void count_failure() noexcept {
   }
 }
 
-Model& model() {
-  static Model* const m = new Model(config());
+model_state& model() {
+  static model_state* const m = new model_state(config());
   return *m;
 }
 
-Model::Model(Config const& c)
+model_state::model_state(configuration const& c)
     : devices_(static_cast<std::size_t>(c.devices)), contexts_(static_cast<std::size_t>(c.devices)) {
   for (int d = 0; d < c.devices; ++d) contexts_[static_cast<std::size_t>(d)].device = d;
   if (!c.no_pools && !c.no_driver)
@@ -110,31 +110,31 @@ Model::Model(Config const& c)
       device(d).default_pool = &create_pool(d, cudaMemHandleTypeNone, 0, /*is_default=*/true);
 }
 
-Context* Model::primary_context(int d) { return &contexts_[static_cast<std::size_t>(d)]; }
+context_state* model_state::primary_context(int d) { return &contexts_[static_cast<std::size_t>(d)]; }
 
-Context* Model::find_context(void const* handle) {
-  for (Context& c : contexts_)
+context_state* model_state::find_context(void const* handle) {
+  for (context_state& c : contexts_)
     if (&c == handle) return &c;
   return nullptr;
 }
 
-std::uint64_t Model::free_bytes(int d) {
-  Device const& dev = device(d);
+std::uint64_t model_state::free_bytes(int d) {
+  device_state const& dev = device(d);
   std::uint64_t const taken = dev.used + dev.reserved + shared_devices().taken_by_others(d);
   return taken >= config().memory ? 0 : config().memory - taken;
 }
 
-void Model::taken_changed(int d) {
-  Device const& dev = device(d);
+void model_state::taken_changed(int d) {
+  device_state const& dev = device(d);
   shared_devices().publish(d, dev.used + dev.reserved);
 }
 
-Allocation const* Model::find_allocation(void const* p) const {
+allocation_record const* model_state::find_allocation(void const* p) const {
   auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(p));
   return it == allocations_.end() ? nullptr : &it->second;
 }
 
-std::pair<void*, Allocation const*> Model::allocation_containing(void const* p) const {
+std::pair<void*, allocation_record const*> model_state::allocation_containing(void const* p) const {
   auto const addr = reinterpret_cast<std::uintptr_t>(p);
   auto it = allocations_.upper_bound(addr);
   if (it == allocations_.begin()) return {nullptr, nullptr};
@@ -143,22 +143,22 @@ std::pair<void*, Allocation const*> Model::allocation_containing(void const* p) 
   return {reinterpret_cast<void*>(it->first), &it->second};
 }
 
-bool Model::range_ok(void const* p, std::size_t count) const {
+bool model_state::range_ok(void const* p, std::size_t count) const {
   auto [base, a] = allocation_containing(p);
   if (a == nullptr) return true;
   std::size_t const offset = static_cast<char const*>(p) - static_cast<char const*>(base);
   return count <= a->size - offset;
 }
 
-void* Model::host_allocate(std::size_t size) {
-  if (size > std::numeric_limits<std::size_t>::max() - kAllocationAlignment) return nullptr;
-  std::size_t const rounded = (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+void* model_state::host_allocate(std::size_t size) {
+  if (size > std::numeric_limits<std::size_t>::max() - allocation_alignment) return nullptr;
+  std::size_t const rounded = (size + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
   void* p = nullptr;
-  if (posix_memalign(&p, kAllocationAlignment, rounded) != 0) return nullptr;
+  if (posix_memalign(&p, allocation_alignment, rounded) != 0) return nullptr;
   return p;
 }
 
-void Model::insert_allocation(void* p, Allocation const& a) {
+void model_state::insert_allocation(void* p, allocation_record const& a) {
   try {
     auto const [it, inserted] = allocations_.emplace(reinterpret_cast<std::uintptr_t>(p), a);
     if (inserted) it->second.serial = next_allocation_serial_++;
@@ -168,41 +168,41 @@ void Model::insert_allocation(void* p, Allocation const& a) {
   }
 }
 
-Outcome Model::allocate_native(int d, std::size_t size, AllocationKind kind, void** out) {
-  if (size > free_bytes(d)) return Outcome::out_of_memory;
+operation_outcome model_state::allocate_native(int d, std::size_t size, allocation_kind kind, void** out) {
+  if (size > free_bytes(d)) return operation_outcome::out_of_memory;
   void* p = host_allocate(size);
-  if (p == nullptr) return Outcome::out_of_memory;
-  insert_allocation(p, Allocation{size, d, nullptr, kind, 0});
+  if (p == nullptr) return operation_outcome::out_of_memory;
+  insert_allocation(p, allocation_record{size, d, nullptr, kind, 0});
   device(d).used += size;
   taken_changed(d);
   *out = p;
-  return Outcome::ok;
+  return operation_outcome::ok;
 }
 
-Outcome Model::allocate_from_pool(Pool& pool, std::size_t size, void** out, std::uint64_t capture) {
-  if (size > kMax64 - pool.used) return Outcome::out_of_memory;
+operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture) {
+  if (size > max64 - pool.used) return operation_outcome::out_of_memory;
   std::uint64_t const needed = pool.used + size;
   std::uint64_t new_reserved = pool.reserved;
   if (needed > pool.reserved) {
-    if (pool.max_size != 0 && needed > pool.max_size) return Outcome::out_of_memory;
-    if (!round_up(needed, kPoolGranularity, new_reserved)) return Outcome::out_of_memory;
+    if (pool.max_size != 0 && needed > pool.max_size) return operation_outcome::out_of_memory;
+    if (!round_up(needed, pool_granularity, new_reserved)) return operation_outcome::out_of_memory;
     if (pool.max_size != 0) new_reserved = std::min(new_reserved, pool.max_size);
-    if (new_reserved - pool.reserved > free_bytes(pool.device)) return Outcome::out_of_memory;
+    if (new_reserved - pool.reserved > free_bytes(pool.device)) return operation_outcome::out_of_memory;
   }
   void* p = host_allocate(size);
-  if (p == nullptr) return Outcome::out_of_memory;
-  insert_allocation(p, Allocation{size, pool.device, &pool, AllocationKind::pool, capture});
+  if (p == nullptr) return operation_outcome::out_of_memory;
+  insert_allocation(p, allocation_record{size, pool.device, &pool, allocation_kind::pool, capture});
   set_reserved(pool, new_reserved);
   pool.used = needed;
   pool.used_high = std::max(pool.used_high, pool.used);
   *out = p;
-  return Outcome::ok;
+  return operation_outcome::ok;
 }
 
-void Model::release(void* p) {
+void model_state::release(void* p) {
   auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == allocations_.end()) return;
-  Allocation const a = it->second;
+  allocation_record const a = it->second;
   allocations_.erase(it);
   if (a.pool != nullptr) {
     a.pool->used -= a.size;
@@ -213,34 +213,34 @@ void Model::release(void* p) {
   std::free(p);
 }
 
-void Model::release_captured(std::uint64_t capture) {
+void model_state::release_captured(std::uint64_t capture) {
   std::vector<void*> doomed;
   for (auto const& [address, a] : allocations_)
     if (a.capture == capture) doomed.push_back(reinterpret_cast<void*>(address));
   for (void* p : doomed) release(p);
 }
 
-Pool* Model::find_pool(void const* handle) {
-  auto* pool = static_cast<Pool*>(const_cast<void*>(handle));
+pool_state* model_state::find_pool(void const* handle) {
+  auto* pool = static_cast<pool_state*>(const_cast<void*>(handle));
   return live_pools_.count(pool) != 0 ? pool : nullptr;
 }
 
-Pool& Model::create_pool(int d, unsigned handle_types, std::uint64_t max_size, bool is_default) {
-  auto pool = std::make_unique<Pool>();
+pool_state& model_state::create_pool(int d, unsigned handle_types, std::uint64_t max_size, bool is_default) {
+  auto pool = std::make_unique<pool_state>();
   pool->id = all_pools_.size() + 1;
   pool->device = d;
   pool->handle_types = handle_types;
   pool->max_size = max_size;
   pool->is_default = is_default;
   pool->alive = false;  // until it is in live_pools_
-  Pool* raw = pool.get();
+  pool_state* raw = pool.get();
   all_pools_.push_back(std::move(pool));
   live_pools_.insert(raw);
   raw->alive = true;
   return *raw;
 }
 
-void Model::destroy_pool(Pool& pool) {
+void model_state::destroy_pool(pool_state& pool) {
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.pool == &pool) {
       std::free(reinterpret_cast<void*>(it->first));
@@ -257,46 +257,46 @@ void Model::destroy_pool(Pool& pool) {
   live_pools_.erase(&pool);
 }
 
-void Model::set_reserved(Pool& pool, std::uint64_t reserved) {
-  Device& dev = device(pool.device);
+void model_state::set_reserved(pool_state& pool, std::uint64_t reserved) {
+  device_state& dev = device(pool.device);
   dev.reserved = dev.reserved - pool.reserved + reserved;
   pool.reserved = reserved;
   pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
   taken_changed(pool.device);
 }
 
-Access Model::pool_access(Pool const& pool, int d) {
-  if (d == pool.device) return Access::read_write;
+access_level model_state::pool_access(pool_state const& pool, int d) {
+  if (d == pool.device) return access_level::read_write;
   auto const i = static_cast<std::size_t>(d);
-  return d >= 0 && i < pool.access.size() ? pool.access[i] : Access::none;
+  return d >= 0 && i < pool.access.size() ? pool.access[i] : access_level::none;
 }
 
-void Model::set_pool_access(Pool& pool, int d, Access access) {
+void model_state::set_pool_access(pool_state& pool, int d, access_level access) {
   auto const i = static_cast<std::size_t>(d);
-  if (pool.access.size() <= i) pool.access.resize(static_cast<std::size_t>(device_count()), Access::none);
+  if (pool.access.size() <= i) pool.access.resize(static_cast<std::size_t>(device_count()), access_level::none);
   pool.access[i] = access;
 }
 
-bool Model::can_access(int d, Allocation const& a) {
+bool model_state::can_access(int d, allocation_record const& a) {
   if (!valid_device(d)) return false;
-  if (a.pool != nullptr) return pool_access(*a.pool, d) != Access::none;
+  if (a.pool != nullptr) return pool_access(*a.pool, d) != access_level::none;
   return d == a.device || peer_enabled(*primary_context(d), *primary_context(a.device));
 }
 
-void Model::trim_pool(Pool& pool, std::uint64_t keep) {
+void model_state::trim_pool(pool_state& pool, std::uint64_t keep) {
   std::uint64_t const target = std::max(pool.used, std::min(pool.reserved, keep));
   if (pool.reserved > target) set_reserved(pool, target);
 }
 
-void Model::trim_pools(int d) {
-  for (Pool* pool : live_pools_) {
+void model_state::trim_pools(int d) {
+  for (pool_state* pool : live_pools_) {
     if (pool->device != d) continue;
     std::uint64_t const keep = std::max(pool->used, pool->release_threshold);
     if (pool->reserved > keep) set_reserved(*pool, keep);
   }
 }
 
-Outcome Model::set_pool_attribute(Pool& pool, int attr, void const* value) {
+operation_outcome model_state::set_pool_attribute(pool_state& pool, int attr, void const* value) {
   auto const as_int = [value] { return *static_cast<int const*>(value); };
   auto const as_u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
   switch (static_cast<cudaMemPoolAttr>(attr)) {
@@ -305,19 +305,19 @@ Outcome Model::set_pool_attribute(Pool& pool, int attr, void const* value) {
     case cudaMemPoolReuseAllowInternalDependencies: pool.reuse_allow_internal_dependencies = as_int() != 0; break;
     case cudaMemPoolAttrReleaseThreshold: pool.release_threshold = as_u64(); break;
     case cudaMemPoolAttrReservedMemHigh:  // only a reset (to the current value) is allowed
-      if (as_u64() != 0) return Outcome::invalid_value;
+      if (as_u64() != 0) return operation_outcome::invalid_value;
       pool.reserved_high = pool.reserved;
       break;
     case cudaMemPoolAttrUsedMemHigh:
-      if (as_u64() != 0) return Outcome::invalid_value;
+      if (as_u64() != 0) return operation_outcome::invalid_value;
       pool.used_high = pool.used;
       break;
-    default: return Outcome::invalid_value;  // the *Current ones are read-only
+    default: return operation_outcome::invalid_value;  // the *Current ones are read-only
   }
-  return Outcome::ok;
+  return operation_outcome::ok;
 }
 
-Outcome Model::get_pool_attribute(Pool const& pool, int attr, void* value) {
+operation_outcome model_state::get_pool_attribute(pool_state const& pool, int attr, void* value) {
   auto const as_int = [value] { return static_cast<int*>(value); };
   auto const as_u64 = [value] { return static_cast<std::uint64_t*>(value); };
   switch (static_cast<cudaMemPoolAttr>(attr)) {
@@ -329,67 +329,67 @@ Outcome Model::get_pool_attribute(Pool const& pool, int attr, void* value) {
     case cudaMemPoolAttrReservedMemHigh: *as_u64() = pool.reserved_high; break;
     case cudaMemPoolAttrUsedMemCurrent: *as_u64() = pool.used; break;
     case cudaMemPoolAttrUsedMemHigh: *as_u64() = pool.used_high; break;
-    default: return Outcome::invalid_value;
+    default: return operation_outcome::invalid_value;
   }
-  return Outcome::ok;
+  return operation_outcome::ok;
 }
 
-bool Model::is_special_stream(cudaStream_t s) {
+bool model_state::is_special_stream(cudaStream_t s) {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-bool Model::valid_stream(cudaStream_t s) const {
-  return is_special_stream(s) || live_streams_.count(reinterpret_cast<Stream*>(s)) != 0;
+bool model_state::valid_stream(cudaStream_t s) const {
+  return is_special_stream(s) || live_streams_.count(reinterpret_cast<stream_state*>(s)) != 0;
 }
 
-int Model::stream_device(cudaStream_t s, int current_device) const {
-  return is_special_stream(s) ? current_device : reinterpret_cast<Stream const*>(s)->device;
+int model_state::stream_device(cudaStream_t s, int current_device) const {
+  return is_special_stream(s) ? current_device : reinterpret_cast<stream_state const*>(s)->device;
 }
 
-Stream* Model::find_stream(cudaStream_t s) {
-  auto* stream = reinterpret_cast<Stream*>(s);
+stream_state* model_state::find_stream(cudaStream_t s) {
+  auto* stream = reinterpret_cast<stream_state*>(s);
   return !is_special_stream(s) && live_streams_.count(stream) != 0 ? stream : nullptr;
 }
 
-cudaStream_t Model::create_stream(int d, unsigned flags, int priority) {
-  auto stream = std::make_unique<Stream>();
+cudaStream_t model_state::create_stream(int d, unsigned flags, int priority) {
+  auto stream = std::make_unique<stream_state>();
   stream->device = d;
   stream->flags = flags;
-  stream->priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
-  Stream* raw = stream.get();
+  stream->priority = std::clamp(priority, greatest_stream_priority, least_stream_priority);
+  stream_state* raw = stream.get();
   all_streams_.push_back(std::move(stream));
   live_streams_.insert(raw);
   return reinterpret_cast<cudaStream_t>(raw);
 }
 
-bool Model::destroy_stream(cudaStream_t s) {
-  Stream* stream = find_stream(s);
+bool model_state::destroy_stream(cudaStream_t s) {
+  stream_state* stream = find_stream(s);
   if (stream == nullptr) return false;
-  if (Capture* c = find_capture(stream->capture)) end_capture(*c, /*release_allocations=*/true);
+  if (capture_state* c = find_capture(stream->capture)) end_capture(*c, /*release_allocations=*/true);
   live_streams_.erase(stream);
   return true;
 }
 
-Event* Model::find_event(void const* handle) {
-  auto* event = static_cast<Event*>(const_cast<void*>(handle));
+event_state* model_state::find_event(void const* handle) {
+  auto* event = static_cast<event_state*>(const_cast<void*>(handle));
   return live_events_.count(event) != 0 ? event : nullptr;
 }
 
-void* Model::create_event(int d, unsigned flags) {
-  auto event = std::make_unique<Event>();
+void* model_state::create_event(int d, unsigned flags) {
+  auto event = std::make_unique<event_state>();
   event->device = d;
   event->flags = flags;
-  Event* raw = event.get();
+  event_state* raw = event.get();
   all_events_.push_back(std::move(event));
   live_events_.insert(raw);
   return raw;
 }
 
-bool Model::destroy_event(void const* handle) {
-  return live_events_.erase(static_cast<Event*>(const_cast<void*>(handle))) != 0;
+bool model_state::destroy_event(void const* handle) {
+  return live_events_.erase(static_cast<event_state*>(const_cast<void*>(handle))) != 0;
 }
 
-Capture* Model::capture_of(cudaStream_t s, int d) {
+capture_state* model_state::capture_of(cudaStream_t s, int d) {
   if (is_legacy_stream(s)) return nullptr;
   if (s == cudaStreamPerThread) {
     std::uint64_t const me = thread_token();
@@ -397,18 +397,18 @@ Capture* Model::capture_of(cudaStream_t s, int d) {
       if (c.stream == nullptr && c.thread == me && c.device == d) return &c;
     return nullptr;
   }
-  Stream* stream = find_stream(s);
+  stream_state* stream = find_stream(s);
   return stream == nullptr ? nullptr : find_capture(stream->capture);
 }
 
-Capture* Model::find_capture(std::uint64_t id) {
+capture_state* model_state::find_capture(std::uint64_t id) {
   auto it = captures_.find(id);
   return it == captures_.end() ? nullptr : &it->second;
 }
 
-Capture& Model::begin_capture(cudaStream_t s, int d, int mode) {
+capture_state& model_state::begin_capture(cudaStream_t s, int d, int mode) {
   std::uint64_t const id = next_capture_id_++;
-  Capture& c = captures_[id];
+  capture_state& c = captures_[id];
   c.id = id;
   c.device = d;
   c.thread = thread_token();
@@ -421,41 +421,41 @@ Capture& Model::begin_capture(cudaStream_t s, int d, int mode) {
   return c;
 }
 
-void Model::end_capture(Capture& capture, bool release_allocations) {
+void model_state::end_capture(capture_state& capture, bool release_allocations) {
   std::uint64_t const id = capture.id;
   if (capture.stream != nullptr) capture.stream->capture = 0;
   captures_.erase(id);
   if (release_allocations) release_captured(id);
 }
 
-void Model::invalidate(Capture& capture) {
+void model_state::invalidate(capture_state& capture) {
   if (capture.invalidated) return;
   capture.invalidated = true;
   counters.captures_invalidated.fetch_add(1, std::memory_order_relaxed);
 }
 
-void* Model::create_graph(Capture const& capture) {
-  auto graph = std::make_unique<Graph>();
+void* model_state::create_graph(capture_state const& capture) {
+  auto graph = std::make_unique<graph_state>();
   graph->capture = capture.id;
   graph->nodes.resize(static_cast<std::size_t>(capture.nodes));
-  Graph* raw = graph.get();
+  graph_state* raw = graph.get();
   all_graphs_.push_back(std::move(graph));
   live_graphs_.insert(raw);
   return raw;
 }
 
-Graph* Model::find_graph(void const* handle) {
-  auto* graph = static_cast<Graph*>(const_cast<void*>(handle));
+graph_state* model_state::find_graph(void const* handle) {
+  auto* graph = static_cast<graph_state*>(const_cast<void*>(handle));
   return live_graphs_.count(graph) != 0 ? graph : nullptr;
 }
 
-void Model::destroy_graph(Graph& graph) {
+void model_state::destroy_graph(graph_state& graph) {
   release_captured(graph.capture);
   live_graphs_.erase(&graph);
   std::vector<char>().swap(graph.nodes);
 }
 
-void Model::reset_device(int d) {
+void model_state::reset_device(int d) {
   // Captures first (they point at streams), then streams and events.
   std::vector<std::uint64_t> doomed_captures;
   for (auto const& [id, c] : captures_)
@@ -471,17 +471,17 @@ void Model::reset_device(int d) {
     if (a.device == d) doomed.push_back(reinterpret_cast<void*>(address));
   for (void* p : doomed) release(p);
   // Peer access from its context, and to it.
-  Context& context = *primary_context(d);
+  context_state& context = *primary_context(d);
   context.peers.clear();
-  for (Context& c : contexts_) c.peers.erase(&context);
+  for (context_state& c : contexts_) c.peers.erase(&context);
   // Its pools: the created ones are destroyed, the default one starts over.
-  std::vector<Pool*> pools;
-  for (Pool* pool : live_pools_)
+  std::vector<pool_state*> pools;
+  for (pool_state* pool : live_pools_)
     if (pool->device == d && !pool->is_default) pools.push_back(pool);
-  for (Pool* pool : pools) destroy_pool(*pool);
-  if (Pool* pool = device(d).default_pool) {
+  for (pool_state* pool : pools) destroy_pool(*pool);
+  if (pool_state* pool = device(d).default_pool) {
     set_reserved(*pool, 0);
-    Pool fresh;  // access: none but its own device's
+    pool_state fresh;  // access: none but its own device's
     fresh.id = pool->id;
     fresh.device = pool->device;
     fresh.handle_types = pool->handle_types;

@@ -1,5 +1,5 @@
 // proc_address.cpp: cuGetProcAddress (the CUDA 11.3 ABI) and cuGetProcAddress_v2
-// (CUDA 12.0) of the CUDA driver TEST DOUBLE, libcuda.so.1 (see cuda_double.h).
+// (CUDA 12.0) of the CUDA driver TEST DOUBLE, libcuda.so.1 (see cuda_double.hpp).
 //
 // A statically linked CUDA runtime dlopen()s libcuda.so.1, dlsym()s only
 // "cuGetProcAddress_v2" and fetches every other entry point through it, by
@@ -12,33 +12,33 @@
 #include <cstring>
 #include <mutex>
 
-#include "cuda_driver_double.h"
-#include "model.h"
+#include "cuda_driver_double.hpp"
+#include "model.hpp"
 
 namespace {
 
-using Fn = void (*)();
+using function_pointer = void (*)();
 
 template <class F>
-Fn fn(F* f) {
-  return reinterpret_cast<Fn>(f);
+function_pointer fn(F* f) {
+  return reinterpret_cast<function_pointer>(f);
 }
 
 // One ABI of one entry point: from cudaVersion `since` on (until the next row
 // of the same name), `legacy` is handed out, or `per_thread` (when not null)
 // for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. Rows of one name are in
 // increasing order of since.
-struct Entry {
+struct proc_entry {
   char const* name;
   int since;
-  Fn legacy;
-  Fn per_thread;
+  function_pointer legacy;
+  function_pointer per_thread;
 };
 
 // The `since` versions are those of the real driver's ABIs that the double
 // provides; older ABIs of the same name (e.g. the 32-bit cuMemAlloc of CUDA
 // 2.x) are not provided, so asking for them is VERSION_NOT_SUFFICIENT.
-Entry const kTable[] = {
+proc_entry const table[] = {
     {"cuInit", 2000, fn(&cuInit), nullptr},
     {"cuDriverGetVersion", 2020, fn(&cuDriverGetVersion), nullptr},
     {"cuDeviceGet", 2000, fn(&cuDeviceGet), nullptr},
@@ -102,7 +102,7 @@ Entry const kTable[] = {
     {"cuGetProcAddress", 12000, fn(&cuGetProcAddress_v2), nullptr},
 };
 
-constexpr cuuint64_t kKnownFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+constexpr cuuint64_t known_flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 
 // The shared body of both exported ABIs. status may be null.
 CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
@@ -117,20 +117,20 @@ CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flag
       if (it == m.proc_lookups.end()) it = m.proc_lookups.emplace(symbol, 0).first;
       ++it->second;
     }
-    if (symbol == nullptr || pfn == nullptr || (flags & ~kKnownFlags) != 0) {
+    if (symbol == nullptr || pfn == nullptr || (flags & ~known_flags) != 0) {
       result = CUDA_ERROR_INVALID_VALUE;
     } else {
       *pfn = nullptr;
-      Entry const* best = nullptr;
+      proc_entry const* best = nullptr;
       bool named = false;
-      for (Entry const& e : kTable) {
+      for (proc_entry const& e : table) {
         if (std::strcmp(e.name, symbol) != 0) continue;
         named = true;
         if (e.since <= cudaVersion) best = &e;
       }
       if (best != nullptr) {
         bool const per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-        Fn const f = per_thread && best->per_thread != nullptr ? best->per_thread : best->legacy;
+        function_pointer const f = per_thread && best->per_thread != nullptr ? best->per_thread : best->legacy;
         *pfn = reinterpret_cast<void*>(f);
         found = CU_GET_PROC_ADDRESS_SUCCESS;
         result = CUDA_SUCCESS;
@@ -156,7 +156,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** 
   return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
-// Exported as "cuGetProcAddress" (see cuda_driver_double.h).
+// Exported as "cuGetProcAddress" (see cuda_driver_double.hpp).
 CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion,
                                                     cuuint64_t flags) {
   return lookup(symbol, pfn, cudaVersion, flags, nullptr);

@@ -1,13 +1,13 @@
 // runtime_api.cpp: the CUDA runtime API functions of the runtime TEST DOUBLE,
-// libcudart_double.so (see cuda_double.h), with the CUDA 13.0 signatures of
+// libcudart_double.so (see cuda_double.hpp), with the CUDA 13.0 signatures of
 // cuda_runtime_api.h. Argument checking, error reporting and the runtime's own
 // per-thread state (current device, last error) live here; the state they work
-// on is the driver double's model (model.h).
+// on is the driver double's model (model.hpp).
 //
 // Two ways into the driver double, as in the real runtime's split:
 //   * memory and pools (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
 //     pool and stream-ordered calls but the pool access and export ones,
-//     ...): the internal API (operations.h), whose Outcome is mapped to a
+//     ...): the internal API (operations.hpp), whose operation_outcome is mapped to a
 //     cudaError_t here;
 //   * streams, events, stream capture, graphs, synchronization, reset, peer
 //     access, pool access, pool exports and legacy IPC: the driver's CUDA
@@ -26,20 +26,20 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "cuda_double.h"
-#include "model.h"
-#include "operations.h"
+#include "cuda_double.hpp"
+#include "model.hpp"
+#include "operations.hpp"
 
 #ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
 #error "the CUDA double exports the legacy-default-stream names (cudaMemcpy, not cudaMemcpy_ptds)"
 #endif
 
-using cuda_double::AllocationKind;
+using cuda_double::allocation_kind;
 using cuda_double::config;
-using cuda_double::Context;
-using cuda_double::Model;
+using cuda_double::context_state;
+using cuda_double::model_state;
 using cuda_double::model;
-using cuda_double::Outcome;
+using cuda_double::operation_outcome;
 namespace operations = cuda_double::operations;
 
 // Passed to the driver as they are.
@@ -67,14 +67,14 @@ static_assert(unsigned{cudaMemHandleTypeFabric} == unsigned{CU_MEM_HANDLE_TYPE_F
 
 namespace {
 
-using Lock = std::lock_guard<std::mutex>;
+using mutex_lock = std::lock_guard<std::mutex>;
 
 // The runtime's per-thread state.
 thread_local int t_runtime_device = 0;  // cudaSetDevice's, used while no context is current
 thread_local cudaError_t t_last_error = cudaSuccess;
 
-constexpr bool kGated = true;    // fails first when there is no driver / no device
-constexpr bool kUngated = false;
+constexpr bool gated_call = true;    // fails first when there is no driver / no device
+constexpr bool ungated_call = false;
 
 // As the real runtime does on its first call: initializes the driver (cuInit)
 // once the configuration says there is one with devices.
@@ -88,7 +88,7 @@ cudaError_t available() {
 // making the runtime device's primary context current when none is (as the
 // real runtime does before any work).
 int context_device() {
-  Context* c = cuda_double::current_context();
+  context_state* c = cuda_double::current_context();
   if (c == nullptr) {
     c = model().primary_context(t_runtime_device);
     cuda_double::set_current_context(c);
@@ -98,7 +98,7 @@ int context_device() {
 
 // The device cudaGetDevice reports: the current context's, else the runtime device.
 int reported_device() {
-  Context const* c = cuda_double::current_context();
+  context_state const* c = cuda_double::current_context();
   return c != nullptr ? c->device : t_runtime_device;
 }
 
@@ -114,12 +114,12 @@ cudaError_t record(cudaError_t result) {
 // Runs body (a callable returning cudaError_t), turning exceptions into CUDA
 // errors, and records the result. gated: fail first when no driver / no device.
 // A failing driver function called meanwhile does not count on its own (see
-// cuda_double::RuntimeCall): the runtime call counts once.
+// cuda_double::runtime_call_scope): the runtime call counts once.
 template <class Body>
 cudaError_t run_api(bool gated, Body&& body) noexcept {
   cudaError_t result;
   try {
-    cuda_double::RuntimeCall const in_runtime;
+    cuda_double::runtime_call_scope const in_runtime;
     result = gated ? available() : cudaSuccess;
     if (result == cudaSuccess) result = body();
   } catch (std::bad_alloc const&) {
@@ -131,29 +131,29 @@ cudaError_t run_api(bool gated, Body&& body) noexcept {
 }
 
 // The runtime's names for the model's answers.
-cudaError_t to_cuda_error(Outcome outcome) {
+cudaError_t to_cuda_error(operation_outcome outcome) {
   switch (outcome) {
-    case Outcome::ok: return cudaSuccess;
-    case Outcome::invalid_value: return cudaErrorInvalidValue;
-    case Outcome::out_of_memory: return cudaErrorMemoryAllocation;
-    case Outcome::invalid_device: return cudaErrorInvalidDevice;
-    case Outcome::not_supported: return cudaErrorNotSupported;
-    case Outcome::invalid_handle: return cudaErrorInvalidResourceHandle;
+    case operation_outcome::ok: return cudaSuccess;
+    case operation_outcome::invalid_value: return cudaErrorInvalidValue;
+    case operation_outcome::out_of_memory: return cudaErrorMemoryAllocation;
+    case operation_outcome::invalid_device: return cudaErrorInvalidDevice;
+    case operation_outcome::not_supported: return cudaErrorNotSupported;
+    case operation_outcome::invalid_handle: return cudaErrorInvalidResourceHandle;
     // The runtime's name for CUDA_ERROR_INVALID_CONTEXT. Not expected here:
     // every call makes a context current (context_device) before the model
     // looks for one.
-    case Outcome::invalid_context: return cudaErrorDeviceUninitialized;
-    case Outcome::capture_unsupported: return cudaErrorStreamCaptureUnsupported;
-    case Outcome::capture_implicit: return cudaErrorStreamCaptureImplicit;
-    case Outcome::capture_invalidated: return cudaErrorStreamCaptureInvalidated;
-    case Outcome::capture_wrong_thread: return cudaErrorStreamCaptureWrongThread;
-    case Outcome::capture_merge: return cudaErrorStreamCaptureMerge;
-    case Outcome::captured_event: return cudaErrorCapturedEvent;
-    case Outcome::illegal_state: return cudaErrorIllegalState;
-    case Outcome::peer_unsupported: return cudaErrorPeerAccessUnsupported;
-    case Outcome::peer_already_enabled: return cudaErrorPeerAccessAlreadyEnabled;
-    case Outcome::peer_not_enabled: return cudaErrorPeerAccessNotEnabled;
-    case Outcome::not_permitted: return cudaErrorNotPermitted;
+    case operation_outcome::invalid_context: return cudaErrorDeviceUninitialized;
+    case operation_outcome::capture_unsupported: return cudaErrorStreamCaptureUnsupported;
+    case operation_outcome::capture_implicit: return cudaErrorStreamCaptureImplicit;
+    case operation_outcome::capture_invalidated: return cudaErrorStreamCaptureInvalidated;
+    case operation_outcome::capture_wrong_thread: return cudaErrorStreamCaptureWrongThread;
+    case operation_outcome::capture_merge: return cudaErrorStreamCaptureMerge;
+    case operation_outcome::captured_event: return cudaErrorCapturedEvent;
+    case operation_outcome::illegal_state: return cudaErrorIllegalState;
+    case operation_outcome::peer_unsupported: return cudaErrorPeerAccessUnsupported;
+    case operation_outcome::peer_already_enabled: return cudaErrorPeerAccessAlreadyEnabled;
+    case operation_outcome::peer_not_enabled: return cudaErrorPeerAccessNotEnabled;
+    case operation_outcome::not_permitted: return cudaErrorNotPermitted;
   }
   return cudaErrorUnknown;
 }
@@ -196,9 +196,9 @@ cudaError_t from_cu_result(CUresult r) {
 
 // What the runtime asks cuGetProcAddress_v2 for: its own CUDA version, default
 // flags (the legacy default stream: this runtime exports the plain names).
-constexpr int kLookupVersion = 13000;
+constexpr int lookup_version = 13000;
 
-struct Driver {
+struct driver_entry_points {
   decltype(&::cuStreamCreate) stream_create = nullptr;
   decltype(&::cuStreamCreateWithPriority) stream_create_with_priority = nullptr;
   decltype(&::cuStreamDestroy_v2) stream_destroy = nullptr;
@@ -235,7 +235,7 @@ template <class F>
 void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot) {
   void* pfn = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (get(name, &pfn, kLookupVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+  if (get(name, &pfn, lookup_version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
       status == CU_GET_PROC_ADDRESS_SUCCESS)
     slot = reinterpret_cast<F>(pfn);
 }
@@ -243,9 +243,9 @@ void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot) {
 // Looks every entry point up, once (thread-safe: a function-local static), on
 // the libcuda.so.1 already loaded (this library needs it); an entry point that
 // cannot be found stays null.
-Driver const& driver() {
-  static Driver const d = [] {
-    Driver out;
+driver_entry_points const& driver() {
+  static driver_entry_points const d = [] {
+    driver_entry_points out;
     void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);  // kept for the life of the process
     if (handle == nullptr) return out;
     auto const get = reinterpret_cast<decltype(&::cuGetProcAddress_v2)>(dlsym(handle, "cuGetProcAddress_v2"));
@@ -288,7 +288,7 @@ Driver const& driver() {
 // Calls a driver entry point of driver() and maps its answer; a missing one
 // (a driver without it) is cudaErrorCallRequiresNewerDriver.
 template <class F, class... Args>
-cudaError_t call(F Driver::*entry, Args... args) {
+cudaError_t call(F driver_entry_points::*entry, Args... args) {
   F const f = driver().*entry;
   if (f == nullptr) return cudaErrorCallRequiresNewerDriver;
   return from_cu_result(f(args...));
@@ -303,11 +303,11 @@ CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinte
 // cudaDeviceDisablePeerAccess.
 cudaError_t held_primary_context(int device, CUcontext& out) {
   static std::mutex mu;
-  static CUcontext held[cuda_double::kMaxDevices] = {};  // trivially destructible: works during exit
+  static CUcontext held[cuda_double::max_devices] = {};  // trivially destructible: works during exit
   std::lock_guard<std::mutex> const lock(mu);
   CUcontext& slot = held[device];
   if (slot == nullptr)
-    if (cudaError_t const e = call(&Driver::device_primary_ctx_retain, &slot, CUdevice{device})) return e;
+    if (cudaError_t const e = call(&driver_entry_points::device_primary_ctx_retain, &slot, CUdevice{device})) return e;
   out = slot;
   return cudaSuccess;
 }
@@ -319,17 +319,17 @@ extern "C" {
 // ---------------------------------------------------------------- versions
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
-  return run_api(kUngated, [&] {
+  return run_api(ungated_call, [&] {
     if (driverVersion == nullptr) return cudaErrorInvalidValue;
-    *driverVersion = config().no_driver ? 0 : cuda_double::kDriverVersion;
+    *driverVersion = config().no_driver ? 0 : cuda_double::driver_version;
     return cudaSuccess;
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion) {
-  return run_api(kUngated, [&] {
+  return run_api(ungated_call, [&] {
     if (runtimeVersion == nullptr) return cudaErrorInvalidValue;
-    *runtimeVersion = cuda_double::kRuntimeVersion;
+    *runtimeVersion = cuda_double::runtime_version;
     return cudaSuccess;
   });
 }
@@ -347,7 +347,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaPeekAtLastError(void) { return t_last_
 // ---------------------------------------------------------------- devices
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
-  return run_api(kUngated, [&] {
+  return run_api(ungated_call, [&] {
     if (count == nullptr) return cudaErrorInvalidValue;
     *count = 0;
     if (cudaError_t e = available()) return e;
@@ -357,7 +357,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     if (device == nullptr) return cudaErrorInvalidValue;
     *device = reported_device();
     return cudaSuccess;
@@ -365,8 +365,8 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device) {
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaSetDevice(int device) {
-  return run_api(kGated, [&] {
-    Model& m = model();
+  return run_api(gated_call, [&] {
+    model_state& m = model();
     if (!m.valid_device(device)) return cudaErrorInvalidDevice;
     t_runtime_device = device;
     cuda_double::set_current_context(m.primary_context(device));
@@ -375,7 +375,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaSetDevice(int device) {
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     return to_cuda_error(operations::device_attribute(device, attr, value));
   });
 }
@@ -383,52 +383,52 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cu
 // As the real runtime: through the cuMemGetInfo it fetched (the driver's
 // answer, for the current context's device).
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     if (free == nullptr || total == nullptr) return cudaErrorInvalidValue;
-    return call(&Driver::mem_get_info, free, total);
+    return call(&driver_entry_points::mem_get_info, free, total);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::ctx_synchronize);
+    return call(&driver_entry_points::ctx_synchronize);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceReset(void) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     // The current device, as cudaGetDevice reports it; no context is made
     // current for it.
-    return call(&Driver::device_primary_ctx_reset, CUdevice{reported_device()});
+    return call(&driver_entry_points::device_primary_ctx_reset, CUdevice{reported_device()});
   });
 }
 
 // ---------------------------------------------------------------- cudaMalloc / cudaFree
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     int const device = context_device();
     if (devPtr == nullptr) return cudaErrorInvalidValue;
     *devPtr = nullptr;
     if (size == 0) return cudaSuccess;
-    return to_cuda_error(operations::allocate(device, size, AllocationKind::runtime, devPtr));
+    return to_cuda_error(operations::allocate(device, size, allocation_kind::runtime, devPtr));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFree(void* devPtr) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();  // cudaFree(nullptr) is the customary way to initialize the runtime
     if (devPtr == nullptr) return cudaSuccess;
-    return to_cuda_error(operations::release(devPtr, AllocationKind::runtime));
+    return to_cuda_error(operations::release(devPtr, allocation_kind::runtime));
   });
 }
 
 // ---------------------------------------------------------------- memcpy / memset
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     switch (kind) {
       case cudaMemcpyHostToHost:
@@ -438,12 +438,12 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, siz
       case cudaMemcpyDefault: break;
       default: return cudaErrorInvalidMemcpyDirection;
     }
-    return to_cuda_error(operations::copy(dst, src, count, operations::CopyDirection::unchecked));
+    return to_cuda_error(operations::copy(dst, src, count, operations::copy_direction::unchecked));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     // memset's conversion: only the low byte of value is written.
     return to_cuda_error(operations::fill(devPtr, static_cast<unsigned char>(value), count));
@@ -456,170 +456,170 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
 // special streams stand for its device), then calls the driver.
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_create, pStream, flags);
+    return call(&driver_entry_points::stream_create, pStream, flags);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
   // Not through cudaStreamCreateWithFlags: a failure must be recorded once.
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_create, pStream, unsigned{CU_STREAM_DEFAULT});
+    return call(&driver_entry_points::stream_create, pStream, unsigned{CU_STREAM_DEFAULT});
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags,
                                                                   int priority) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_create_with_priority, pStream, flags, priority);
+    return call(&driver_entry_points::stream_create_with_priority, pStream, flags, priority);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_destroy, stream);
+    return call(&driver_entry_points::stream_destroy, stream);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_get_flags, hStream, flags);
+    return call(&driver_entry_points::stream_get_flags, hStream, flags);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_synchronize, stream);
+    return call(&driver_entry_points::stream_synchronize, stream);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_query, stream);
+    return call(&driver_entry_points::stream_query, stream);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_wait_event, stream, event, flags);
+    return call(&driver_entry_points::stream_wait_event, stream, event, flags);
   });
 }
 
 // ---------------------------------------------------------------- events (through the driver)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::event_create, event, unsigned{CU_EVENT_DEFAULT});
+    return call(&driver_entry_points::event_create, event, unsigned{CU_EVENT_DEFAULT});
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::event_create, event, flags);
+    return call(&driver_entry_points::event_create, event, flags);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::event_destroy, event);
+    return call(&driver_entry_points::event_destroy, event);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::event_record, event, stream);
+    return call(&driver_entry_points::event_record, event, stream);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::event_query, event);
+    return call(&driver_entry_points::event_query, event);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::event_synchronize, event);
+    return call(&driver_entry_points::event_synchronize, event);
   });
 }
 
 // ---------------------------------------------------------------- stream capture, graphs (through the driver)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_begin_capture, stream, static_cast<CUstreamCaptureMode>(mode));
+    return call(&driver_entry_points::stream_begin_capture, stream, static_cast<CUstreamCaptureMode>(mode));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::stream_end_capture, stream, pGraph);
+    return call(&driver_entry_points::stream_end_capture, stream, pGraph);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
                                                            enum cudaStreamCaptureStatus* pCaptureStatus) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     // The two enumerations have the same values (and the same size).
-    return call(&Driver::stream_is_capturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(pCaptureStatus));
+    return call(&driver_entry_points::stream_is_capturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(pCaptureStatus));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::thread_exchange_stream_capture_mode, reinterpret_cast<CUstreamCaptureMode*>(mode));
+    return call(&driver_entry_points::thread_exchange_stream_capture_mode, reinterpret_cast<CUstreamCaptureMode*>(mode));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::graph_destroy, graph);
+    return call(&driver_entry_points::graph_destroy, graph);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::graph_get_nodes, graph, nodes, numNodes);
+    return call(&driver_entry_points::graph_get_nodes, graph, nodes, numNodes);
   });
 }
 
 // ---------------------------------------------------------------- pools
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    if (Outcome o = operations::pools_supported(); o != Outcome::ok) return to_cuda_error(o);
+    if (operation_outcome o = operations::pools_supported(); o != operation_outcome::ok) return to_cuda_error(o);
     if (memPool == nullptr) return cudaErrorInvalidValue;
-    Model& m = model();
+    model_state& m = model();
     if (!m.valid_device(device)) return cudaErrorInvalidDevice;
-    Lock lock(m.mu);
+    mutex_lock lock(m.mu);
     *memPool = reinterpret_cast<cudaMemPool_t>(m.device(device).default_pool);
     return cudaSuccess;
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, const struct cudaMemPoolProps* poolProps) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     if (poolProps == nullptr) return to_cuda_error(operations::create_pool(nullptr, memPool));
     auto const properties = operations::pool_properties(*poolProps, cudaMemAllocationTypePinned, cudaMemLocationTypeDevice);
@@ -628,28 +628,28 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, 
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::destroy_pool(memPool));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::set_pool_attribute(memPool, attr, value));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::trim_pool(memPool, minBytesToKeep));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::get_pool_attribute(memPool, attr, value));
   });
@@ -657,18 +657,18 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memP
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool,
                                                           const struct cudaMemAccessDesc* descList, size_t count) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     // The two descriptor types have the same layout and values (checked above).
-    return call(&Driver::mem_pool_set_access, memPool, reinterpret_cast<CUmemAccessDesc const*>(descList), count);
+    return call(&driver_entry_points::mem_pool_set_access, memPool, reinterpret_cast<CUmemAccessDesc const*>(descList), count);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags* flags, cudaMemPool_t memPool,
                                                           struct cudaMemLocation* location) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::mem_pool_get_access, reinterpret_cast<CUmemAccess_flags*>(flags), memPool,
+    return call(&driver_entry_points::mem_pool_get_access, reinterpret_cast<CUmemAccess_flags*>(flags), memPool,
                 reinterpret_cast<CUmemLocation*>(location));
   });
 }
@@ -676,17 +676,17 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFla
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
                                                                         enum cudaMemAllocationHandleType handleType,
                                                                         unsigned int flags) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::mem_pool_export_to_shareable_handle, shareableHandle, memPool,
+    return call(&driver_entry_points::mem_pool_export_to_shareable_handle, shareableHandle, memPool,
                 static_cast<CUmemAllocationHandleType>(handleType), static_cast<unsigned long long>(flags));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::mem_pool_export_pointer, reinterpret_cast<CUmemPoolPtrExportData*>(exportData),
+    return call(&driver_entry_points::mem_pool_export_pointer, reinterpret_cast<CUmemPoolPtrExportData*>(exportData),
                 as_deviceptr(ptr));
   });
 }
@@ -694,59 +694,59 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoo
 // ---------------------------------------------------------------- legacy IPC (through the driver)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
-    return call(&Driver::ipc_get_mem_handle, reinterpret_cast<CUipcMemHandle*>(handle), as_deviceptr(devPtr));
+    return call(&driver_entry_points::ipc_get_mem_handle, reinterpret_cast<CUipcMemHandle*>(handle), as_deviceptr(devPtr));
   });
 }
 
 // ---------------------------------------------------------------- peer access (through the driver)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     // A device query: makes no context current (like cudaDeviceGetAttribute).
-    return call(&Driver::device_can_access_peer, canAccessPeer, CUdevice{device}, CUdevice{peerDevice});
+    return call(&driver_entry_points::device_can_access_peer, canAccessPeer, CUdevice{device}, CUdevice{peerDevice});
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();  // from the current device's context ...
     if (!model().valid_device(peerDevice)) return cudaErrorInvalidDevice;
     CUcontext peer = nullptr;  // ... to the peer device's primary context
     if (cudaError_t const e = held_primary_context(peerDevice, peer)) return e;
-    return call(&Driver::ctx_enable_peer_access, peer, flags);
+    return call(&driver_entry_points::ctx_enable_peer_access, peer, flags);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     if (!model().valid_device(peerDevice)) return cudaErrorInvalidDevice;
     CUcontext peer = nullptr;
     if (cudaError_t const e = held_primary_context(peerDevice, peer)) return e;
-    return call(&Driver::ctx_disable_peer_access, peer);
+    return call(&driver_entry_points::ctx_disable_peer_access, peer);
   });
 }
 
 // ---------------------------------------------------------------- stream-ordered allocation
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::allocate_from_pool_async(memPool, size, stream, ptr));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::allocate_async(size, hStream, devPtr));
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
-  return run_api(kGated, [&] {
+  return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::free_async(devPtr, hStream, /*from_driver=*/false));
   });

@@ -1,6 +1,6 @@
 // shared_devices.cpp: the memory that the processes of one CUDA_DOUBLE_SHARED_MEMORY
 // file take from each other. Part of the driver double, libcuda.so.1.
-#include "shared_devices.h"
+#include "shared_devices.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -10,25 +10,25 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model.hpp"
 
 namespace cuda_double {
 namespace {
 
-struct Slot {
+struct process_slot {
   std::int64_t pid;  // 0: free
-  std::uint64_t taken[kSharedDevices];
+  std::uint64_t taken[shared_device_count];
 };
 
-struct Shared {
-  Slot* slots = nullptr;  // kSharedSlots of them, mapped from the file; nullptr: not shared
+struct shared_file {
+  process_slot* slots = nullptr;  // shared_slots of them, mapped from the file; nullptr: not shared
   int mine = -1;          // this process's slot
   pid_t owner = 0;        // the pid that claimed it (a forked child claims its own)
 };
 
-Shared& shared() {
-  static Shared* const s = [] {
-    auto* made = new Shared;
+shared_file& shared() {
+  static shared_file* const s = [] {
+    auto* made = new shared_file;
     std::string const& path = config().shared_memory;
     if (path.empty()) return made;
     int const fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -36,7 +36,7 @@ Shared& shared() {
       std::fprintf(stderr, "cuda_double: ignoring CUDA_DOUBLE_SHARED_MEMORY=\"%s\": cannot open it\n", path.c_str());
       return made;
     }
-    off_t const size = static_cast<off_t>(sizeof(Slot) * kSharedSlots);
+    off_t const size = static_cast<off_t>(sizeof(process_slot) * shared_slots);
     // Every process grows the file to the same size: a zeroed file is a file of free slots.
     if (::lseek(fd, 0, SEEK_END) < size && ::ftruncate(fd, size) != 0) {
       ::close(fd);
@@ -44,7 +44,7 @@ Shared& shared() {
     }
     void* mapped = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
-    if (mapped != MAP_FAILED) made->slots = static_cast<Slot*>(mapped);
+    if (mapped != MAP_FAILED) made->slots = static_cast<process_slot*>(mapped);
     return made;
   }();
   return *s;
@@ -55,20 +55,20 @@ bool alive(std::int64_t pid) {
 }
 
 void leave() {
-  Shared& s = shared();
+  shared_file& s = shared();
   if (s.slots == nullptr || s.mine < 0 || s.owner != ::getpid()) return;
-  Slot& slot = s.slots[s.mine];
+  process_slot& slot = s.slots[s.mine];
   for (auto& t : slot.taken) __atomic_store_n(&t, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&slot.pid, 0, __ATOMIC_RELEASE);
 }
 
 // This process's slot, claimed at its first publish (again in a forked child).
-Slot* my_slot() {
-  Shared& s = shared();
+process_slot* my_slot() {
+  shared_file& s = shared();
   if (s.slots == nullptr) return nullptr;
   pid_t const me = ::getpid();
   if (s.mine >= 0 && s.owner == me) return &s.slots[s.mine];
-  for (int i = 0; i < kSharedSlots; ++i) {
+  for (int i = 0; i < shared_slots; ++i) {
     std::int64_t pid = __atomic_load_n(&s.slots[i].pid, __ATOMIC_ACQUIRE);
     if (pid != 0 && alive(pid)) continue;
     if (!__atomic_compare_exchange_n(&s.slots[i].pid, &pid, static_cast<std::int64_t>(me), false, __ATOMIC_ACQ_REL,
@@ -81,18 +81,18 @@ Slot* my_slot() {
     if (first) std::atexit(leave);  // a forked child inherits the registration
     return &s.slots[i];
   }
-  std::fprintf(stderr, "cuda_double: CUDA_DOUBLE_SHARED_MEMORY: all %d slots are taken\n", kSharedSlots);
+  std::fprintf(stderr, "cuda_double: CUDA_DOUBLE_SHARED_MEMORY: all %d slots are taken\n", shared_slots);
   return nullptr;
 }
 
 }  // namespace
 
-std::uint64_t SharedDevices::taken_by_others(int device) {
-  Shared& s = shared();
-  if (s.slots == nullptr || device < 0 || device >= kSharedDevices) return 0;
+std::uint64_t shared_memory_file::taken_by_others(int device) {
+  shared_file& s = shared();
+  if (s.slots == nullptr || device < 0 || device >= shared_device_count) return 0;
   pid_t const me = ::getpid();
   std::uint64_t total = 0;
-  for (int i = 0; i < kSharedSlots; ++i) {
+  for (int i = 0; i < shared_slots; ++i) {
     std::int64_t const pid = __atomic_load_n(&s.slots[i].pid, __ATOMIC_ACQUIRE);
     if (pid == 0 || pid == me || !alive(pid)) continue;
     total += __atomic_load_n(&s.slots[i].taken[device], __ATOMIC_RELAXED);
@@ -100,13 +100,13 @@ std::uint64_t SharedDevices::taken_by_others(int device) {
   return total;
 }
 
-void SharedDevices::publish(int device, std::uint64_t bytes) {
-  if (device < 0 || device >= kSharedDevices) return;
-  if (Slot* slot = my_slot()) __atomic_store_n(&slot->taken[device], bytes, __ATOMIC_RELAXED);
+void shared_memory_file::publish(int device, std::uint64_t bytes) {
+  if (device < 0 || device >= shared_device_count) return;
+  if (process_slot* slot = my_slot()) __atomic_store_n(&slot->taken[device], bytes, __ATOMIC_RELAXED);
 }
 
-SharedDevices& shared_devices() {
-  static SharedDevices devices;
+shared_memory_file& shared_devices() {
+  static shared_memory_file devices;
   return devices;
 }
 

@@ -44,14 +44,14 @@
 
 #include <cuda.h>
 
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 namespace {
 
 using GetProcAddressV2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 using GetProcAddressV1 = CUresult (*)(const char*, void**, int, cuuint64_t);
 
-constexpr int kCudaVersion = 13000;
+constexpr int cuda_version = 13000;
 
 void* g_handle = nullptr;
 bool g_failed = false;
@@ -71,15 +71,15 @@ char const* object_of(void const* p) {
 // The symbol the driver exports for a base name (what cuda.h #defines it to).
 std::string exported_name(std::string const& base, bool per_thread, int version) {
   if (base == "cuGetProcAddress" && version < 12000) return base;  // the CUDA 11.3 ABI
-  static char const* const kV2[] = {"cuMemAlloc",       "cuMemFree",       "cuMemGetInfo",    "cuMemcpyHtoD",
+  static char const* const v2[] = {"cuMemAlloc",       "cuMemFree",       "cuMemGetInfo",    "cuMemcpyHtoD",
                                     "cuMemcpyDtoH",     "cuMemsetD8",      "cuCtxPushCurrent", "cuCtxPopCurrent",
                                     "cuStreamDestroy",  "cuDevicePrimaryCtxRelease", "cuGetProcAddress"};
-  static char const* const kPtsz[] = {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync",
+  static char const* const ptsz[] = {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync",
                                       "cuStreamSynchronize"};
   if (per_thread)
-    for (char const* n : kPtsz)
+    for (char const* n : ptsz)
       if (base == n) return base + "_ptsz";
-  for (char const* n : kV2)
+  for (char const* n : v2)
     if (base == n) return base + "_v2";
   return base;
 }
@@ -91,7 +91,7 @@ void* lookup_with(GetProcAddressV2 get, char const* label, char const* name, int
   CUresult const r = get(name, &pfn, version, flags, &status);
   bool const per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   std::printf("%s %s%s%s -> result %d status %d", label, name, per_thread ? " per-thread" : "",
-              version != kCudaVersion ? (" version " + std::to_string(version)).c_str() : "", static_cast<int>(r),
+              version != cuda_version ? (" version " + std::to_string(version)).c_str() : "", static_cast<int>(r),
               static_cast<int>(status));
   if (r == CUDA_SUCCESS) {
     void* exported = dlsym(g_handle, exported_name(name, per_thread, version).c_str());
@@ -103,7 +103,7 @@ void* lookup_with(GetProcAddressV2 get, char const* label, char const* name, int
 }
 
 // The entry points the allocation flow uses.
-struct Api {
+struct driver_api {
   CUresult (*init)(unsigned) = nullptr;
   CUresult (*device_get)(CUdevice*, int) = nullptr;
   CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
@@ -121,22 +121,22 @@ void take(F& slot, void* p) {
   slot = reinterpret_cast<F>(p);
 }
 
-Api look_up_all(GetProcAddressV2 get, char const* label) {
-  Api api;
-  take(api.init, lookup_with(get, label, "cuInit", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.device_get, lookup_with(get, label, "cuDeviceGet", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
+driver_api look_up_all(GetProcAddressV2 get, char const* label) {
+  driver_api api;
+  take(api.init, lookup_with(get, label, "cuInit", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.device_get, lookup_with(get, label, "cuDeviceGet", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
   take(api.primary_ctx_retain,
-       lookup_with(get, label, "cuDevicePrimaryCtxRetain", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.ctx_set_current, lookup_with(get, label, "cuCtxSetCurrent", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.mem_alloc, lookup_with(get, label, "cuMemAlloc", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.mem_free, lookup_with(get, label, "cuMemFree", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.memcpy_htod, lookup_with(get, label, "cuMemcpyHtoD", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.memcpy_dtoh, lookup_with(get, label, "cuMemcpyDtoH", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.ctx_synchronize, lookup_with(get, label, "cuCtxSynchronize", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  take(api.device_get_name, lookup_with(get, label, "cuDeviceGetName", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
-  (void)lookup_with(get, label, "cuGetProcAddress", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT);
-  (void)lookup_with(get, label, "cuMemAllocAsync", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT);
-  (void)lookup_with(get, label, "cuMemAllocAsync", kCudaVersion, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+       lookup_with(get, label, "cuDevicePrimaryCtxRetain", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.ctx_set_current, lookup_with(get, label, "cuCtxSetCurrent", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.mem_alloc, lookup_with(get, label, "cuMemAlloc", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.mem_free, lookup_with(get, label, "cuMemFree", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.memcpy_htod, lookup_with(get, label, "cuMemcpyHtoD", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.memcpy_dtoh, lookup_with(get, label, "cuMemcpyDtoH", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.ctx_synchronize, lookup_with(get, label, "cuCtxSynchronize", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  take(api.device_get_name, lookup_with(get, label, "cuDeviceGetName", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+  (void)lookup_with(get, label, "cuGetProcAddress", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT);
+  (void)lookup_with(get, label, "cuMemAllocAsync", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT);
+  (void)lookup_with(get, label, "cuMemAllocAsync", cuda_version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
   return api;
 }
 
@@ -150,8 +150,8 @@ void* direct(char const* name) {
   return p;
 }
 
-Api look_up_directly() {
-  Api api;
+driver_api look_up_directly() {
+  driver_api api;
   take(api.init, direct("cuInit"));
   take(api.device_get, direct("cuDeviceGet"));
   take(api.primary_ctx_retain, direct("cuDevicePrimaryCtxRetain"));
@@ -172,7 +172,7 @@ bool step(char const* what, CUresult r) {
   return r == CUDA_SUCCESS;
 }
 
-void allocate_and_check(Api const& api) {
+void allocate_and_check(driver_api const& api) {
   if (api.init == nullptr || api.device_get == nullptr || api.primary_ctx_retain == nullptr ||
       api.ctx_set_current == nullptr || api.mem_alloc == nullptr || api.mem_free == nullptr ||
       api.memcpy_htod == nullptr || api.memcpy_dtoh == nullptr || api.device_get_name == nullptr) {
@@ -192,11 +192,11 @@ void allocate_and_check(Api const& api) {
   if (!step("cuDevicePrimaryCtxRetain", api.primary_ctx_retain(&context, device))) return;
   if (!step("cuCtxSetCurrent", api.ctx_set_current(context))) return;
 
-  constexpr std::size_t kSizes[] = {256, 4096, 1 << 20, (3 << 20) + 5};
-  constexpr int kBuffers = 4;
-  CUdeviceptr buffers[kBuffers] = {};
-  for (int i = 0; i < kBuffers; ++i) {
-    CUresult const r = api.mem_alloc(&buffers[i], kSizes[i]);
+  constexpr std::size_t sizes[] = {256, 4096, 1 << 20, (3 << 20) + 5};
+  constexpr int buffer_count = 4;
+  CUdeviceptr buffers[buffer_count] = {};
+  for (int i = 0; i < buffer_count; ++i) {
+    CUresult const r = api.mem_alloc(&buffers[i], sizes[i]);
     if (r != CUDA_SUCCESS) {
       std::printf("alloc %d: failed %d\n", i + 1, static_cast<int>(r));
       fail();
@@ -211,9 +211,9 @@ void allocate_and_check(Api const& api) {
   }
 
   bool data_ok = true;
-  for (int i = 0; i < kBuffers; ++i) {
+  for (int i = 0; i < buffer_count; ++i) {
     if (buffers[i] == 0) continue;
-    std::vector<unsigned char> out(kSizes[i]), in(kSizes[i], 0);
+    std::vector<unsigned char> out(sizes[i]), in(sizes[i], 0);
     for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<unsigned char>((j * 31 + i * 7) & 0xff);
     CUresult r = api.memcpy_htod(buffers[i], out.data(), out.size());
     if (r == CUDA_SUCCESS) r = api.memcpy_dtoh(in.data(), buffers[i], in.size());
@@ -228,7 +228,7 @@ void allocate_and_check(Api const& api) {
   std::printf(data_ok ? "data ok\n" : "data NOT ok\n");
   if (!data_ok) fail();
 
-  for (int i = 0; i < kBuffers; ++i) {
+  for (int i = 0; i < buffer_count; ++i) {
     if (buffers[i] == 0) continue;
     CUresult const r = api.mem_free(buffers[i]);
     if (r == CUDA_SUCCESS) {
@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
     allocate_and_check(look_up_all(get, "lookup"));
   } else if (check == "self-lookup") {
     auto self = reinterpret_cast<GetProcAddressV2>(
-        lookup_with(get, "lookup", "cuGetProcAddress", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT));
+        lookup_with(get, "lookup", "cuGetProcAddress", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
     if (self == nullptr) return 1;
     // The legacy ABI, as a CUDA 11.3 runtime would get it, used once.
     auto v1 = reinterpret_cast<GetProcAddressV1>(
@@ -302,8 +302,8 @@ int main(int argc, char** argv) {
   } else if (check == "dlsym-direct") {
     allocate_and_check(look_up_directly());
   } else {  // unknown
-    if (lookup_with(get, "lookup", "cuNoSuchFunction", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
-    if (lookup_with(get, "lookup", "cuMemAlloc_v2", kCudaVersion, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
+    if (lookup_with(get, "lookup", "cuNoSuchFunction", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
+    if (lookup_with(get, "lookup", "cuMemAlloc_v2", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
     if (lookup_with(get, "lookup", "cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
   }
   summary();

@@ -1,5 +1,7 @@
 // cuda_async_memory_resource on a real device (RMM's resource-test shapes).
 // Without a device every test skips with the reason.
+#include "byte_literals.hpp"
+
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
 #include <cuda_runtime_api.h>
@@ -15,10 +17,10 @@ namespace {
 using asyncshim::cuda_async_memory_resource;
 using handle_type = cuda_async_memory_resource::allocation_handle_type;
 
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * KiB;
-constexpr std::size_t GiB = 1024 * MiB;
-constexpr std::size_t PiB = 1024 * 1024 * GiB;
+using byte_literals::KiB;
+using byte_literals::MiB;
+using byte_literals::GiB;
+using byte_literals::PiB;
 
 bool have_device()
 {

@@ -11,6 +11,8 @@
 // Exit status 0 unless something impossible happens (bad usage: 2); "SKIP: no
 // CUDA device" and exit 0 where there is no device. Every run has 120 s
 // (alarm), a forked child 10 or 20 s, so a hang ends as SIGALRM instead.
+#include "byte_literals.hpp"
+
 #include <cuda_runtime_api.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -28,8 +30,8 @@
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t GiB = std::size_t{1} << 30;
+using byte_literals::MiB;
+using byte_literals::GiB;
 
 char const* name(cudaError_t e) { return cudaGetErrorName(e); }
 

@@ -31,6 +31,8 @@
 // Exit 0 when no byte was corrupted (or with --allow-corruption), 1 when some
 // were, 2 on an unexpected CUDA error or bad options. "SKIP: no CUDA device"
 // and exit 0 where there is no device.
+#include "byte_literals.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -53,9 +55,9 @@
 
 namespace {
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t GiB = std::size_t{1} << 30;
+using byte_literals::KiB;
+using byte_literals::MiB;
+using byte_literals::GiB;
 
 [[noreturn]] void cuda_failure(char const* what, cudaError_t e, int line)
 {

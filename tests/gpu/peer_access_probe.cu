@@ -32,10 +32,11 @@
 #include <vector>
 
 #include "probe_common.cuh"
+#include "byte_literals.hpp"
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
+using byte_literals::MiB;
 constexpr std::size_t bytes = 4 * MiB;
 constexpr std::size_t words = bytes / sizeof(unsigned);
 

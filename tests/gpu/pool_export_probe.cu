@@ -43,10 +43,11 @@
 #include <string>
 
 #include "probe_common.cuh"
+#include "byte_literals.hpp"
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
+using byte_literals::MiB;
 constexpr std::size_t shared_bytes = 64 * MiB;   // export-import: the shared block
 constexpr std::size_t child_bytes = 4096;        // the part the child overwrites
 constexpr unsigned parent_seed = 0x5eed0001u;

@@ -14,6 +14,7 @@
 // Exit 0 when everything it tried worked, 1 otherwise; "SKIP: ..." and 0
 // without a device.
 #include "probe_common.cuh"
+#include "byte_literals.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -26,8 +27,8 @@
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t GiB = std::size_t{1} << 30;
+using byte_literals::MiB;
+using byte_literals::GiB;
 
 // Fills `bytes` at `p` and checks the first, a middle and the last word.
 bool fill_and_check(unsigned* p, std::size_t bytes, unsigned seed)

@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "probe_common.cuh"
+#include "byte_literals.hpp"
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t GiB = std::size_t{1} << 30;
+using byte_literals::MiB;
+using byte_literals::GiB;
 
 int failures = 0;
 

@@ -6,7 +6,8 @@
 // The double reads its configuration once per process, so cases that need a
 // different double (no pool support, other handle types) are separate CTest
 // entries running this binary with a gtest filter and an environment.
-#include "cuda_double.h"
+#include "cuda_double.hpp"
+#include "byte_literals.hpp"
 
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
@@ -24,10 +25,10 @@ namespace {
 using asyncshim::cuda_async_memory_resource;
 using handle_type = cuda_async_memory_resource::allocation_handle_type;
 
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * KiB;
-constexpr std::size_t GiB = 1024 * MiB;
-constexpr std::size_t PiB = 1024 * 1024 * GiB;
+using byte_literals::KiB;
+using byte_literals::MiB;
+using byte_literals::GiB;
+using byte_literals::PiB;
 
 std::uint64_t attribute(cudaMemPool_t pool, cudaMemPoolAttr attr)
 {

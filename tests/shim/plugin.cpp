@@ -1,7 +1,7 @@
 // A plugin linked against the CUDA runtime (here: its test double) and loaded
 // by plugin_host with dlopen(RTLD_LOCAL): the runtime is then invisible to the
 // global scope, as for many Python extension modules.
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
 

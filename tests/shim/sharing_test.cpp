@@ -2,10 +2,12 @@
 // empty, memory info tells the truth, and memory the program has freed goes
 // back to the device when the process is idle or the device runs short.
 // libasyncshim.so preloaded into a program of the CUDA test double; each
-// suite expects one environment (tests/shim/CMakeLists.txt). Neighbours are
-// processes of the double run without the shim (memory_neighbour), sharing
-// the devices' memory through CUDA_DOUBLE_SHARED_MEMORY.
-#include "cuda_double.h"
+// suite runs in an environment of its own, stated in tests/shim/CMakeLists.txt
+// (sharing_case) and checked at the start of each test
+// (suite_environment.hpp). Neighbours are processes of the double run without
+// the shim (memory_neighbour), sharing the devices' memory through
+// CUDA_DOUBLE_SHARED_MEMORY.
+#include "cuda_double.hpp"
 #include "shim_test_support.hpp"
 
 #include <cuda.h>
@@ -88,7 +90,7 @@ bool has_thread(char const* name)
   return found;
 }
 
-// ---- no ASYNCSHIM_* variables, CUDA_DOUBLE_DEVICES=2
+// ---- ShimMemoryInfo: memory info with the shim's defaults, two devices
 
 using ShimMemoryInfo = ShimTest;
 
@@ -149,7 +151,8 @@ TEST_F(ShimMemoryInfo, BadArgumentsGetTheNativeErrors)
   EXPECT_EQ(cuMemGetInfo_v2(&value, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
-// ---- ASYNCSHIM_MODE=observe, and ASYNCSHIM_DISABLE=1: the native answer, no thread
+// ---- ShimMemoryInfoNative: observe mode, and the shim disabled: the native
+// answer, no thread
 
 using ShimMemoryInfoNative = ShimTest;
 
@@ -164,7 +167,8 @@ TEST_F(ShimMemoryInfoNative, TheAnswerIsTheDriversAndNoThreadStarts)
   EXPECT_FALSE(has_thread("asyncshim-idle"));
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=half-free: RMM's resource default, one setting away
+// ---- ShimHalfFree: a pool primed with half the free memory, RMM's resource
+// default, one setting away
 
 using ShimHalfFree = ShimTest;
 
@@ -177,7 +181,7 @@ TEST_F(ShimHalfFree, PoolIsPrimedWithHalfOfTheFreeMemory)
   ASSERT_EQ(cudaFree(p), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=16GiB (more than the device has) ASYNCSHIM_LOG_FILE=...
+// ---- ShimInitialTooLarge: an initial pool size larger than the device
 
 using ShimInitialTooLarge = ShimTest;
 
@@ -199,7 +203,7 @@ TEST_F(ShimInitialTooLarge, ThePoolStartsEmptyAndSaysWhy)
   EXPECT_EQ(log.find("cannot create"), std::string::npos) << log;
 }
 
-// ---- ASYNCSHIM_IDLE_RELEASE=100ms ASYNCSHIM_LOG_LEVEL=info ASYNCSHIM_LOG_FILE=...
+// ---- ShimIdleRelease: a short idle release period
 
 using ShimIdleRelease = ShimTest;
 
@@ -246,7 +250,8 @@ TEST_F(ShimIdleRelease, ABusyProcessKeepsIt)
   EXPECT_LT(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 256 * MiB);
 }
 
-// ---- ASYNCSHIM_IDLE_RELEASE=100ms ASYNCSHIM_INITIAL_POOL_SIZE=64MiB: what the user asked for stays
+// ---- ShimIdleReleaseKeeps: idle release with an initial pool size: what the
+// user asked for stays
 
 using ShimIdleReleaseKeeps = ShimTest;
 
@@ -258,7 +263,7 @@ TEST_F(ShimIdleReleaseKeeps, TheInitialPoolSizeStaysReserved)
   EXPECT_EQ(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 64 * MiB);
 }
 
-// ---- ASYNCSHIM_IDLE_RELEASE=off: no thread, the pool keeps what it has
+// ---- ShimIdleReleaseOff: idle release off: no thread, the pool keeps what it has
 
 using ShimIdleReleaseOff = ShimTest;
 
@@ -272,9 +277,9 @@ TEST_F(ShimIdleReleaseOff, NoThreadAndNothingGivenBack)
   EXPECT_GE(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 256 * MiB);
 }
 
-// ---- CUDA_DOUBLE_SHARED_MEMORY=... ASYNCSHIM_LOG_LEVEL=info ASYNCSHIM_LOG_FILE=... and
-// ASYNCSHIM_IDLE_RELEASE=off (ShimNeighbours: only a device that runs short
-// gets memory back) or 200ms (ShimNeighboursIdle)
+// ---- neighbours sharing the devices' memory: ShimNeighbours (idle release
+// off: only a device that runs short gets memory back) and ShimNeighboursIdle
+// (idle release on)
 
 // A neighbour process of the double without the shim.
 class neighbour {

@@ -1,7 +1,8 @@
 // libasyncshim.so preloaded into a program linked against the CUDA test double.
-// Each suite expects one environment (see tests/shim/CMakeLists.txt): the shim
-// reads its settings once per process.
-#include "cuda_double.h"
+// The shim reads its settings once per process, so each suite runs in an
+// environment of its own, stated in tests/shim/CMakeLists.txt (shim_case) and
+// checked at the start of each test (suite_environment.hpp).
+#include "cuda_double.hpp"
 #include "shim_test_support.hpp"
 
 #include <cuda.h>
@@ -25,7 +26,8 @@ namespace {
 
 using namespace shim_test;
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=64MiB ASYNCSHIM_RELEASE_THRESHOLD=1GiB CUDA_DOUBLE_DEVICES=2
+// ---- ShimRedirects: a primed pool with a release threshold, two devices;
+// ShimOutOfMemory: an allocation larger than the device
 
 using ShimRedirects = ShimTest;
 using ShimOutOfMemory = ShimTest;
@@ -256,7 +258,7 @@ TEST_F(ShimRedirects, ManyThreadsAllocateAndFreeEachOthersMemory)
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
 
-// ---- ASYNCSHIM_STREAM=per-thread
+// ---- ShimPerThreadStream: allocations on the per-thread stream
 
 using ShimPerThreadStream = ShimTest;
 
@@ -270,7 +272,7 @@ TEST_F(ShimPerThreadStream, AllocatesOnThePerThreadStream)
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
-// ---- ASYNCSHIM_ORDERING=stream ASYNCSHIM_STREAM=per-thread
+// ---- ShimStreamOrdering: stream ordering on the per-thread stream
 
 using ShimStreamOrdering = ShimTest;
 
@@ -294,7 +296,7 @@ TEST_F(ShimStreamOrdering, FreesOnTheAllocationStreamWithoutFences)
   EXPECT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_ORDERING=sync
+// ---- ShimSyncOrdering: sync ordering
 
 using ShimSyncOrdering = ShimTest;
 
@@ -311,7 +313,7 @@ TEST_F(ShimSyncOrdering, FreeSynchronizesTheDeviceFirst)
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 (device ordering, the default)
+// ---- ShimDeviceOrdering: device ordering (the default)
 
 using ShimDeviceOrdering = ShimTest;
 
@@ -427,7 +429,7 @@ TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 CUDA_DOUBLE_MEMORY=64MiB
+// ---- ShimQueuedFrees: queued frees on a small device
 
 using ShimQueuedFrees = ShimTest;
 
@@ -490,7 +492,7 @@ TEST_F(ShimQueuedFrees, ManyFreesDuringACaptureWaitForItsEnd)
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0: stream capture (docs/design.md, "Stream capture")
+// ---- ShimCapture: stream capture (docs/design.md, "Stream capture")
 
 using ShimCapture = ShimTest;
 
@@ -613,7 +615,7 @@ TEST_F(ShimCapture, AnotherThreadsGlobalCaptureForbidsGlobalModeCalls)
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 ASYNCSHIM_STATS_FILE=...: device reset
+// ---- ShimReset: device reset
 
 using ShimReset = ShimTest;
 
@@ -640,7 +642,7 @@ TEST_F(ShimReset, ResetDropsThePoolAndTheNextAllocationMakesANewOne)
 }
 
 
-// ---- no ASYNCSHIM_* variables: the shim's defaults
+// ---- ShimDefaults: the shim's defaults
 
 using ShimDefaults = ShimTest;
 
@@ -658,7 +660,7 @@ TEST_F(ShimDefaults, PoolStartsEmptyAndKeepsWhatItGrowsTo)
   EXPECT_EQ(cudaFree(p), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_RELEASE_THRESHOLD=lots ASYNCSHIM_LOG_FILE=...
+// ---- ShimBadSetting: a setting that is not valid
 
 using ShimBadSetting = ShimTest;
 
@@ -673,7 +675,7 @@ TEST_F(ShimBadSetting, SaysSoAndPassesEverythingThrough)
   EXPECT_NE(log.find("asyncshim is disabled for this process"), std::string::npos) << log;
 }
 
-// ---- ASYNCSHIM_DISABLE=1
+// ---- ShimDisabled: the shim disabled
 
 using ShimDisabled = ShimTest;
 
@@ -687,7 +689,8 @@ TEST_F(ShimDisabled, EverythingGoesToTheNativeAllocator)
   EXPECT_EQ(cuda_double_get_counters().pools_created, before.pools_created);
 }
 
-// ---- ASYNCSHIM_EXPORT_HANDLE_TYPE=win32 (the double lists posix fd and fabric only)
+// ---- ShimUnsupportedExport: an export handle type the device lacks (the double
+// lists posix fd and fabric only)
 
 using ShimUnsupportedExport = ShimTest;
 
@@ -715,7 +718,7 @@ TEST_F(ShimUnsupportedExport, DevicePassesThroughWithAClearError)
   EXPECT_EQ(log.find("cannot create"), log.rfind("cannot create")) << "said more than once:\n" << log;
 }
 
-// ---- ASYNCSHIM_LOG_LEVEL=info ASYNCSHIM_INITAL_POOL_SIZE=1G (sic) ASYNCSHIM_LOG_FILE=...
+// ---- ShimInfoLog: the info log, and a misspelt variable
 
 using ShimInfoLog = ShimTest;
 
@@ -733,7 +736,7 @@ TEST_F(ShimInfoLog, PrintsSettingsRedirectionAndTypoWarnings)
     << log;
 }
 
-// ---- both levels: ASYNCSHIM_INITIAL_POOL_SIZE=0 (and ASYNCSHIM_INTERCEPT=driver for the second suite)
+// ---- ShimCrossLevel: both levels intercepted; ShimDriverOnly: the driver level only
 
 using ShimCrossLevel = ShimTest;
 
@@ -788,7 +791,7 @@ TEST_F(ShimDriverOnly, OnlyTheDriverLevelIsIntercepted)
 
 }  // namespace
 
-// ---- CUDA_DOUBLE_DEVICES=2 ASYNCSHIM_INITIAL_POOL_SIZE=0: peer access (docs/design.md, "Several GPUs")
+// ---- ShimPeerAccess: peer access, two devices (docs/design.md, "Several GPUs")
 
 using ShimPeerAccess = ShimTest;
 
@@ -837,7 +840,7 @@ TEST_F(ShimPeerAccess, PoolsFollowPeerAccessBeforeAndAfterTheyAreMade)
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-// ---- ASYNCSHIM_INITIAL_POOL_SIZE=0 ASYNCSHIM_LOG_FILE=...: legacy IPC on pool memory
+// ---- ShimIpcHint: legacy IPC on pool memory
 
 using ShimIpcHint = ShimTest;
 
@@ -859,7 +862,7 @@ TEST_F(ShimIpcHint, FailingIpcHandleOnPoolMemoryGetsOneHint)
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;  // once
 }
 
-// ---- ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric ASYNCSHIM_LOG_FILE=...: no IMEX
+// ---- ShimFabric: a fabric export handle type without IMEX
 
 using ShimFabric = ShimTest;
 
@@ -885,7 +888,7 @@ TEST_F(ShimFabric, PoolIsMadeAndTheFailingExportIsExplained)
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;  // once
 }
 
-// ---- ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_fd: the pool can be exported
+// ---- ShimExportablePool: the pool can be exported (posix file descriptors)
 
 using ShimExportablePool = ShimTest;
 

@@ -2,7 +2,7 @@
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
 //   stats_probe basic|fork|two-devices
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>

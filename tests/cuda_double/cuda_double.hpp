@@ -1,4 +1,4 @@
-// cuda_double.h: TEST DOUBLES of the CUDA runtime and driver libraries, for
+// cuda_double.hpp: TEST DOUBLES of the CUDA runtime and driver libraries, for
 // tests only.
 //
 // Two libraries, NOT CUDA, that export a small part of the CUDA runtime API
@@ -19,7 +19,7 @@
 // runtime reaches the real driver:
 //   * memory, pools, copies (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
 //     cudaMemPool* calls but those of access and exports, the stream-ordered
-//     calls, ...): through an internal C++ API (model.h, operations.h), never
+//     calls, ...): through an internal C++ API (model.hpp, operations.hpp), never
 //     through an exported CUDA function;
 //   * streams, events, stream capture, graphs, synchronization, reset, peer
 //     access, pool access and exports (cudaStreamCreate*, cudaStreamDestroy,
@@ -271,7 +271,7 @@
 //   cuGetProcAddress_v2 cuDeviceCanAccessPeer cuCtxEnablePeerAccess
 //   cuCtxDisablePeerAccess cuMemPoolSetAccess cuMemPoolGetAccess
 //   cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle
-// cuda_driver_double.h declares those cuda.h does not (the _ptsz ones,
+// cuda_driver_double.hpp declares those cuda.h does not (the _ptsz ones,
 // cuGetProcAddress as cuGetProcAddress_v1 and cuStreamDestroy as
 // cuStreamDestroy_v1).
 //
@@ -564,8 +564,7 @@
 //   * Failing driver calls count in failed_calls (except those the runtime
 //     double makes for a runtime call: that one counts); the driver has no
 //     "last error" (the runtime's is not touched by driver calls).
-#ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_H
-#define ASYNCSHIM_TESTS_CUDA_DOUBLE_H
+#pragma once
 
 #include <stdint.h>
 
@@ -709,5 +708,3 @@ CUDA_DOUBLE_API int cuda_double_can_access(int device, void const* ptr);
 #ifdef __cplusplus
 }  // extern "C"
 #endif
-
-#endif  // ASYNCSHIM_TESTS_CUDA_DOUBLE_H

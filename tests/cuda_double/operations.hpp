@@ -1,12 +1,12 @@
-// operations.h: the CUDA operations of the doubles (allocation, pools,
+// operations.hpp: the CUDA operations of the doubles (allocation, pools,
 // stream-ordered allocation, copies, streams, events, stream capture, graphs,
 // synchronization, reset, peer and pool access, exports), each done once, on
 // the model, with its checks in the order the real APIs make them.
 //
 // INTERNAL (exported by libcuda.so.1 for libcudart_double.so only; see
-// model.h). An exported CUDA function of either double does what only its API
+// model.hpp). An exported CUDA function of either double does what only its API
 // does (its gate, its argument types, the runtime's implicit context) and
-// then calls one of these and maps the Outcome to its own error code. So the
+// then calls one of these and maps the operation_outcome to its own error code. So the
 // two APIs cannot drift apart. The runtime double calls the memory and pool
 // operations directly; the stream, event, capture, graph, synchronization,
 // reset, peer access, pool access and export ones only the driver double
@@ -19,49 +19,48 @@
 // CUevent, cudaGraph_t and CUgraph, cudaGraphNode_t and CUgraphNode are the
 // same types.
 //
-// Stream capture (the rules are in cuda_double.h): operations that enqueue
+// Stream capture (the rules are in cuda_double.hpp): operations that enqueue
 // work (stream-ordered allocation and free, event record, stream wait) put it
 // into the stream's capture instead when the stream is capturing, and the
 // "potentially unsafe" ones (plain allocation and free, synchronization,
 // queries, stream-ordered calls on the legacy stream) first apply the calling
 // thread's capture mode.
-#ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_OPERATIONS_H
-#define ASYNCSHIM_TESTS_CUDA_DOUBLE_OPERATIONS_H
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
 
-#include "model.h"
-#include "outcome.h"
+#include "model.hpp"
+#include "outcome.hpp"
 
 namespace cuda_double::operations {
 
 // not_supported when memory pools are configured off. Every pool operation
 // checks this first, before its arguments.
-CUDA_DOUBLE_INTERNAL Outcome pools_supported();
+CUDA_DOUBLE_INTERNAL operation_outcome pools_supported();
 
 // ---- devices
 
 // attr: a cudaDeviceAttr (the CUdevice_attribute values are the same); the
 // attributes the double does not model read as 0.
-CUDA_DOUBLE_INTERNAL Outcome device_attribute(int device, int attr, int* value);
+CUDA_DOUBLE_INTERNAL operation_outcome device_attribute(int device, int attr, int* value);
 
 // ---- plain allocation (cudaMalloc / cuMemAlloc_v2, cudaFree / cuMemFree_v2)
 
 // size > 0 and out non-null (the APIs handle the rest themselves). kind:
 // runtime (cudaMalloc, counted in native_mallocs) or driver (cuMemAlloc_v2,
 // driver_mallocs). Potentially unsafe.
-CUDA_DOUBLE_INTERNAL Outcome allocate(int device, std::size_t size, AllocationKind kind, void** out);
+CUDA_DOUBLE_INTERNAL operation_outcome allocate(int device, std::size_t size, allocation_kind kind, void** out);
 // p non-null; any live allocation. caller: runtime (cudaFree, counted in
 // native_frees) or driver (cuMemFree_v2, driver_frees). Potentially unsafe.
-CUDA_DOUBLE_INTERNAL Outcome release(void* p, AllocationKind caller);
+CUDA_DOUBLE_INTERNAL operation_outcome release(void* p, allocation_kind caller);
 
 // ---- pools
 
 // What cudaMemPoolProps / CUmemPoolProps ask for, in the model's terms.
-struct PoolProperties {
+struct pool_settings {
   bool pinned = false;     // allocType is the pinned type
   bool on_device = false;  // location.type is the device type
   int device = 0;          // location.id
@@ -73,8 +72,8 @@ struct PoolProperties {
 // same names, but distinct types); pinned and device are the caller's API's
 // names for the pinned allocation type and the device location type.
 template <class Props, class AllocationType, class LocationType>
-PoolProperties pool_properties(Props const& props, AllocationType pinned, LocationType device) {
-  PoolProperties p;
+pool_settings pool_properties(Props const& props, AllocationType pinned, LocationType device) {
+  pool_settings p;
   p.pinned = props.allocType == pinned;
   p.on_device = props.location.type == device;
   p.device = props.location.id;
@@ -84,13 +83,13 @@ PoolProperties pool_properties(Props const& props, AllocationType pinned, Locati
 }
 
 // properties: nullptr when the caller passed no properties.
-CUDA_DOUBLE_INTERNAL Outcome create_pool(PoolProperties const* properties, cudaMemPool_t* out);
-CUDA_DOUBLE_INTERNAL Outcome destroy_pool(cudaMemPool_t handle);
+CUDA_DOUBLE_INTERNAL operation_outcome create_pool(pool_settings const* properties, cudaMemPool_t* out);
+CUDA_DOUBLE_INTERNAL operation_outcome destroy_pool(cudaMemPool_t handle);
 // attr: a cudaMemPoolAttr (the CUmemPool_attribute values are the same).
-CUDA_DOUBLE_INTERNAL Outcome set_pool_attribute(cudaMemPool_t handle, int attr, void const* value);
-CUDA_DOUBLE_INTERNAL Outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value);
+CUDA_DOUBLE_INTERNAL operation_outcome set_pool_attribute(cudaMemPool_t handle, int attr, void const* value);
+CUDA_DOUBLE_INTERNAL operation_outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value);
 // cuMemPoolTrimTo / cudaMemPoolTrimTo: reserved -> max(used, min(reserved, keep)).
-CUDA_DOUBLE_INTERNAL Outcome trim_pool(cudaMemPool_t handle, std::size_t keep);
+CUDA_DOUBLE_INTERNAL operation_outcome trim_pool(cudaMemPool_t handle, std::size_t keep);
 
 // ---- stream-ordered allocation
 //
@@ -101,103 +100,101 @@ CUDA_DOUBLE_INTERNAL Outcome trim_pool(cudaMemPool_t handle, std::size_t keep);
 // stream (0, legacy, per-thread) needs a current context (invalid_context).
 
 // From the default pool of the stream's device.
-CUDA_DOUBLE_INTERNAL Outcome allocate_async(std::size_t size, cudaStream_t stream, void** out);
-CUDA_DOUBLE_INTERNAL Outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream,
+CUDA_DOUBLE_INTERNAL operation_outcome allocate_async(std::size_t size, cudaStream_t stream, void** out);
+CUDA_DOUBLE_INTERNAL operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream,
                                                       void** out);
 // p must be the start of a live pool allocation (so not nullptr).
 // from_driver: a cuMemFreeAsync(_ptsz) call (counted by kind of stream).
-CUDA_DOUBLE_INTERNAL Outcome free_async(void* p, cudaStream_t stream, bool from_driver);
+CUDA_DOUBLE_INTERNAL operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver);
 
 // ---- copies and fills
 //
 // A pointer inside a live allocation must have the whole range inside it;
 // a count of 0 does nothing and always succeeds.
 
-enum class CopyDirection {
+enum class copy_direction {
   unchecked,       // cudaMemcpy: either side may be host or device memory
   host_to_device,  // the destination must be device memory
   device_to_host,  // the source must be device memory
 };
-CUDA_DOUBLE_INTERNAL Outcome copy(void* dst, void const* src, std::size_t count, CopyDirection direction);
+CUDA_DOUBLE_INTERNAL operation_outcome copy(void* dst, void const* src, std::size_t count, copy_direction direction);
 // dst must be device memory.
-CUDA_DOUBLE_INTERNAL Outcome fill(void* dst, unsigned char value, std::size_t count);
+CUDA_DOUBLE_INTERNAL operation_outcome fill(void* dst, unsigned char value, std::size_t count);
 
 // ---- streams
 
 // flags: 0 or the non-blocking flag (cudaStreamNonBlocking == CU_STREAM_NON_BLOCKING);
-// priority is clamped to [kGreatestStreamPriority, kLeastStreamPriority].
-CUDA_DOUBLE_INTERNAL Outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out);
-CUDA_DOUBLE_INTERNAL Outcome destroy_stream(cudaStream_t stream);
-CUDA_DOUBLE_INTERNAL Outcome stream_flags(cudaStream_t stream, unsigned* out);
-// The synchronization event of the stream's device (see Model::trim_pools).
+// priority is clamped to [greatest_stream_priority, least_stream_priority].
+CUDA_DOUBLE_INTERNAL operation_outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out);
+CUDA_DOUBLE_INTERNAL operation_outcome destroy_stream(cudaStream_t stream);
+CUDA_DOUBLE_INTERNAL operation_outcome stream_flags(cudaStream_t stream, unsigned* out);
+// The synchronization event of the stream's device (see model_state::trim_pools).
 // Potentially unsafe; a capturing stream cannot be synchronized.
-CUDA_DOUBLE_INTERNAL Outcome synchronize_stream(cudaStream_t stream);
+CUDA_DOUBLE_INTERNAL operation_outcome synchronize_stream(cudaStream_t stream);
 // As synchronize_stream, without the trimming (everything is complete).
-CUDA_DOUBLE_INTERNAL Outcome query_stream(cudaStream_t stream);
+CUDA_DOUBLE_INTERNAL operation_outcome query_stream(cudaStream_t stream);
 // cuCtxSynchronize: the synchronization event of the device. Potentially unsafe.
-CUDA_DOUBLE_INTERNAL Outcome synchronize_device(int device);
+CUDA_DOUBLE_INTERNAL operation_outcome synchronize_device(int device);
 
 // ---- events
 
 // flags: CU_EVENT_* / cudaEvent* (the same values).
-CUDA_DOUBLE_INTERNAL Outcome create_event(int device, unsigned flags, cudaEvent_t* out);
-CUDA_DOUBLE_INTERNAL Outcome destroy_event(cudaEvent_t event);
-CUDA_DOUBLE_INTERNAL Outcome record_event(cudaEvent_t event, cudaStream_t stream);
+CUDA_DOUBLE_INTERNAL operation_outcome create_event(int device, unsigned flags, cudaEvent_t* out);
+CUDA_DOUBLE_INTERNAL operation_outcome destroy_event(cudaEvent_t event);
+CUDA_DOUBLE_INTERNAL operation_outcome record_event(cudaEvent_t event, cudaStream_t stream);
 // synchronize: cuEventSynchronize, else cuEventQuery. Potentially unsafe.
-CUDA_DOUBLE_INTERNAL Outcome query_event(cudaEvent_t event, bool synchronize);
-CUDA_DOUBLE_INTERNAL Outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags);
+CUDA_DOUBLE_INTERNAL operation_outcome query_event(cudaEvent_t event, bool synchronize);
+CUDA_DOUBLE_INTERNAL operation_outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags);
 
-// ---- stream capture and graphs (mode / status: the kCapture* values)
+// ---- stream capture and graphs (mode / status: the capture_mode_* and capture_status_* values)
 
-CUDA_DOUBLE_INTERNAL Outcome begin_capture(cudaStream_t stream, int mode);
-CUDA_DOUBLE_INTERNAL Outcome end_capture(cudaStream_t stream, cudaGraph_t* out);
-CUDA_DOUBLE_INTERNAL Outcome capture_status(cudaStream_t stream, int* status);
-CUDA_DOUBLE_INTERNAL Outcome exchange_capture_mode(int* mode);
-CUDA_DOUBLE_INTERNAL Outcome destroy_graph(cudaGraph_t graph);
-CUDA_DOUBLE_INTERNAL Outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count);
+CUDA_DOUBLE_INTERNAL operation_outcome begin_capture(cudaStream_t stream, int mode);
+CUDA_DOUBLE_INTERNAL operation_outcome end_capture(cudaStream_t stream, cudaGraph_t* out);
+CUDA_DOUBLE_INTERNAL operation_outcome capture_status(cudaStream_t stream, int* status);
+CUDA_DOUBLE_INTERNAL operation_outcome exchange_capture_mode(int* mode);
+CUDA_DOUBLE_INTERNAL operation_outcome destroy_graph(cudaGraph_t graph);
+CUDA_DOUBLE_INTERNAL operation_outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count);
 
 // ---- devices
 
-// cuDevicePrimaryCtxReset_v2 (see Model::reset_device).
-CUDA_DOUBLE_INTERNAL Outcome reset_device(int device);
+// cuDevicePrimaryCtxReset_v2 (see model_state::reset_device).
+CUDA_DOUBLE_INTERNAL operation_outcome reset_device(int device);
 
 // ---- peer access (only the driver double calls these; the runtime's
 // cudaDevice*PeerAccess reach them through the driver functions)
 
 // *out: 1 if contexts on `device` can be given access to `peer`'s memory, 0
 // for device == peer and under CUDA_DOUBLE_NO_PEER.
-CUDA_DOUBLE_INTERNAL Outcome can_access_peer(int device, int peer, int* out);
+CUDA_DOUBLE_INTERNAL operation_outcome can_access_peer(int device, int peer, int* out);
 // from: the calling thread's current context; peer: the handle the caller gave.
-CUDA_DOUBLE_INTERNAL Outcome enable_peer_access(Context& from, void const* peer, unsigned flags);
-CUDA_DOUBLE_INTERNAL Outcome disable_peer_access(Context& from, void const* peer);
+CUDA_DOUBLE_INTERNAL operation_outcome enable_peer_access(context_state& from, void const* peer, unsigned flags);
+CUDA_DOUBLE_INTERNAL operation_outcome disable_peer_access(context_state& from, void const* peer);
 
 // ---- pool access (cuMemPoolSetAccess / cuMemPoolGetAccess)
 
 // A CUmemAccessDesc / cudaMemAccessDesc (or, for get_pool_access, a
 // CUmemLocation / cudaMemLocation: flags unused), in the model's terms.
-struct AccessEntry {
+struct access_descriptor {
   bool on_device = false;  // location.type is the device type
   int device = 0;          // location.id
   unsigned flags = 0;      // CU_MEM_ACCESS_FLAGS_PROT_* == cudaMemAccessFlagsProt*
 };
 // entries: nullptr only with count 0. Every entry is checked before any is applied.
-CUDA_DOUBLE_INTERNAL Outcome set_pool_access(cudaMemPool_t handle, AccessEntry const* entries, std::size_t count);
-CUDA_DOUBLE_INTERNAL Outcome get_pool_access(cudaMemPool_t handle, AccessEntry const& location, unsigned* flags);
+CUDA_DOUBLE_INTERNAL operation_outcome set_pool_access(cudaMemPool_t handle, access_descriptor const* entries, std::size_t count);
+CUDA_DOUBLE_INTERNAL operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const& location, unsigned* flags);
 
 // ---- sharing between processes (the exporting half only)
 
 // The size of CUmemPoolPtrExportData, cudaMemPoolPtrExportData,
 // CUmemFabricHandle, CUipcMemHandle and cudaIpcMemHandle_t.
-inline constexpr std::size_t kShareDataSize = 64;
+inline constexpr std::size_t share_data_size = 64;
 // handle_type: one CU_MEM_HANDLE_TYPE_* / cudaMemHandleType* value; the
 // handle is written to handle_out (an int for a POSIX file descriptor,
-// kShareDataSize bytes for a fabric handle).
-CUDA_DOUBLE_INTERNAL Outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags,
+// share_data_size bytes for a fabric handle).
+CUDA_DOUBLE_INTERNAL operation_outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags,
                                          void* handle_out);
-// out: kShareDataSize bytes, or nullptr (invalid_value).
-CUDA_DOUBLE_INTERNAL Outcome export_pool_pointer(void const* p, void* out);
-CUDA_DOUBLE_INTERNAL Outcome ipc_mem_handle(void const* p, void* out);
+// out: share_data_size bytes, or nullptr (invalid_value).
+CUDA_DOUBLE_INTERNAL operation_outcome export_pool_pointer(void const* p, void* out);
+CUDA_DOUBLE_INTERNAL operation_outcome ipc_mem_handle(void const* p, void* out);
 
 }  // namespace cuda_double::operations
-
-#endif  // ASYNCSHIM_TESTS_CUDA_DOUBLE_OPERATIONS_H

@@ -1,16 +1,15 @@
-// outcome.h: the result of the CUDA TEST DOUBLES' shared model operations
-// (model.h, operations.h), in neither API's vocabulary.
+// outcome.hpp: the result of the CUDA TEST DOUBLES' shared model operations
+// (model.hpp, operations.hpp), in neither API's vocabulary.
 //
 // INTERNAL. The model serves both the runtime double (cudaError_t) and the
-// driver double (CUresult); it answers with an Outcome and each API maps it to
+// driver double (CUresult); it answers with an operation_outcome and each API maps it to
 // its own error code (to_cuda_error in runtime_api.cpp, to_cu_result in
 // driver_api.cpp), so neither API's codes leak into the other.
-#ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_OUTCOME_H
-#define ASYNCSHIM_TESTS_CUDA_DOUBLE_OUTCOME_H
+#pragma once
 
 namespace cuda_double {
 
-enum class Outcome {
+enum class operation_outcome {
   ok,
   invalid_value,    // a bad argument, or a handle/pointer the model does not know
   out_of_memory,    // the device (or the pool) has not enough memory left
@@ -18,7 +17,7 @@ enum class Outcome {
   not_supported,    // memory pools are configured off, or an unsupported handle type
   invalid_handle,   // a stream that is not a live one
   invalid_context,  // a special stream needs a current context and there is none
-  // Stream capture (see cuda_double.h).
+  // Stream capture (see cuda_double.hpp).
   capture_unsupported,   // not allowed during capture (a prohibited potentially unsafe call, ...)
   capture_implicit,      // a prohibited legacy-stream call while a blocking stream captures
   capture_invalidated,   // work for, or the end of, an invalidated capture
@@ -26,7 +25,7 @@ enum class Outcome {
   capture_merge,         // waiting on an event of another ongoing capture
   captured_event,        // query/sync/wait of an event last recorded in a capture
   illegal_state,         // beginning a capture twice, ending one that is not there
-  // Peer access and sharing (see cuda_double.h).
+  // Peer access and sharing (see cuda_double.hpp).
   peer_unsupported,      // the devices cannot access each other (CUDA_DOUBLE_NO_PEER)
   peer_already_enabled,  // enabling peer access twice
   peer_not_enabled,      // disabling peer access that is not enabled
@@ -34,5 +33,3 @@ enum class Outcome {
 };
 
 }  // namespace cuda_double
-
-#endif  // ASYNCSHIM_TESTS_CUDA_DOUBLE_OUTCOME_H

@@ -1,21 +1,20 @@
-// shared_devices.h: CUDA_DOUBLE_SHARED_MEMORY=<file> (see cuda_double.h).
+// shared_devices.hpp: CUDA_DOUBLE_SHARED_MEMORY=<file> (see cuda_double.hpp).
 // Processes that name the same file share the devices' memory, as processes on
 // one GPU do: what each live process takes (its allocations and its pools'
 // reservations) is free to none of the others. The file holds one slot per
 // process (its pid and the bytes it takes on each of the first
-// kSharedDevices devices); a slot whose process has ended counts for
+// shared_device_count devices); a slot whose process has ended counts for
 // nothing. INTERNAL to the driver double.
-#ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_SHARED_DEVICES_H
-#define ASYNCSHIM_TESTS_CUDA_DOUBLE_SHARED_DEVICES_H
+#pragma once
 
 #include <cstdint>
 
 namespace cuda_double {
 
-inline constexpr int kSharedDevices = 8;  // devices past these are not shared
-inline constexpr int kSharedSlots = 64;   // processes sharing one file at a time
+inline constexpr int shared_device_count = 8;  // devices past these are not shared
+inline constexpr int shared_slots = 64;   // processes sharing one file at a time
 
-class SharedDevices {
+class shared_memory_file {
  public:
   // Bytes of `device` the other live processes take (0 without the file).
   std::uint64_t taken_by_others(int device);
@@ -23,8 +22,6 @@ class SharedDevices {
   void publish(int device, std::uint64_t bytes);
 };
 
-SharedDevices& shared_devices();
+shared_memory_file& shared_devices();
 
 }  // namespace cuda_double
-
-#endif  // ASYNCSHIM_TESTS_CUDA_DOUBLE_SHARED_DEVICES_H

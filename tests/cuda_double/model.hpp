@@ -1,4 +1,4 @@
-// model.h: the state of the CUDA TEST DOUBLES (see cuda_double.h): configuration,
+// model.hpp: the state of the CUDA TEST DOUBLES (see cuda_double.hpp): configuration,
 // devices and their primary contexts, pools, streams, events, stream captures
 // and the graphs they end in, the allocation registry, counters and the
 // per-thread state (context stack, capture mode).
@@ -9,14 +9,13 @@
 // names) for one user only: the runtime double (libcudart_double.so), so that
 // both libraries work on the same devices, allocations, pools and streams. The
 // exported CUDA functions of either library never call each other by name;
-// they share code through this namespace (here and in operations.h), and the
+// they share code through this namespace (here and in operations.hpp), and the
 // runtime double reaches the driver's stream, event, capture, synchronization,
 // reset, peer access, pool access, export and IPC functions only through
 // pointers it fetched with
 // cuGetProcAddress_v2 (as the real runtime does), so an interposer sees
 // exactly the CUDA calls that the program and the real runtime would make.
-#ifndef ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
-#define ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H
+#pragma once
 
 #include <array>
 #include <atomic>
@@ -33,57 +32,58 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_double.h"
-#include "outcome.h"
+#include "cuda_double.hpp"
+#include "outcome.hpp"
 
 // Exported by libcuda.so.1 for libcudart_double.so only (see above).
 #define CUDA_DOUBLE_INTERNAL __attribute__((visibility("default")))
 
 namespace cuda_double {
 
-inline constexpr std::uint64_t kDefaultMemory = 8ULL << 30;  // 8 GiB per device
-inline constexpr unsigned kDefaultPoolHandleTypes =
+inline constexpr std::uint64_t default_memory = 8ULL << 30;  // 8 GiB per device
+inline constexpr unsigned default_pool_handle_types =
     cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric;  // 9, as on an H200
-inline constexpr std::uint64_t kPoolGranularity = 2ULL << 20;      // pools grow in 2 MiB steps
-inline constexpr std::size_t kAllocationAlignment = 256;           // like cudaMalloc
-inline constexpr int kMaxDevices = 1024;
-inline constexpr int kDriverVersion = 13000;
-inline constexpr int kRuntimeVersion = 13000;
-inline constexpr int kComputeCapabilityMajor = 9;  // an H200
-inline constexpr int kComputeCapabilityMinor = 0;
-inline constexpr std::size_t kMaxContextStackDepth = 256;  // per thread
+inline constexpr std::uint64_t pool_granularity = 2ULL << 20;      // pools grow in 2 MiB steps
+inline constexpr std::size_t allocation_alignment = 256;           // like cudaMalloc
+inline constexpr int max_devices = 1024;
+inline constexpr int driver_version = 13000;
+inline constexpr int runtime_version = 13000;
+inline constexpr int compute_capability_major = 9;  // an H200
+inline constexpr int compute_capability_minor = 0;
+inline constexpr std::size_t max_context_stack_depth = 256;  // per thread
 // Stream priorities (lower is higher), as cuCtxGetStreamPriorityRange reports
 // on an H200; others are clamped into the range.
-inline constexpr int kLeastStreamPriority = 0;
-inline constexpr int kGreatestStreamPriority = -5;
+inline constexpr int least_stream_priority = 0;
+inline constexpr int greatest_stream_priority = -5;
 // Capture modes and statuses: CUstreamCaptureMode / cudaStreamCaptureMode and
 // CUstreamCaptureStatus / cudaStreamCaptureStatus (same values in both APIs).
-inline constexpr int kCaptureModeGlobal = 0;
-inline constexpr int kCaptureModeThreadLocal = 1;
-inline constexpr int kCaptureModeRelaxed = 2;
-inline constexpr int kCaptureStatusNone = 0;
-inline constexpr int kCaptureStatusActive = 1;
-inline constexpr int kCaptureStatusInvalidated = 2;
+inline constexpr int capture_mode_global = 0;
+inline constexpr int capture_mode_thread_local = 1;
+inline constexpr int capture_mode_relaxed = 2;
+inline constexpr int capture_status_none = 0;
+inline constexpr int capture_status_active = 1;
+inline constexpr int capture_status_invalidated = 2;
 
 // The environment controls, parsed once (thread-safely) at first use.
-struct Config {
+struct configuration {
   int devices = 1;
   bool no_driver = false;
-  std::uint64_t memory = kDefaultMemory;
+  std::uint64_t memory = default_memory;
   bool no_pools = false;
-  unsigned pool_handle_types = kDefaultPoolHandleTypes;
+  unsigned pool_handle_types = default_pool_handle_types;
   bool no_peer = false;    // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
   bool fabric_ok = false;  // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
   std::string shared_memory;  // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
 };
-CUDA_DOUBLE_INTERNAL Config const& config();
+CUDA_DOUBLE_INTERNAL configuration const& config();
 
 // How a device may access a pool's memory: CUmemAccess_flags /
-// cudaMemAccessFlags values (the same in both APIs). Its own (hidden) type
-// keeps the containers' code out of the dynamic symbol tables.
-enum class Access : unsigned char { none = 0, read = 1, read_write = 3 };
+// cudaMemAccessFlags values (the same in both APIs). The standard library
+// code instantiated over the model's types is kept out of the dynamic symbol
+// tables by the libraries' version scripts (cuda_driver_double.map).
+enum class access_level : unsigned char { none = 0, read = 1, read_write = 3 };
 
-struct Pool {
+struct pool_state {
   std::uint64_t id = 0;  // 1, 2, ... in order of creation, never reused
   int device = 0;
   unsigned handle_types = 0;
@@ -100,37 +100,36 @@ struct Pool {
   int reuse_allow_internal_dependencies = 1;
   // The access of the other devices, by ordinal (missing entries: none); the
   // pool's own device always has read_write (cuMemPoolSetAccess).
-  std::vector<Access> access;
+  std::vector<access_level> access;
 };
 
-struct Stream {
+struct stream_state {
   int device = 0;
   unsigned flags = 0;
   int priority = 0;
   std::uint64_t capture = 0;  // id of its ongoing capture, 0 if none
 };
 
-// A device pointer as a key. Its own (hidden) type keeps the containers'
-// code out of the libraries' dynamic symbol tables (a std::set<void*> would
-// be exported).
-enum class Address : std::uintptr_t {};
-inline Address address_of(void const* p) { return static_cast<Address>(reinterpret_cast<std::uintptr_t>(p)); }
+// A device pointer as a key (a type of its own, so that it cannot be mixed up
+// with other integers).
+enum class device_address : std::uintptr_t {};
+inline device_address address_of(void const* p) { return static_cast<device_address>(reinterpret_cast<std::uintptr_t>(p)); }
 
 // An ongoing stream capture (from cuStreamBeginCapture_v2 until
 // cuStreamEndCapture, or until its stream or device goes away).
-struct Capture {
+struct capture_state {
   std::uint64_t id = 0;  // never 0, never reused
   int device = 0;
-  Stream* stream = nullptr;     // nullptr: the per-thread default stream of (thread, device)
+  stream_state* stream = nullptr;     // nullptr: the per-thread default stream of (thread, device)
   std::uint64_t thread = 0;     // thread_token() of the thread that began it
-  int mode = kCaptureModeGlobal;
+  int mode = capture_mode_global;
   bool blocking = true;         // its stream synchronizes with the legacy stream
   bool invalidated = false;
   std::uint64_t nodes = 0;      // operations captured
-  std::set<Address> freed;      // pointers freed by captured frees
+  std::set<device_address> freed;      // pointers freed by captured frees
 };
 
-struct Event {
+struct event_state {
   int device = 0;
   unsigned flags = 0;
   std::uint64_t captured_in = 0;  // the capture it was last recorded in; 0: recorded outside (or never)
@@ -138,41 +137,40 @@ struct Event {
 
 // What cuStreamEndCapture hands out. Allocations captured in its capture
 // (tagged with capture) live until the graph is destroyed.
-struct Graph {
+struct graph_state {
   std::uint64_t capture = 0;
   std::vector<char> nodes;  // one byte per node; the CUgraphNode tokens are their addresses
 };
 
 // What cuda_double_pointer_kind reports.
-enum class AllocationKind : int { runtime = 1, pool = 2, driver = 3 };
+enum class allocation_kind : int { runtime = 1, pool = 2, driver = 3 };
 
-struct Allocation {
+struct allocation_record {
   std::size_t size = 0;
   int device = 0;
-  Pool* pool = nullptr;  // set exactly for AllocationKind::pool
-  AllocationKind kind = AllocationKind::runtime;
+  pool_state* pool = nullptr;  // set exactly for allocation_kind::pool
+  allocation_kind kind = allocation_kind::runtime;
   std::uint64_t capture = 0;  // the capture that allocated it (a graph's memory); 0: none
   std::uint64_t serial = 0;   // 1, 2, ... in order of allocation, never reused (even for a reused address)
 };
 
 // A device's primary context; CUcontext is a pointer to one of these. Contexts
 // are never destroyed (not even when the retain count drops to 0).
-struct Context {
+struct context_state {
   int device = 0;
-  int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by Model::mu
-  std::set<Context const*> peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by Model::mu
+  int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by model_state::mu
+  std::set<context_state const*> peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by model_state::mu
 };
 
-struct Device {
+struct device_state {
   std::uint64_t used = 0;      // bytes in live cudaMalloc / cuMemAlloc allocations
   std::uint64_t reserved = 0;  // sum of reserved over the live pools on this device
-  Pool* default_pool = nullptr;
+  pool_state* default_pool = nullptr;
 };
 
 // Orders cuGetProcAddress symbol names; lets a map be searched with a C string
-// (no allocation). Its own (hidden) type keeps the map's code out of the
-// libraries' dynamic symbol tables.
-struct NameLess {
+// (no allocation).
+struct name_less {
   using is_transparent = void;
   bool operator()(std::string const& a, std::string const& b) const { return a < b; }
   bool operator()(std::string const& a, char const* b) const { return a.compare(b) < 0; }
@@ -180,7 +178,7 @@ struct NameLess {
 };
 
 // In the order of struct cuda_double_counters; all() lists every one of them.
-struct Counters {
+struct counter_set {
   std::atomic<unsigned long long> native_mallocs{0}, native_frees{0}, pool_allocs{0},
       pool_frees{0}, pools_created{0}, pools_destroyed{0}, failed_calls{0}, driver_mallocs{0},
       driver_frees{0}, streams_created{0}, streams_destroyed{0}, events_recorded{0}, stream_waits{0},
@@ -189,8 +187,8 @@ struct Counters {
       free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
       peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
       pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0};
-  static constexpr std::size_t kCount = 30;
-  std::array<std::atomic<unsigned long long>*, kCount> all() {
+  static constexpr std::size_t counter_count = 30;
+  std::array<std::atomic<unsigned long long>*, counter_count> all() {
     return {&native_mallocs,        &native_frees,           &pool_allocs,
             &pool_frees,            &pools_created,          &pools_destroyed,
             &failed_calls,          &driver_mallocs,         &driver_frees,
@@ -203,29 +201,29 @@ struct Counters {
             &pool_handle_exports,   &pool_pointer_exports,   &ipc_mem_handles};
   }
 };
-static_assert(sizeof(cuda_double_counters) == Counters::kCount * sizeof(unsigned long long));
+static_assert(sizeof(cuda_double_counters) == counter_set::counter_count * sizeof(unsigned long long));
 
 // Everything but the counters, the contexts' device fields and the
 // thread-locals is guarded by mu. The class is exported whole (its non-inline
 // members are defined in the driver double).
-class CUDA_DOUBLE_INTERNAL Model {
+class CUDA_DOUBLE_INTERNAL model_state {
  public:
-  explicit Model(Config const& config);
+  explicit model_state(configuration const& config);
 
   std::mutex mu;
-  Counters counters;
+  counter_set counters;
   cudaStream_t last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_free_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_wait_stream = CUDA_DOUBLE_NO_STREAM;
-  std::map<std::string, unsigned long long, NameLess> proc_lookups;  // cuGetProcAddress calls by symbol
+  std::map<std::string, unsigned long long, name_less> proc_lookups;  // cuGetProcAddress calls by symbol
 
   int device_count() const { return static_cast<int>(devices_.size()); }
   bool valid_device(int device) const { return device >= 0 && device < device_count(); }
-  Device& device(int d) { return devices_[static_cast<std::size_t>(d)]; }
+  device_state& device(int d) { return devices_[static_cast<std::size_t>(d)]; }
 
   // Contexts: one primary context per device, at a fixed address.
-  Context* primary_context(int device);        // device must be valid
-  Context* find_context(void const* handle);  // nullptr unless a primary context
+  context_state* primary_context(int device);        // device must be valid
+  context_state* find_context(void const* handle);  // nullptr unless a primary context
 
   // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor
   // reserved by a pool, of this process or (CUDA_DOUBLE_SHARED_MEMORY) of the
@@ -233,44 +231,44 @@ class CUDA_DOUBLE_INTERNAL Model {
   std::uint64_t free_bytes(int device);
 
   // Allocation registry.
-  std::map<std::uintptr_t, Allocation> const& allocations() const { return allocations_; }
-  Allocation const* find_allocation(void const* p) const;  // exact start only
+  std::map<std::uintptr_t, allocation_record> const& allocations() const { return allocations_; }
+  allocation_record const* find_allocation(void const* p) const;  // exact start only
   // The live allocation containing p (its start or inside), if any.
-  std::pair<void*, Allocation const*> allocation_containing(void const* p) const;
+  std::pair<void*, allocation_record const*> allocation_containing(void const* p) const;
   // A range [p, p + count) that starts inside a live allocation ends inside it.
   bool range_ok(void const* p, std::size_t count) const;
-  // Accounting plus host memory; Outcome::out_of_memory if either says no.
+  // Accounting plus host memory; operation_outcome::out_of_memory if either says no.
   // kind: runtime (cudaMalloc) or driver (cuMemAlloc).
-  Outcome allocate_native(int device, std::size_t size, AllocationKind kind, void** out);
+  operation_outcome allocate_native(int device, std::size_t size, allocation_kind kind, void** out);
   // capture: the id of the capture that makes it (a graph's memory), or 0.
-  Outcome allocate_from_pool(Pool& pool, std::size_t size, void** out, std::uint64_t capture = 0);
+  operation_outcome allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture = 0);
   // Releases a live allocation (of any kind) found by find_allocation.
   void release(void* p);
   // Releases every live allocation tagged with capture id `capture`.
   void release_captured(std::uint64_t capture);
 
   // Pools.
-  Pool* find_pool(void const* handle);  // live pools only
-  Pool& create_pool(int device, unsigned handle_types, std::uint64_t max_size, bool is_default);
-  void destroy_pool(Pool& pool);  // frees whatever is still allocated from it
-  void set_reserved(Pool& pool, std::uint64_t reserved);
+  pool_state* find_pool(void const* handle);  // live pools only
+  pool_state& create_pool(int device, unsigned handle_types, std::uint64_t max_size, bool is_default);
+  void destroy_pool(pool_state& pool);  // frees whatever is still allocated from it
+  void set_reserved(pool_state& pool, std::uint64_t reserved);
   // What `device` may do with the pool's memory (its own device: read_write).
-  static Access pool_access(Pool const& pool, int device);
-  void set_pool_access(Pool& pool, int device, Access access);  // device: not the pool's own
+  static access_level pool_access(pool_state const& pool, int device);
+  void set_pool_access(pool_state& pool, int device, access_level access);  // device: not the pool's own
 
   // Peer access (cuCtxEnablePeerAccess): whether `from` may access `to`'s memory.
-  static bool peer_enabled(Context const& from, Context const& to) { return from.peers.count(&to) != 0; }
+  static bool peer_enabled(context_state const& from, context_state const& to) { return from.peers.count(&to) != 0; }
   // Whether `device` may access the live allocation `a`: its own device, a
   // device whose context has peer access to the owner's (cudaMalloc and
   // cuMemAlloc memory), or a device the pool grants access (pool memory).
-  bool can_access(int device, Allocation const& a);
+  bool can_access(int device, allocation_record const& a);
   void trim_pools(int device);  // the "synchronization event": reserved -> max(used, threshold)
   // cuMemPoolTrimTo: reserved -> max(used, min(reserved, keep)).
-  void trim_pool(Pool& pool, std::uint64_t keep);
+  void trim_pool(pool_state& pool, std::uint64_t keep);
   // attr: a cudaMemPoolAttr (the CUmemPool_attribute values are the same).
-  // Outcome::invalid_value for attributes that cannot be set / read.
-  static Outcome set_pool_attribute(Pool& pool, int attr, void const* value);
-  static Outcome get_pool_attribute(Pool const& pool, int attr, void* value);
+  // operation_outcome::invalid_value for attributes that cannot be set / read.
+  static operation_outcome set_pool_attribute(pool_state& pool, int attr, void const* value);
+  static operation_outcome get_pool_attribute(pool_state const& pool, int attr, void* value);
 
   // Streams (cudaStream_t and CUstream are the same type).
   static bool is_special_stream(cudaStream_t s);  // 0, legacy or per-thread
@@ -278,33 +276,33 @@ class CUDA_DOUBLE_INTERNAL Model {
   // The device of a valid stream; the special streams stand for current_device.
   int stream_device(cudaStream_t s, int current_device) const;
   static bool is_legacy_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
-  Stream* find_stream(cudaStream_t s);  // live created streams only
+  stream_state* find_stream(cudaStream_t s);  // live created streams only
   cudaStream_t create_stream(int device, unsigned flags, int priority);
   bool destroy_stream(cudaStream_t s);  // false: not a live created stream; drops its capture
 
   // Events (cudaEvent_t and CUevent are the same type).
-  Event* find_event(void const* handle);  // live events only
+  event_state* find_event(void const* handle);  // live events only
   void* create_event(int device, unsigned flags);
   bool destroy_event(void const* handle);  // false: not a live event
 
   // Stream captures. The capture of a valid stream: a created stream's own,
   // the calling thread's per-thread default stream of `device` for
   // cudaStreamPerThread; never one for the legacy stream. nullptr if none.
-  Capture* capture_of(cudaStream_t s, int device);
-  Capture* find_capture(std::uint64_t id);  // ongoing captures only
+  capture_state* capture_of(cudaStream_t s, int device);
+  capture_state* find_capture(std::uint64_t id);  // ongoing captures only
   // Starts a capture on a valid, non-legacy stream that has none.
-  Capture& begin_capture(cudaStream_t s, int device, int mode);
+  capture_state& begin_capture(cudaStream_t s, int device, int mode);
   // Forgets an ongoing capture (the stream is no longer capturing); with
   // release_allocations, what it allocated is released too.
-  void end_capture(Capture& capture, bool release_allocations);
-  std::map<std::uint64_t, Capture>& captures() { return captures_; }
+  void end_capture(capture_state& capture, bool release_allocations);
+  std::map<std::uint64_t, capture_state>& captures() { return captures_; }
   // Marks a capture invalidated, counting it the first time.
-  void invalidate(Capture& capture);
+  void invalidate(capture_state& capture);
 
   // Graphs.
-  void* create_graph(Capture const& capture);
-  Graph* find_graph(void const* handle);  // live graphs only
-  void destroy_graph(Graph& graph);       // releases the allocations of its capture
+  void* create_graph(capture_state const& capture);
+  graph_state* find_graph(void const* handle);  // live graphs only
+  void destroy_graph(graph_state& graph);       // releases the allocations of its capture
 
   // cuDevicePrimaryCtxReset: every allocation, non-default pool, created
   // stream, event and capture of the device goes; the default pool starts
@@ -312,34 +310,34 @@ class CUDA_DOUBLE_INTERNAL Model {
   void reset_device(int device);
 
  private:
-  std::vector<Device> devices_;
-  std::vector<Context> contexts_;  // one per device, never resized
-  std::map<std::uintptr_t, Allocation> allocations_;
-  std::unordered_set<Pool*> live_pools_;
-  std::unordered_set<Stream*> live_streams_;
-  std::unordered_set<Event*> live_events_;
-  std::unordered_set<Graph*> live_graphs_;
-  std::map<std::uint64_t, Capture> captures_;  // the ongoing ones, by id
+  std::vector<device_state> devices_;
+  std::vector<context_state> contexts_;  // one per device, never resized
+  std::map<std::uintptr_t, allocation_record> allocations_;
+  std::unordered_set<pool_state*> live_pools_;
+  std::unordered_set<stream_state*> live_streams_;
+  std::unordered_set<event_state*> live_events_;
+  std::unordered_set<graph_state*> live_graphs_;
+  std::map<std::uint64_t, capture_state> captures_;  // the ongoing ones, by id
   std::uint64_t next_capture_id_ = 1;
   std::uint64_t next_allocation_serial_ = 1;
   // Every pool, stream, event and graph ever created, destroyed ones
   // included: their memory is never reused, so a stale handle can never alias
   // a newer object.
-  std::vector<std::unique_ptr<Pool>> all_pools_;
-  std::vector<std::unique_ptr<Stream>> all_streams_;
-  std::vector<std::unique_ptr<Event>> all_events_;
-  std::vector<std::unique_ptr<Graph>> all_graphs_;
+  std::vector<std::unique_ptr<pool_state>> all_pools_;
+  std::vector<std::unique_ptr<stream_state>> all_streams_;
+  std::vector<std::unique_ptr<event_state>> all_events_;
+  std::vector<std::unique_ptr<graph_state>> all_graphs_;
 
   void* host_allocate(std::size_t size);
-  void insert_allocation(void* p, Allocation const& a);
+  void insert_allocation(void* p, allocation_record const& a);
   // After this process's used or reserved bytes on `device` changed: tells
-  // the processes sharing the devices (shared_devices.h).
+  // the processes sharing the devices (shared_devices.hpp).
   void taken_changed(int device);
 };
 
 // The process-wide model; built at first use and never destroyed, so that calls
 // made from other libraries' static destructors or atexit handlers still work.
-CUDA_DOUBLE_INTERNAL Model& model();
+CUDA_DOUBLE_INTERNAL model_state& model();
 
 // cudaErrorInsufficientDriver / cudaErrorNoDevice when the configuration says
 // so, else cudaSuccess.
@@ -351,34 +349,32 @@ CUDA_DOUBLE_INTERNAL void initialize();
 CUDA_DOUBLE_INTERNAL bool initialized();
 
 // Counts one failed call of an exported CUDA function (either library),
-// except inside a runtime call (see RuntimeCall): a driver function that the
+// except inside a runtime call (see runtime_call_scope): a driver function that the
 // runtime double called for the program does not count on its own, the
 // runtime function that failed with it does.
 CUDA_DOUBLE_INTERNAL void count_failure() noexcept;
 
 // Marks the calling thread as inside a runtime double function while alive.
-class CUDA_DOUBLE_INTERNAL RuntimeCall {
+class CUDA_DOUBLE_INTERNAL runtime_call_scope {
  public:
-  RuntimeCall();
-  ~RuntimeCall();
-  RuntimeCall(RuntimeCall const&) = delete;
-  RuntimeCall& operator=(RuntimeCall const&) = delete;
+  runtime_call_scope();
+  ~runtime_call_scope();
+  runtime_call_scope(runtime_call_scope const&) = delete;
+  runtime_call_scope& operator=(runtime_call_scope const&) = delete;
 };
 
 // A number for the calling thread, unique in the process (never 0, never reused).
 CUDA_DOUBLE_INTERNAL std::uint64_t thread_token();
 // The calling thread's stream capture mode (cuThreadExchangeStreamCaptureMode;
-// kCaptureModeGlobal at start).
+// capture_mode_global at start).
 CUDA_DOUBLE_INTERNAL int capture_mode();
 CUDA_DOUBLE_INTERNAL void set_capture_mode(int mode);
 
 // The calling thread's context stack (the driver's per-thread state).
-CUDA_DOUBLE_INTERNAL Context* current_context();  // top of the stack, or nullptr
+CUDA_DOUBLE_INTERNAL context_state* current_context();  // top of the stack, or nullptr
 // cuCtxSetCurrent: replaces the top (pushes onto an empty stack); nullptr pops.
-CUDA_DOUBLE_INTERNAL void set_current_context(Context* context);
-CUDA_DOUBLE_INTERNAL bool push_context(Context* context);  // false: the stack is full
-CUDA_DOUBLE_INTERNAL Context* pop_context();               // nullptr: the stack was empty
+CUDA_DOUBLE_INTERNAL void set_current_context(context_state* context);
+CUDA_DOUBLE_INTERNAL bool push_context(context_state* context);  // false: the stack is full
+CUDA_DOUBLE_INTERNAL context_state* pop_context();               // nullptr: the stack was empty
 
 }  // namespace cuda_double
-
-#endif  // ASYNCSHIM_TESTS_CUDA_DOUBLE_MODEL_H

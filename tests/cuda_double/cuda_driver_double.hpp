@@ -1,6 +1,6 @@
-// cuda_driver_double.h: the functions that the CUDA driver TEST DOUBLE
+// cuda_driver_double.hpp: the functions that the CUDA driver TEST DOUBLE
 // (libcuda.so.1 in the build tree's tests/cuda_double/driver/; see
-// cuda_double.h for what it models) exports but cuda.h does not declare under
+// cuda_double.hpp for what it models) exports but cuda.h does not declare under
 // their own names, for tests that call them directly:
 //   * the per-thread-default-stream variants (_ptsz), which cuda.h declares only
 //     when compiling with CUDA_API_PER_THREAD_DEFAULT_STREAM (and then under the
@@ -11,14 +11,13 @@
 //   * likewise the CUDA 2.0 cuStreamDestroy ("#define cuStreamDestroy
 //     cuStreamDestroy_v2"): here cuStreamDestroy_v1, bound to "cuStreamDestroy".
 // Everything else the driver double exports is declared by cuda.h.
-#ifndef ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
-#define ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
+#pragma once
 
 #include <stddef.h>
 
 #include <cuda.h>
 
-#include "cuda_double.h"
+#include "cuda_double.hpp"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,5 +43,3 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v1(CUstream hStream) __asm__("c
 #ifdef __cplusplus
 }  // extern "C"
 #endif
-
-#endif  // ASYNCSHIM_TESTS_CUDA_DRIVER_DOUBLE_H
