@@ -12,9 +12,7 @@ std::string describe(settings const& values)
 {
   std::string line;
   for (detail::variable const& entry : detail::variable_table()) {
-    if (!line.empty()) {
-      line += ' ';
-    }
+    if (!line.empty()) { line += ' '; }
     line += entry.describe_key;
     line += '=';
     line += entry.show(values);

@@ -26,14 +26,15 @@ constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
 constexpr std::uint64_t longest_ms = std::uint64_t{24} * 60 * 60 * 1000;
 
 // digits * multiple + floor(0.fraction * multiple), or nothing on overflow.
-std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fraction, std::uint64_t multiple) {
+std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fraction, std::uint64_t multiple)
+{
   std::uint64_t value = 0;
   for (char c : digits) {
     auto const d = static_cast<std::uint64_t>(c - '0');
-    if (value > (max_u64 - d) / 10) return std::nullopt;
+    if (value > (max_u64 - d) / 10) { return std::nullopt; }
     value = value * 10 + d;
   }
-  if (value > max_u64 / multiple) return std::nullopt;
+  if (value > max_u64 / multiple) { return std::nullopt; }
   value *= multiple;
   // Only the first digits of the fraction can matter for a multiple of at most 1000.
   std::uint64_t part = 0;
@@ -43,7 +44,7 @@ std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fr
     scale *= 10;
   }
   std::uint64_t const extra = part * multiple / scale;
-  if (extra > max_u64 - value) return std::nullopt;
+  if (extra > max_u64 - value) { return std::nullopt; }
   return value + extra;
 }
 
@@ -52,9 +53,10 @@ std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fr
 namespace {
 
 // Zero stays zero (never); anything else must be 1 ms .. 24 h.
-std::optional<std::uint64_t> in_range(std::optional<std::uint64_t> ms, bool zero_written) {
-  if (!ms) return std::nullopt;
-  if (*ms == 0) return zero_written ? ms : std::nullopt;
+std::optional<std::uint64_t> in_range(std::optional<std::uint64_t> ms, bool zero_written)
+{
+  if (!ms) { return std::nullopt; }
+  if (*ms == 0) { return zero_written ? ms : std::nullopt; }
   return *ms <= longest_ms ? ms : std::nullopt;
 }
 
@@ -62,31 +64,39 @@ bool all_zero(std::string_view digits) { return digits.find_first_not_of('0') ==
 
 }  // namespace
 
-std::optional<std::uint64_t> parse_duration_ms(std::string_view text) {
+std::optional<std::uint64_t> parse_duration_ms(std::string_view text)
+{
   text = detail::trim(text);
-  if (detail::iequals(text, "off") || text == "0") return 0;
+  if (detail::iequals(text, "off") || text == "0") { return 0; }
   std::size_t pos = 0;
-  while (pos < text.size() && detail::is_digit(text[pos])) ++pos;
+  while (pos < text.size() && detail::is_digit(text[pos])) {
+    ++pos;
+  }
   std::string_view const digits = text.substr(0, pos);
-  if (digits.empty()) return std::nullopt;
+  if (digits.empty()) { return std::nullopt; }
   std::string_view fraction;
   if (pos < text.size() && text[pos] == '.') {
     std::size_t const start = ++pos;
-    while (pos < text.size() && detail::is_digit(text[pos])) ++pos;
+    while (pos < text.size() && detail::is_digit(text[pos])) {
+      ++pos;
+    }
     fraction = text.substr(start, pos - start);
-    if (fraction.empty()) return std::nullopt;
+    if (fraction.empty()) { return std::nullopt; }
   }
-  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
+  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) {
+    ++pos;
+  }
   std::string_view const unit = text.substr(pos);
   bool const zero = all_zero(digits) && all_zero(fraction);
-  if (detail::iequals(unit, "ms")) return in_range(scaled(digits, fraction, 1), zero);
-  if (detail::iequals(unit, "s")) return in_range(scaled(digits, fraction, 1000), zero);
+  if (detail::iequals(unit, "ms")) { return in_range(scaled(digits, fraction, 1), zero); }
+  if (detail::iequals(unit, "s")) { return in_range(scaled(digits, fraction, 1000), zero); }
   return std::nullopt;
 }
 
-std::string duration_text(std::uint64_t milliseconds) {
-  if (milliseconds == 0) return "off";
-  if (milliseconds % 1000 == 0) return fmt::format("{}s", milliseconds / 1000);
+std::string duration_text(std::uint64_t milliseconds)
+{
+  if (milliseconds == 0) { return "off"; }
+  if (milliseconds % 1000 == 0) { return fmt::format("{}s", milliseconds / 1000); }
   return fmt::format("{}ms", milliseconds);
 }
 

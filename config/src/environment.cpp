@@ -24,10 +24,11 @@ struct entry {
 };
 
 // "NAME=VALUE" split at the first '='; an entry without '=' has no value.
-entry split(char const* text) {
+entry split(char const* text)
+{
   std::string_view const whole(text);
   auto const eq = whole.find('=');
-  if (eq == std::string_view::npos) return {whole, {}};
+  if (eq == std::string_view::npos) { return {whole, {}}; }
   return {whole.substr(0, eq), whole.substr(eq + 1)};
 }
 
@@ -49,25 +50,17 @@ parse_result parse_environment(char const* const* envp)
   for (char const* const* it = envp; it != nullptr && *it != nullptr; ++it) {
     auto const [name, value] = split(*it);
     if (auto const index = detail::variable_index(name)) {
-      if (seen[*index]) {
-        continue;
-      }
+      if (seen[*index]) { continue; }
       seen[*index] = true;
-      if (!value.empty()) {
-        found[*index] = value;
-      }
+      if (!value.empty()) { found[*index] = value; }
       continue;
     }
-    if (!detail::istarts_with(name, prefix) || value.empty()) {
-      continue;
-    }
+    if (!detail::istarts_with(name, prefix) || value.empty()) { continue; }
     bool repeated = false;
     for (std::string_view const earlier : unknown) {
       repeated = repeated || earlier == name;
     }
-    if (!repeated) {
-      unknown.push_back(name);
-    }
+    if (!repeated) { unknown.push_back(name); }
   }
 
   auto report = [&](log_level level, std::string text) {
@@ -77,23 +70,16 @@ parse_result parse_environment(char const* const* envp)
   // In the table's order; what an invalid value does is the table's too.
   std::size_t invalid = 0;  // invalid values that disable the shim
   for (std::size_t i = 0; i < table.size(); ++i) {
-    if (!found[i]) {
-      continue;
-    }
+    if (!found[i]) { continue; }
     auto message = table[i].apply(table[i], *found[i], values);
-    if (!message) {
-      continue;
-    }
+    if (!message) { continue; }
     report(log_level::error, std::move(*message));
-    if (table[i].info.invalid == on_invalid::disables) {
-      ++invalid;
-    }
+    if (table[i].info.invalid == on_invalid::disables) { ++invalid; }
   }
 
   for (std::string_view const name : unknown) {
     std::string const upper_name = detail::upper(name);
-    report(log_level::warn,
-           detail::unknown_variable_message(name, detail::closest_name(upper_name, known), known));
+    report(log_level::warn, detail::unknown_variable_message(name, detail::closest_name(upper_name, known), known));
   }
 
   // Until the summary below, only the kill switch sets `disabled`.

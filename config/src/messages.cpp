@@ -10,7 +10,8 @@ namespace {
 
 constexpr std::string_view native_allocator = "cudaMalloc and cudaFree go to the native allocator unchanged";
 
-std::string_view power_of_1024(char unit_letter) {
+std::string_view power_of_1024(char unit_letter)
+{
   switch (unit_letter) {
     case 'K': return "1024";
     case 'M': return "1024^2";
@@ -22,7 +23,8 @@ std::string_view power_of_1024(char unit_letter) {
 }  // namespace
 
 std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why,
-                                 std::string_view accepted) {
+                                 std::string_view accepted)
+{
   switch (why.error) {
     case size_error::ambiguous_unit:
       return fmt::format("{}={} is ambiguous: write {}{}iB ({} x {} bytes) or give the number of bytes", name,
@@ -39,42 +41,46 @@ std::string invalid_size_message(std::string_view name, std::string_view value, 
                          "GiB): expected {}",
                          name, quoted(value), accepted);
     case size_error::none:
-    case size_error::syntax:
-      break;
+    case size_error::syntax: break;
   }
   return fmt::format("{}={} is not a valid size: expected {}", name, quoted(value), accepted);
 }
 
 std::string half_free_not_allowed_message(std::string_view name, std::string_view value, std::string_view accepted,
-                                          std::string_view initial_pool_size_name) {
+                                          std::string_view initial_pool_size_name)
+{
   return fmt::format("{}={} is not a valid size: half-free (half of the device's free memory) is accepted only by "
                      "{}; expected {}",
                      name, quoted(value), initial_pool_size_name, accepted);
 }
 
-std::string invalid_duration_message(std::string_view name, std::string_view value, std::string_view accepted) {
+std::string invalid_duration_message(std::string_view name, std::string_view value, std::string_view accepted)
+{
   return fmt::format("{}={} is not a valid duration: expected {}", name, quoted(value), accepted);
 }
 
 std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
-                                   std::string_view accepted) {
+                                   std::string_view accepted)
+{
   return fmt::format("{}={} is not a valid {}: expected one of {}", name, quoted(value), what, accepted);
 }
 
 std::string unknown_variable_message(std::string_view name, std::optional<std::string> const& suggestion,
-                                     std::span<std::string const> known) {
+                                     std::span<std::string const> known)
+{
   // The name may hold anything but '=': escape it as a value would be.
   std::string const bare = escaped(name);
-  if (suggestion) return fmt::format("unknown variable {} (ignored); did you mean {}?", bare, *suggestion);
+  if (suggestion) { return fmt::format("unknown variable {} (ignored); did you mean {}?", bare, *suggestion); }
   return fmt::format("unknown variable {} (ignored); known variables: {}", bare, fmt::join(known, ", "));
 }
 
-std::string disabled_by_variable_message(std::string_view name, std::string_view value) {
-  return fmt::format("disabled by {}={}: {}", name, escaped(value),
-                     native_allocator);
+std::string disabled_by_variable_message(std::string_view name, std::string_view value)
+{
+  return fmt::format("disabled by {}={}: {}", name, escaped(value), native_allocator);
 }
 
-std::string disabled_by_invalid_settings_message(std::size_t invalid_count) {
+std::string disabled_by_invalid_settings_message(std::size_t invalid_count)
+{
   return fmt::format("asyncshim is disabled for this process because of the invalid {} above: {}",
                      invalid_count == 1 ? "setting" : "settings", native_allocator);
 }

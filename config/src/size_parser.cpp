@@ -31,25 +31,26 @@ struct unit_info {
 };
 
 constexpr std::array<unit_info, 9> binary_units{{
-    {"b", 0},
-    {"k", 10},
-    {"kib", 10},
-    {"m", 20},
-    {"mib", 20},
-    {"g", 30},
-    {"gib", 30},
-    {"t", 40},
-    {"tib", 40},
+  {"b", 0},
+  {"k", 10},
+  {"kib", 10},
+  {"m", 20},
+  {"mib", 20},
+  {"g", 30},
+  {"gib", 30},
+  {"t", 40},
+  {"tib", 40},
 }};
 
 constexpr std::array<std::string_view, 4> ambiguous_units{"kb", "mb", "gb", "tb"};
 
 // Integer value of a run of decimal digits; nothing when it does not fit.
-std::optional<std::uint64_t> parse_digits(std::string_view digits) noexcept {
+std::optional<std::uint64_t> parse_digits(std::string_view digits) noexcept
+{
   std::uint64_t value = 0;
   for (char c : digits) {
     auto const d = static_cast<std::uint64_t>(c - '0');
-    if (value > (max_u64 - d) / 10) return std::nullopt;
+    if (value > (max_u64 - d) / 10) { return std::nullopt; }
     value = value * 10 + d;
   }
   return value;
@@ -58,7 +59,8 @@ std::optional<std::uint64_t> parse_digits(std::string_view digits) noexcept {
 // floor(0.<digits> * 2^shift), exactly, for any number of digits: the digits
 // times 2^shift, computed digit by digit from the right; what carries out past
 // the decimal point is the integer part. (Each step stays below 10 * 2^40.)
-std::uint64_t fraction_times_power_of_two(std::string_view digits, unsigned shift) noexcept {
+std::uint64_t fraction_times_power_of_two(std::string_view digits, unsigned shift) noexcept
+{
   std::uint64_t const multiple = std::uint64_t{1} << shift;
   std::uint64_t carry = 0;
   for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
@@ -70,28 +72,33 @@ std::uint64_t fraction_times_power_of_two(std::string_view digits, unsigned shif
 
 // integer * 2^shift + floor(fraction * 2^shift), or nothing on overflow.
 std::optional<std::uint64_t> scaled_bytes(std::string_view integer_digits, std::string_view fraction_digits,
-                                          unsigned shift) noexcept {
+                                          unsigned shift) noexcept
+{
   auto const integer = parse_digits(integer_digits);
-  if (!integer) return std::nullopt;
-  if (shift > 0 && *integer > (max_u64 >> shift)) return std::nullopt;
+  if (!integer) { return std::nullopt; }
+  if (shift > 0 && *integer > (max_u64 >> shift)) { return std::nullopt; }
   std::uint64_t const whole = *integer << shift;
   std::uint64_t const part = fraction_times_power_of_two(fraction_digits, shift);
-  if (part > max_u64 - whole) return std::nullopt;
+  if (part > max_u64 - whole) { return std::nullopt; }
   return whole + part;
 }
 
 // A percentage no greater than 100, judged on the digits (so that 100.0000001
 // is refused however many digits it has).
-bool percent_in_range(std::string_view integer_digits, std::string_view fraction_digits) noexcept {
-  while (integer_digits.size() > 1 && integer_digits.front() == '0') integer_digits.remove_prefix(1);
-  if (integer_digits.size() > 3) return false;
+bool percent_in_range(std::string_view integer_digits, std::string_view fraction_digits) noexcept
+{
+  while (integer_digits.size() > 1 && integer_digits.front() == '0') {
+    integer_digits.remove_prefix(1);
+  }
+  if (integer_digits.size() > 3) { return false; }
   auto const integer = parse_digits(integer_digits);
-  if (!integer || *integer > 100) return false;
-  if (*integer < 100) return true;
+  if (!integer || *integer > 100) { return false; }
+  if (*integer < 100) { return true; }
   return fraction_digits.find_first_not_of('0') == std::string_view::npos;
 }
 
-size_parse failure(size_error why) {
+size_parse failure(size_error why)
+{
   size_parse result;
   result.error = why;
   return result;
@@ -99,7 +106,8 @@ size_parse failure(size_error why) {
 
 }  // namespace
 
-size_parse parse_size_detailed(std::string_view text) {
+size_parse parse_size_detailed(std::string_view text)
+{
   text = trim(text);
   if (iequals(text, "half-free") || iequals(text, "half_free")) {
     size_parse result;
@@ -109,39 +117,45 @@ size_parse parse_size_detailed(std::string_view text) {
 
   // The number.
   std::size_t pos = 0;
-  while (pos < text.size() && is_digit(text[pos])) ++pos;
+  while (pos < text.size() && is_digit(text[pos])) {
+    ++pos;
+  }
   std::string_view const integer_digits = text.substr(0, pos);
-  if (integer_digits.empty()) return failure(size_error::syntax);
+  if (integer_digits.empty()) { return failure(size_error::syntax); }
   std::string_view fraction_digits;
   if (pos < text.size() && text[pos] == '.') {
     std::size_t const start = ++pos;
-    while (pos < text.size() && is_digit(text[pos])) ++pos;
+    while (pos < text.size() && is_digit(text[pos])) {
+      ++pos;
+    }
     fraction_digits = text.substr(start, pos - start);
-    if (fraction_digits.empty()) return failure(size_error::syntax);
+    if (fraction_digits.empty()) { return failure(size_error::syntax); }
   }
   std::string_view const number = text.substr(0, pos);
   bool const has_fraction = number.size() != integer_digits.size();
 
   // Spaces or tabs between the number and its unit.
-  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
+  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) {
+    ++pos;
+  }
   std::string_view const unit = text.substr(pos);
 
   if (unit == "%") {
-    if (!percent_in_range(integer_digits, fraction_digits)) return failure(size_error::percent_out_of_range);
+    if (!percent_in_range(integer_digits, fraction_digits)) { return failure(size_error::percent_out_of_range); }
     double percent = 0.0;
     auto const [end, ec] = std::from_chars(number.data(), number.data() + number.size(), percent);
-    if (ec != std::errc{} || end != number.data() + number.size()) return failure(size_error::syntax);
+    if (ec != std::errc{} || end != number.data() + number.size()) { return failure(size_error::syntax); }
     size_parse result;
     result.value = size_spec{size_spec::kind::percent_of_total, 0, percent};
     return result;
   }
 
   for (std::string_view const ambiguous : ambiguous_units) {
-    if (!iequals(unit, ambiguous)) continue;
+    if (!iequals(unit, ambiguous)) { continue; }
     char const letter = to_upper(ambiguous.front());
     unsigned const shift = letter == 'K' ? 10 : letter == 'M' ? 20 : letter == 'G' ? 30 : 40;
     // Only suggest the binary spelling when it would itself be accepted.
-    if (!scaled_bytes(integer_digits, fraction_digits, shift)) return failure(size_error::overflow);
+    if (!scaled_bytes(integer_digits, fraction_digits, shift)) { return failure(size_error::overflow); }
     size_parse result = failure(size_error::ambiguous_unit);
     result.number = std::string(number);
     result.unit_letter = letter;
@@ -158,12 +172,12 @@ size_parse parse_size_detailed(std::string_view text) {
         break;
       }
     }
-    if (!known) return failure(size_error::syntax);
+    if (!known) { return failure(size_error::syntax); }
   }
-  if (shift == 0 && has_fraction) return failure(size_error::fractional_bytes);
+  if (shift == 0 && has_fraction) { return failure(size_error::fractional_bytes); }
 
   auto const bytes = scaled_bytes(integer_digits, fraction_digits, shift);
-  if (!bytes) return failure(size_error::overflow);
+  if (!bytes) { return failure(size_error::overflow); }
   size_parse result;
   result.value = size_spec{size_spec::kind::bytes, *bytes, 0.0};
   return result;

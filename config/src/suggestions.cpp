@@ -7,10 +7,13 @@
 
 namespace asyncshim::config::detail {
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
+std::size_t edit_distance(std::string_view a, std::string_view b)
+{
   // One row of the dynamic-programming table at a time.
   std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t j = 0; j <= b.size(); ++j) {
+    row[j] = j;
+  }
   for (std::size_t i = 1; i <= a.size(); ++i) {
     std::size_t diagonal = row[0];  // table[i-1][j-1]
     row[0] = i;
@@ -24,7 +27,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-std::optional<std::string> closest_name(std::string_view name, std::span<std::string const> candidates) {
+std::optional<std::string> closest_name(std::string_view name, std::span<std::string const> candidates)
+{
   std::size_t const limit = std::max<std::size_t>(3, name.size() / 3);
   std::optional<std::string> best;
   std::size_t best_distance = limit + 1;

@@ -4,9 +4,7 @@
 
 namespace asyncshim::config::detail {
 
-bool is_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
+bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
 bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
@@ -14,31 +12,42 @@ char to_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<cha
 
 char to_upper(char c) noexcept { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
 
-std::string_view trim(std::string_view text) noexcept {
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+std::string_view trim(std::string_view text) noexcept
+{
+  while (!text.empty() && is_space(text.front())) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && is_space(text.back())) {
+    text.remove_suffix(1);
+  }
   return text;
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
+bool iequals(std::string_view a, std::string_view b) noexcept
+{
+  if (a.size() != b.size()) { return false; }
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (to_lower(a[i]) != to_lower(b[i])) return false;
+    if (to_lower(a[i]) != to_lower(b[i])) { return false; }
   }
   return true;
 }
 
-bool istarts_with(std::string_view text, std::string_view prefix) noexcept {
+bool istarts_with(std::string_view text, std::string_view prefix) noexcept
+{
   return text.size() >= prefix.size() && iequals(text.substr(0, prefix.size()), prefix);
 }
 
-std::string upper(std::string_view text) {
+std::string upper(std::string_view text)
+{
   std::string out(text);
-  for (char& c : out) c = to_upper(c);
+  for (char& c : out) {
+    c = to_upper(c);
+  }
   return out;
 }
 
-std::string escaped(std::string_view value) {
+std::string escaped(std::string_view value)
+{
   std::string out;
   out.reserve(value.size());
   for (char c : value) {

@@ -24,12 +24,12 @@ constexpr std::string_view initial_pool_size_variable = "ASYNCSHIM_INITIAL_POOL_
 // The forms of every size, and half-free for the initial pool size only.
 constexpr std::string_view half_free_accepted = ", or half-free (half of the device's free memory)";
 constexpr std::string_view initial_pool_size_accepted =
-    "a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB "
-    "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%)"
-    ", or half-free (half of the device's free memory)";
+  "a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB "
+  "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%)"
+  ", or half-free (half of the device's free memory)";
 static_assert(initial_pool_size_accepted.ends_with(half_free_accepted));
 constexpr std::string_view size_accepted =
-    initial_pool_size_accepted.substr(0, initial_pool_size_accepted.size() - half_free_accepted.size());
+  initial_pool_size_accepted.substr(0, initial_pool_size_accepted.size() - half_free_accepted.size());
 
 constexpr std::string_view boolean_accepted = "1, true, yes, on, 0, false, no, off";
 
@@ -38,9 +38,7 @@ template <std::optional<size_spec> settings::*field, bool half_free_allowed>
 std::optional<std::string> apply_size(variable const& self, std::string_view value, settings& values)
 {
   auto const parsed = parse_size_detailed(value);
-  if (!parsed.value) {
-    return invalid_size_message(self.info.name, value, parsed, self.info.accepted);
-  }
+  if (!parsed.value) { return invalid_size_message(self.info.name, value, parsed, self.info.accepted); }
   if (parsed.value->unit == size_spec::kind::half_of_free && !half_free_allowed) {
     return half_free_not_allowed_message(self.info.name, value, self.info.accepted, initial_pool_size_variable);
   }
@@ -51,9 +49,7 @@ std::optional<std::string> apply_size(variable const& self, std::string_view val
 std::optional<std::string> apply_idle_release(variable const& self, std::string_view value, settings& values)
 {
   auto const parsed = parse_duration_ms(value);
-  if (!parsed) {
-    return invalid_duration_message(self.info.name, value, self.info.accepted);
-  }
+  if (!parsed) { return invalid_duration_message(self.info.name, value, self.info.accepted); }
   values.idle_release_ms = *parsed;
   return std::nullopt;
 }
@@ -63,9 +59,7 @@ template <auto field, auto parse>
 std::optional<std::string> apply_choice(variable const& self, std::string_view value, settings& values)
 {
   auto const parsed = parse(value);
-  if (!parsed) {
-    return invalid_choice_message(self.info.name, value, self.what, self.info.accepted);
-  }
+  if (!parsed) { return invalid_choice_message(self.info.name, value, self.what, self.info.accepted); }
   values.*field = *parsed;
   return std::nullopt;
 }
@@ -116,9 +110,7 @@ std::string show_release_threshold(settings const& values)
 std::string show_idle_release(settings const& values)
 {
   std::string text = duration_text(values.idle_release_ms);
-  if (values.idle_release_ms == default_idle_release_ms) {
-    text += " (default)";
-  }
+  if (values.idle_release_ms == default_idle_release_ms) { text += " (default)"; }
   return text;
 }
 
@@ -145,181 +137,176 @@ std::string show_yes_no(settings const& values)
 }
 
 constexpr std::array table{
-    variable{
-        .info = {.name = initial_pool_size_variable,
-                 .field = "initial_pool_size",
-                 .default_text = "0",
-                 .accepted = initial_pool_size_accepted,
-                 .invalid = on_invalid::disables,
-                 .summary = "the memory each device's pool reserves when it is created"},
-        .what = "size",
-        .describe_key = "initial_pool_size",
-        .apply = apply_size<&settings::initial_pool_size, true>,
-        .show = show_initial_pool_size,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_RELEASE_THRESHOLD",
-                 .field = "release_threshold",
-                 .default_text = "(total device memory)",
-                 .accepted = size_accepted,
-                 .invalid = on_invalid::disables,
-                 .summary = "unused pool memory above it goes back to the device at each synchronization"},
-        .what = "size",
-        .describe_key = "release_threshold",
-        .apply = apply_size<&settings::release_threshold, false>,
-        .show = show_release_threshold,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_IDLE_RELEASE",
-                 .field = "idle_release_ms",
-                 .default_text = "1s",
-                 .accepted = "a number with the unit ms or s from 1ms to 24h (e.g. 500ms, 2s, 1.5s), "
-                             "or off (or 0) for never",
-                 .invalid = on_invalid::disables,
-                 .summary = "after this long without an allocation or a free, the pools give their unused memory "
-                            "back"},
-        .what = "duration",
-        .describe_key = "idle_release",
-        .apply = apply_idle_release,
-        .show = show_idle_release,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_EXPORT_HANDLE_TYPE",
-                 .field = "export_handle_type",
-                 .default_text = "none",
-                 .accepted = "none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt",
-                 .invalid = on_invalid::disables,
-                 .summary = "the handle type the pools' memory can be exported with to other processes"},
-        .what = "export handle type",
-        .describe_key = "export_handle_type",
-        .apply = apply_choice<&settings::export_handle_type, parse_handle_type>,
-        .show = show_choice<&settings::export_handle_type>,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_STREAM",
-                 .field = "stream",
-                 .default_text = "legacy",
-                 .accepted = "legacy, per-thread (or per_thread)",
-                 .invalid = on_invalid::disables,
-                 .summary = "the stream cudaMalloc and cudaFree use"},
-        .what = "stream",
-        .describe_key = "stream",
-        .apply = apply_choice<&settings::stream, parse_stream>,
-        .show = show_choice<&settings::stream>,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_MODE",
-                 .field = "mode",
-                 .default_text = "pool",
-                 .accepted = "pool, observe",
-                 .invalid = on_invalid::disables,
-                 .summary = "pool: the pools serve cudaMalloc and cudaFree; observe: they go to the native "
-                            "allocator and are only counted"},
-        .what = "mode",
-        .describe_key = "mode",
-        .apply = apply_choice<&settings::mode, parse_mode>,
-        .show = show_choice<&settings::mode>,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_INTERCEPT",
-                 .field = "intercept",
-                 .default_text = "all",
-                 .accepted = "runtime, driver, all",
-                 .invalid = on_invalid::disables,
-                 .summary = "which API level is caught: the runtime's cudaMalloc/cudaFree, the driver's "
-                            "cuMemAlloc_v2/cuMemFree_v2, or all"},
-        .what = "interception level",
-        .describe_key = "intercept",
-        .apply = apply_choice<&settings::intercept, parse_intercept>,
-        .show = show_choice<&settings::intercept>,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_ORDERING",
-                 .field = "ordering",
-                 .default_text = "device",
-                 .accepted = "device, stream, sync",
-                 .invalid = on_invalid::disables,
-                 .summary = "how a free is ordered against the program's GPU work (device: as native cudaFree)"},
-        .what = "ordering",
-        .describe_key = "ordering",
-        .apply = apply_choice<&settings::ordering, parse_ordering>,
-        .show = show_choice<&settings::ordering>,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_LOG_LEVEL",
-                 .field = "level",
-                 .default_text = "warn",
-                 .accepted = "trace, debug, info, warn (or warning), error, critical, off",
-                 .invalid = on_invalid::uses_default,
-                 .summary = "the least severe message printed"},
-        .what = "log level",
-        .describe_key = "log_level",
-        .apply = apply_log_level,
-        .show = show_choice<&settings::level>,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_LOG_FILE",
-                 .field = "log_file",
-                 .default_text = "(standard error)",
-                 .accepted = "a path, appended to (a regular file of the process's user, never a symbolic link)",
-                 .invalid = on_invalid::none,
-                 .summary = "where messages go"},
-        .what = "path",
-        .describe_key = "log_file",
-        .apply = apply_path<&settings::log_file>,
-        .show = show_log_file,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_STATS_FILE",
-                 .field = "stats_file",
-                 .default_text = "(none)",
-                 .accepted = "a path, replaced (the same rules as the log file); %p becomes the process id",
-                 .invalid = on_invalid::none,
-                 .summary = "where the statistics are written as JSON at exit"},
-        .what = "path",
-        .describe_key = "stats_file",
-        .apply = apply_path<&settings::stats_file>,
-        .show = show_stats_file,
-    },
-    variable{
-        .info = {.name = "ASYNCSHIM_SHOW_STATS",
-                 .field = "show_stats",
-                 .default_text = "off",
-                 .accepted = boolean_accepted,
-                 .invalid = on_invalid::uses_default,
-                 .summary = "print a statistics table at exit (standard error or the log file)"},
-        .what = "boolean",
-        .describe_key = "show_stats",
-        .apply = apply_show_stats,
-        .show = show_yes_no<&settings::show_stats>,
-    },
-    variable{
-        .info = {.name = disable_variable,
-                 .field = "disabled",
-                 .default_text = "off",
-                 .accepted = boolean_accepted,
-                 .invalid = on_invalid::disables,
-                 .summary = "send every cudaMalloc and cudaFree to the native allocator unchanged"},
-        .what = "boolean",
-        .describe_key = "disabled",
-        .apply = apply_choice<&settings::disabled, parse_bool>,
-        .show = show_yes_no<&settings::disabled>,
-    },
+  variable{
+    .info = {.name = initial_pool_size_variable,
+             .field = "initial_pool_size",
+             .default_text = "0",
+             .accepted = initial_pool_size_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "the memory each device's pool reserves when it is created"},
+    .what = "size",
+    .describe_key = "initial_pool_size",
+    .apply = apply_size<&settings::initial_pool_size, true>,
+    .show = show_initial_pool_size,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_RELEASE_THRESHOLD",
+             .field = "release_threshold",
+             .default_text = "(total device memory)",
+             .accepted = size_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "unused pool memory above it goes back to the device at each synchronization"},
+    .what = "size",
+    .describe_key = "release_threshold",
+    .apply = apply_size<&settings::release_threshold, false>,
+    .show = show_release_threshold,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_IDLE_RELEASE",
+             .field = "idle_release_ms",
+             .default_text = "1s",
+             .accepted = "a number with the unit ms or s from 1ms to 24h (e.g. 500ms, 2s, 1.5s), "
+                         "or off (or 0) for never",
+             .invalid = on_invalid::disables,
+             .summary = "after this long without an allocation or a free, the pools give their unused memory "
+                        "back"},
+    .what = "duration",
+    .describe_key = "idle_release",
+    .apply = apply_idle_release,
+    .show = show_idle_release,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_EXPORT_HANDLE_TYPE",
+             .field = "export_handle_type",
+             .default_text = "none",
+             .accepted = "none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt",
+             .invalid = on_invalid::disables,
+             .summary = "the handle type the pools' memory can be exported with to other processes"},
+    .what = "export handle type",
+    .describe_key = "export_handle_type",
+    .apply = apply_choice<&settings::export_handle_type, parse_handle_type>,
+    .show = show_choice<&settings::export_handle_type>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_STREAM",
+             .field = "stream",
+             .default_text = "legacy",
+             .accepted = "legacy, per-thread (or per_thread)",
+             .invalid = on_invalid::disables,
+             .summary = "the stream cudaMalloc and cudaFree use"},
+    .what = "stream",
+    .describe_key = "stream",
+    .apply = apply_choice<&settings::stream, parse_stream>,
+    .show = show_choice<&settings::stream>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_MODE",
+             .field = "mode",
+             .default_text = "pool",
+             .accepted = "pool, observe",
+             .invalid = on_invalid::disables,
+             .summary = "pool: the pools serve cudaMalloc and cudaFree; observe: they go to the native "
+                        "allocator and are only counted"},
+    .what = "mode",
+    .describe_key = "mode",
+    .apply = apply_choice<&settings::mode, parse_mode>,
+    .show = show_choice<&settings::mode>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_INTERCEPT",
+             .field = "intercept",
+             .default_text = "all",
+             .accepted = "runtime, driver, all",
+             .invalid = on_invalid::disables,
+             .summary = "which API level is caught: the runtime's cudaMalloc/cudaFree, the driver's "
+                        "cuMemAlloc_v2/cuMemFree_v2, or all"},
+    .what = "interception level",
+    .describe_key = "intercept",
+    .apply = apply_choice<&settings::intercept, parse_intercept>,
+    .show = show_choice<&settings::intercept>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_ORDERING",
+             .field = "ordering",
+             .default_text = "device",
+             .accepted = "device, stream, sync",
+             .invalid = on_invalid::disables,
+             .summary = "how a free is ordered against the program's GPU work (device: as native cudaFree)"},
+    .what = "ordering",
+    .describe_key = "ordering",
+    .apply = apply_choice<&settings::ordering, parse_ordering>,
+    .show = show_choice<&settings::ordering>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_LOG_LEVEL",
+             .field = "level",
+             .default_text = "warn",
+             .accepted = "trace, debug, info, warn (or warning), error, critical, off",
+             .invalid = on_invalid::uses_default,
+             .summary = "the least severe message printed"},
+    .what = "log level",
+    .describe_key = "log_level",
+    .apply = apply_log_level,
+    .show = show_choice<&settings::level>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_LOG_FILE",
+             .field = "log_file",
+             .default_text = "(standard error)",
+             .accepted = "a path, appended to (a regular file of the process's user, never a symbolic link)",
+             .invalid = on_invalid::none,
+             .summary = "where messages go"},
+    .what = "path",
+    .describe_key = "log_file",
+    .apply = apply_path<&settings::log_file>,
+    .show = show_log_file,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_STATS_FILE",
+             .field = "stats_file",
+             .default_text = "(none)",
+             .accepted = "a path, replaced (the same rules as the log file); %p becomes the process id",
+             .invalid = on_invalid::none,
+             .summary = "where the statistics are written as JSON at exit"},
+    .what = "path",
+    .describe_key = "stats_file",
+    .apply = apply_path<&settings::stats_file>,
+    .show = show_stats_file,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_SHOW_STATS",
+             .field = "show_stats",
+             .default_text = "off",
+             .accepted = boolean_accepted,
+             .invalid = on_invalid::uses_default,
+             .summary = "print a statistics table at exit (standard error or the log file)"},
+    .what = "boolean",
+    .describe_key = "show_stats",
+    .apply = apply_show_stats,
+    .show = show_yes_no<&settings::show_stats>,
+  },
+  variable{
+    .info = {.name = disable_variable,
+             .field = "disabled",
+             .default_text = "off",
+             .accepted = boolean_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "send every cudaMalloc and cudaFree to the native allocator unchanged"},
+    .what = "boolean",
+    .describe_key = "disabled",
+    .apply = apply_choice<&settings::disabled, parse_bool>,
+    .show = show_yes_no<&settings::disabled>,
+  },
 };
 
 }  // namespace
 
-std::span<variable const> variable_table() noexcept
-{
-  return table;
-}
+std::span<variable const> variable_table() noexcept { return table; }
 
 std::optional<std::size_t> variable_index(std::string_view name) noexcept
 {
   for (std::size_t i = 0; i < table.size(); ++i) {
-    if (table[i].info.name == name) {
-      return i;
-    }
+    if (table[i].info.name == name) { return i; }
   }
   return std::nullopt;
 }

@@ -20,8 +20,7 @@ struct variable;
 // Sets the variable's field from a value that is not empty. On an invalid value
 // the field is left as it was and the result is the message for the person
 // running the program; parse_environment() then does what info.invalid says.
-using apply_function = std::optional<std::string> (*)(variable const& self, std::string_view value,
-                                                      settings& values);
+using apply_function = std::optional<std::string> (*)(variable const& self, std::string_view value, settings& values);
 // The field's effective value as describe() shows it.
 using show_function = std::string (*)(settings const& values);
 

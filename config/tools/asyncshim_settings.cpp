@@ -12,29 +12,28 @@ namespace {
 
 namespace cfg = asyncshim::config;
 
-constexpr char const* help_text =
-    "usage: asyncshim-settings [--describe | --list | --version | --help]\n"
-    "\n"
-    "Checks the ASYNCSHIM_* variables of the environment with the shim's own rules\n"
-    "and prints the shim's messages, one a line as LEVEL: TEXT. The exit status is 1\n"
-    "when any of them is an error (the shim would then be disabled, or a value is\n"
-    "not used), else 0.\n"
-    "\n"
-    "  --describe  also print the effective settings as one line, settings: ...\n"
-    "  --list      print the variables this version understands and exit, one a\n"
-    "              line, five fields separated by a tab (no field holds a tab or a\n"
-    "              line break; fields may be added at the end of a line):\n"
-    "                NAME      the variable, ASYNCSHIM_...\n"
-    "                DEFAULT   what is used when it is unset or empty: a value, or\n"
-    "                          words in parentheses where no value says it\n"
-    "                ACCEPTED  the values it accepts, in words\n"
-    "                INVALID   what an invalid value does: disables (the shim is\n"
-    "                          disabled for the process), uses-default (it is\n"
-    "                          reported and the default is used), - (every value\n"
-    "                          is accepted)\n"
-    "                SUMMARY   what it sets, in words\n"
-    "  --version   print the version and exit\n"
-    "  --help      print this help and exit\n";
+constexpr char const* help_text = "usage: asyncshim-settings [--describe | --list | --version | --help]\n"
+                                  "\n"
+                                  "Checks the ASYNCSHIM_* variables of the environment with the shim's own rules\n"
+                                  "and prints the shim's messages, one a line as LEVEL: TEXT. The exit status is 1\n"
+                                  "when any of them is an error (the shim would then be disabled, or a value is\n"
+                                  "not used), else 0.\n"
+                                  "\n"
+                                  "  --describe  also print the effective settings as one line, settings: ...\n"
+                                  "  --list      print the variables this version understands and exit, one a\n"
+                                  "              line, five fields separated by a tab (no field holds a tab or a\n"
+                                  "              line break; fields may be added at the end of a line):\n"
+                                  "                NAME      the variable, ASYNCSHIM_...\n"
+                                  "                DEFAULT   what is used when it is unset or empty: a value, or\n"
+                                  "                          words in parentheses where no value says it\n"
+                                  "                ACCEPTED  the values it accepts, in words\n"
+                                  "                INVALID   what an invalid value does: disables (the shim is\n"
+                                  "                          disabled for the process), uses-default (it is\n"
+                                  "                          reported and the default is used), - (every value\n"
+                                  "                          is accepted)\n"
+                                  "                SUMMARY   what it sets, in words\n"
+                                  "  --version   print the version and exit\n"
+                                  "  --help      print this help and exit\n";
 
 void print_list()
 {
@@ -69,8 +68,6 @@ int main(int argc, char** argv)
     errors = errors || d.level == cfg::log_level::error;
     std::printf("%s: %s\n", cfg::to_string(d.level), d.text.c_str());
   }
-  if (describe) {
-    std::printf("settings: %s\n", cfg::describe(result.values).c_str());
-  }
+  if (describe) { std::printf("settings: %s\n", cfg::describe(result.values).c_str()); }
   return errors ? 1 : 0;
 }

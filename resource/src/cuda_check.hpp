@@ -18,10 +18,10 @@ namespace asyncshim::detail {
 
 }  // namespace asyncshim::detail
 
-#define ASYNCSHIM_CUDA_TRY(call)                                                      \
-  do {                                                                                \
-    cudaError_t const asyncshim_cuda_try_error_ = (call);                             \
-    if (asyncshim_cuda_try_error_ != cudaSuccess) {                                   \
+#define ASYNCSHIM_CUDA_TRY(call)                                                                   \
+  do {                                                                                             \
+    cudaError_t const asyncshim_cuda_try_error_ = (call);                                          \
+    if (asyncshim_cuda_try_error_ != cudaSuccess) {                                                \
       ::asyncshim::detail::throw_cuda_error(asyncshim_cuda_try_error_, #call, __FILE__, __LINE__); \
-    }                                                                                 \
+    }                                                                                              \
   } while (false)

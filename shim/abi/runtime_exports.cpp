@@ -8,7 +8,7 @@
 
 // The exported name is given as an assembler label, so that a cuda.h macro of
 // the same name can never rename the export.
-#define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args)        \
+#define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args)         \
   ASYNCSHIM_EXPORT cudaError_t asyncshim_export_##field params __asm__(#symbol); \
   cudaError_t asyncshim_export_##field params { return asyncshim_hook_##field args; }
 #include "cuda/api_table.def"

@@ -3,8 +3,8 @@
 // use the same pools (state/device_pools.hpp) and the same ownership record,
 // so memory from either can be freed through the other. The exports (abi/)
 // only forward here.
-#include "core/hooks.hpp"
 #include "core/fenced_frees.hpp"
+#include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "core/memory_release.hpp"
 #include "cuda/api_level.hpp"
@@ -35,14 +35,18 @@ struct native_api {
 };
 
 native_api const runtime_api{
-  api_level::runtime, interposed_call::malloc, interposed_call::free,
+  api_level::runtime,
+  interposed_call::malloc,
+  interposed_call::free,
   [](void** p, std::size_t n) { return runtime().malloc(p, n); },
   [](void* p) { return runtime().free(p); },
   [](int* d) { return runtime().get_device(d); },
 };
 
 native_api const driver_api{
-  api_level::driver, interposed_call::driver_malloc, interposed_call::driver_free,
+  api_level::driver,
+  interposed_call::driver_malloc,
+  interposed_call::driver_free,
   [](void** p, std::size_t n) {
     return static_cast<cudaError_t>(driver().mem_alloc(reinterpret_cast<CUdeviceptr*>(p), n));
   },
@@ -142,9 +146,8 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   auto const free_on = [&](CUstream stream) {
     // The record goes before the pool has the block (state/allocation_registry.hpp).
     std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
-    cudaError_t const r = quietly_then_at_caller_level(api.level, true, [&] {
-      return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream));
-    });
+    cudaError_t const r = quietly_then_at_caller_level(
+      api.level, true, [&] { return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
     if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }  // for pool_free's unclaim
     if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
     return r;
@@ -223,7 +226,8 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   cuda_async_memory_resource* pool = during_capture ? s.pools.existing(timer.device) : s.pools.get(timer.device);
   if (pool == nullptr) {
     access.unlock();
-    count_passthrough(s, timer.device, during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
+    count_passthrough(s, timer.device,
+                      during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
     return api.malloc(dev_ptr, size);
   }
   start_idle_release(s);  // with the process's first pool
@@ -292,8 +296,8 @@ shim_state* intercepting(native_api const& api) noexcept
   if (api.level == api_level::driver && current_api_level() == api_level::runtime) { return nullptr; }
   shim_state* s = active_state();
   if (s == nullptr) { return nullptr; }
-  bool const wanted = api.level == api_level::runtime ? s->settings.intercepts_runtime()
-                                                      : s->settings.intercepts_driver();
+  bool const wanted =
+    api.level == api_level::runtime ? s->settings.intercepts_runtime() : s->settings.intercepts_driver();
   return wanted ? s : nullptr;
 }
 

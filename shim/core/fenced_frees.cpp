@@ -75,7 +75,9 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
     }
     if (count < chunk.size()) { break; }
   }
-  for (free_queue::entry const& e : failed) { (void)s.pending.add(e, false); }  // tried again with the next batch
+  for (free_queue::entry const& e : failed) {
+    (void)s.pending.add(e, false);
+  }  // tried again with the next batch
   return issued;
 }
 
@@ -110,7 +112,8 @@ void issue_urgent_queues(shim_state& s) noexcept
     static std::atomic<unsigned> calls{0};
     if (calls.fetch_add(1, std::memory_order_relaxed) % 64 == 0) { tracker().recheck_captures(); }
   }
-  issue_unless_capturing(s, [&] { return s.pending.urgent_devices(); }, true);
+  issue_unless_capturing(
+    s, [&] { return s.pending.urgent_devices(); }, true);
 }
 
 cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record, bool urgent) noexcept
@@ -119,7 +122,8 @@ cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record
   if (!added) { return cudaErrorMemoryAllocation; }
   if (due) {
     std::uint64_t const device_bit = std::uint64_t{1} << record.device;  // add() accepted the device
-    issue_unless_capturing(s, [device_bit] { return device_bit; }, true);
+    issue_unless_capturing(
+      s, [device_bit] { return device_bit; }, true);
   }
   return cudaSuccess;
 }
@@ -137,7 +141,8 @@ void issue_all_queued_frees() noexcept
   if (current_api_level() != api_level::none) { return; }
   shim_state* s = existing_state();
   if (s == nullptr || s->pending.queued_devices() == 0) { return; }
-  issue_unless_capturing(*s, [s] { return s->pending.queued_devices(); }, false);
+  issue_unless_capturing(
+    *s, [s] { return s->pending.queued_devices(); }, false);
 }
 
 }  // namespace asyncshim::shim

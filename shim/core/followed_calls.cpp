@@ -87,7 +87,6 @@ void context_destroying(CUcontext context) noexcept
   }
 }
 
-
 void peer_access_changed(CUcontext peer, bool enabled) noexcept
 {
   auto const& drv = driver();
@@ -230,8 +229,9 @@ CUresult asyncshim_hook_stream_begin_capture_to_graph(CUstream stream, CUgraph g
 }
 
 CUresult asyncshim_hook_stream_begin_capture_to_graph_ptsz(CUstream stream, CUgraph graph,
-                                                           CUgraphNode const* dependencies, CUgraphEdgeData const* edges,
-                                                           size_t count, CUstreamCaptureMode mode) noexcept
+                                                           CUgraphNode const* dependencies,
+                                                           CUgraphEdgeData const* edges, size_t count,
+                                                           CUstreamCaptureMode mode) noexcept
 {
   return begin_capture(stream, true, mode, [&] {
     return call_real(driver().stream_begin_capture_to_graph_ptsz, stream, graph, dependencies, edges, count, mode);
@@ -286,7 +286,8 @@ CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr p
 }
 
 CUresult asyncshim_hook_mem_pool_export_to_shareable_handle(void* handle, CUmemoryPool pool,
-                                                            CUmemAllocationHandleType type, unsigned long long flags) noexcept
+                                                            CUmemAllocationHandleType type,
+                                                            unsigned long long flags) noexcept
 {
   CUresult const result = call_real(driver().mem_pool_export_to_shareable_handle, handle, pool, type, flags);
   if (result != CUDA_SUCCESS && tracking_active()) { asyncshim::shim::pool_export_failed(type, result); }
@@ -300,4 +301,3 @@ CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice device) noexcept
 }
 
 }  // extern "C"
-

@@ -99,7 +99,9 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
     t.add(looked_up(name, version, per_thread), ours, why);
   }
   if (kind == lookups::every_stream_and_older) {
-    for (int const old : older_versions) { t.add(looked_up(name, old, 0), ours, why); }
+    for (int const old : older_versions) {
+      t.add(looked_up(name, old, 0), ours, why);
+    }
   }
   if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
 }
@@ -114,7 +116,7 @@ replacement_table search() noexcept
   }
   int version = 0;
   if (drv.driver_get_version == nullptr || drv.driver_get_version(&version) != CUDA_SUCCESS) { version = CUDA_VERSION; }
-#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args)               \
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args)     \
   add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name, \
                 address(&asyncshim_hook_##field), version);
 #include "cuda/api_table.def"

@@ -9,17 +9,17 @@
 #include "support/device_limit.hpp"
 #include "support/log.hpp"
 
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <mutex>
 #include <new>
-#include <pthread.h>
-#include <signal.h>
 
 namespace asyncshim::shim {
 namespace {
@@ -139,7 +139,6 @@ std::uint64_t release_unused(shim_state& s, int device) noexcept
   if (!in_context.current()) { return 0; }
   return trim(s, device, *pool);
 }
-
 
 // ---- The idle release.
 

@@ -47,8 +47,6 @@ void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) n
 // given back.
 std::uint64_t release_unused(shim_state& s, int device) noexcept;
 
-
-
 // The idle release (README, "Sharing a GPU"): once the program has allocated
 // and freed nothing for ASYNCSHIM_IDLE_RELEASE, its pools give their unused
 // memory back to the device. A program that has gone quiet makes no calls the

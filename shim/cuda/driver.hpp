@@ -12,7 +12,7 @@
 namespace asyncshim::shim {
 
 struct driver_functions {
-#define ASYNCSHIM_DRIVER_FUNCTION(field, symbol) decltype(&::symbol) field = nullptr;
+#define ASYNCSHIM_DRIVER_FUNCTION(field, symbol)              decltype(&::symbol) field = nullptr;
 #define ASYNCSHIM_DRIVER_VARIANT(field, symbol, same_type_as) decltype(&::same_type_as) field = nullptr;
 #define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, params, args) \
   CUresult(*field) params = nullptr;

@@ -46,7 +46,7 @@ runtime_functions bind(void const* caller)
   if (library == nullptr) { library = loaded_library(is_libcudart); }
   runtime_functions f;
   if (library == nullptr) { return f; }
-#define ASYNCSHIM_RUNTIME_FUNCTION(field, symbol) take_function(library, #symbol, f.field);
+#define ASYNCSHIM_RUNTIME_FUNCTION(field, symbol)                        take_function(library, #symbol, f.field);
 #define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args) take_function(library, #symbol, f.field);
 #include "cuda/api_table.def"
   return f;

@@ -18,7 +18,7 @@
 namespace asyncshim::shim {
 
 struct runtime_functions {
-#define ASYNCSHIM_RUNTIME_FUNCTION(field, symbol) decltype(&::symbol) field = nullptr;
+#define ASYNCSHIM_RUNTIME_FUNCTION(field, symbol)                        decltype(&::symbol) field = nullptr;
 #define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args) decltype(&::symbol) field = nullptr;
 #include "cuda/api_table.def"
 

@@ -36,7 +36,9 @@ std::size_t allocation_registry::record_table::probe(std::uintptr_t address) con
 {
   std::size_t const mask = capacity_ - 1;
   std::size_t i = home_slot(address, mask);
-  while (slots_[i].address != address && slots_[i].address != 0) { i = (i + 1) & mask; }
+  while (slots_[i].address != address && slots_[i].address != 0) {
+    i = (i + 1) & mask;
+  }
   return i;
 }
 
@@ -129,7 +131,9 @@ void allocation_registry::record_table::grow()
   for (std::size_t from = 0; from < capacity_; ++from) {
     if (slots_[from].address == 0) { continue; }
     std::size_t to = home_slot(slots_[from].address, mask);
-    while (slots[to].address != 0) { to = (to + 1) & mask; }
+    while (slots[to].address != 0) {
+      to = (to + 1) & mask;
+    }
     slots[to] = slots_[from];
   }
   slots_ = std::move(slots);
@@ -178,14 +182,17 @@ std::optional<allocation_record> allocation_registry::take(void const* ptr) noex
 
 free_claim allocation_registry::claim_for_free(void const* ptr, allocation_record& record) noexcept
 {
-  return with_shard(ptr, [&](record_table& records, std::uintptr_t address) {
-    allocation_record* found = records.find(address);
-    if (found == nullptr) { return free_claim::not_found; }
-    if (found->freed) { return free_claim::already_freed; }
-    found->freed = true;
-    record = *found;
-    return free_claim::claimed;
-  }, true);
+  return with_shard(
+    ptr,
+    [&](record_table& records, std::uintptr_t address) {
+      allocation_record* found = records.find(address);
+      if (found == nullptr) { return free_claim::not_found; }
+      if (found->freed) { return free_claim::already_freed; }
+      found->freed = true;
+      record = *found;
+      return free_claim::claimed;
+    },
+    true);
 }
 
 void allocation_registry::unclaim(void const* ptr) noexcept
@@ -225,7 +232,9 @@ bool allocation_registry::contains(void const* ptr) noexcept
 std::uint64_t allocation_registry::activity() const noexcept
 {
   std::uint64_t total = 0;
-  for (shard const& s : shards_) { total += s.changes.load(std::memory_order_relaxed); }
+  for (shard const& s : shards_) {
+    total += s.changes.load(std::memory_order_relaxed);
+  }
   return total;
 }
 

@@ -76,7 +76,6 @@ class allocation_registry {
   [[nodiscard]] static std::size_t home_slot(std::uintptr_t address, std::size_t mask) noexcept;
 
  private:
-
   // One shard's records: linear probing over a power-of-two array of slots,
   // keyed by address, address 0 marking an empty slot. The load is kept at
   // most one half, so there is always an empty slot to end a probe. Removal
@@ -114,7 +113,10 @@ class allocation_registry {
     // Inserts and claims, written only under the mutex (so a plain load and
     // store, never a locked increment), read by activity() without it.
     std::atomic<std::uint64_t> changes{0};
-    void count_change() noexcept { changes.store(changes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    void count_change() noexcept
+    {
+      changes.store(changes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
   };
   static_assert(sizeof(shard) == 64, "a shard's lock, table and activity count fill one cache line");
   // Defined in the .cpp, the only place that calls it.

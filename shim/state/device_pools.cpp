@@ -95,7 +95,7 @@ void prime(int device, cuda_async_memory_resource& pool, std::uint64_t bytes, st
   }
   (void)cudaGetLastError();  // the program's last error stays its own
   try {
-      log::warn("device {}: cannot reserve the initial pool of {}, from ASYNCSHIM_INITIAL_POOL_SIZE={} ({}; the "
+    log::warn("device {}: cannot reserve the initial pool of {}, from ASYNCSHIM_INITIAL_POOL_SIZE={} ({}; the "
               "device has {} free): the pool starts empty and grows as the program allocates. Set "
               "ASYNCSHIM_INITIAL_POOL_SIZE below the free memory, or leave it unset to reserve nothing",
               device, byte_count{bytes}, settings.initial_pool_size->to_string(), cuda_status{error},
@@ -138,9 +138,9 @@ void report_creation_failure(int device, std::uint64_t initial, std::optional<st
                device, size_and_source(initial, "ASYNCSHIM_INITIAL_POOL_SIZE", settings.initial_pool_size, "none"),
                size_and_source(threshold.value_or(0), "ASYNCSHIM_RELEASE_THRESHOLD", settings.release_threshold,
                                "the device's total memory"),
-               exporting ? fmt::format("{}, from ASYNCSHIM_EXPORT_HANDLE_TYPE",
-                                       config::to_string(settings.export_handle_type))
-                         : std::string{"none, the default"},
+               exporting
+                 ? fmt::format("{}, from ASYNCSHIM_EXPORT_HANDLE_TYPE", config::to_string(settings.export_handle_type))
+                 : std::string{"none, the default"},
                creation_failure(e, settings), device);
   } catch (...) {  // no host memory for the message: the passthrough still happens
   }
@@ -154,8 +154,8 @@ void apply_peer_access(int device, cudaMemPool_t pool) noexcept
   for (int accessor = 0; accessor < peer_access_map::max_devices; ++accessor) {
     if (accessor == device || (accessors >> accessor & 1U) == 0) { continue; }
     if (CUresult const r = set_pool_access(reinterpret_cast<CUmemoryPool>(pool), accessor, true); r != CUDA_SUCCESS) {
-      log::warn("device {}: cannot give device {} access to the pool ({}), although peer access is enabled",
-                device, accessor, cuda_status{r});
+      log::warn("device {}: cannot give device {} access to the pool ({}), although peer access is enabled", device,
+                accessor, cuda_status{r});
     }
   }
 }

@@ -27,7 +27,9 @@ void peer_access_map::forget(int device) noexcept
 {
   if (!valid(device)) { return; }
   accessors_[static_cast<std::size_t>(device)].store(0);
-  for (auto& accessors : accessors_) { accessors.fetch_and(~bit(device)); }
+  for (auto& accessors : accessors_) {
+    accessors.fetch_and(~bit(device));
+  }
 }
 
 std::uint64_t peer_access_map::accessors_of(int owner) const noexcept

@@ -26,7 +26,9 @@ config::settings load() noexcept
   try {
     config::parse_result parsed = config::parse_environment(environ);
     std::string const log_problem = log::setup(parsed.values.level, parsed.values.log_file);
-    for (auto const& d : parsed.diagnostics) { log::write(d.level, d.text); }
+    for (auto const& d : parsed.diagnostics) {
+      log::write(d.level, d.text);
+    }
     if (!log_problem.empty()) { log::warn("{}", log_problem); }
     log::info("settings: {}", config::describe(parsed.values));
     if (!parsed.values.disabled) {

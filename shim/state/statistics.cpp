@@ -103,7 +103,7 @@ void statistics::add_time(int device, interposed_call call, std::uint64_t nanose
 }
 
 timed_call::timed_call(statistics* stats, interposed_call call) noexcept
-  : stats_{stats}, call_{call}, start_ns_{stats != nullptr ? now_ns() : 0}
+    : stats_{stats}, call_{call}, start_ns_{stats != nullptr ? now_ns() : 0}
 {
 }
 

@@ -10,8 +10,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -67,17 +67,16 @@ std::optional<std::uint64_t> reserved_high_water(device_pools const& pools, int 
   return value;
 }
 
-std::string optional_number(std::optional<std::uint64_t> value)
-{
-  return value ? std::to_string(*value) : "null";
-}
+std::string optional_number(std::optional<std::uint64_t> value) { return value ? std::to_string(*value) : "null"; }
 
 std::uint64_t load(std::atomic<std::uint64_t> const& counter) { return counter.load(std::memory_order_relaxed); }
 
 std::uint64_t passed_through_total(device_counters const& c)
 {
   std::uint64_t total = 0;
-  for (auto const& n : c.passed_through) { total += load(n); }
+  for (auto const& n : c.passed_through) {
+    total += load(n);
+  }
   return total;
 }
 
@@ -109,7 +108,6 @@ std::vector<int> used_devices(statistics const& stats)
   return devices;
 }
 
-
 }  // namespace
 
 std::string expand_stats_path(std::string const& path, long pid)
@@ -133,9 +131,10 @@ std::string stats_json(report_sources const& sources, long pid)
     "{{\n  \"format\": \"asyncshim-stats\",\n  \"format_version\": {},\n  \"shim_version\": {},\n  \"pid\": {},\n"
     "  \"mode\": {},\n  \"settings\": {{\"initial_pool_size\": {}, \"release_threshold\": {}, "
     "\"export_handle_type\": {}, \"stream\": {}, \"ordering\": {}}},\n  \"devices\": [",
-    format_version, json_string(ASYNCSHIM_VERSION), pid, json_string(config::to_string(s.mode)), json_size(s.initial_pool_size),
-    json_size(s.release_threshold), json_string(config::to_string(s.export_handle_type)),
-    json_string(config::to_string(s.stream)), json_string(config::to_string(s.ordering)));
+    format_version, json_string(ASYNCSHIM_VERSION), pid, json_string(config::to_string(s.mode)),
+    json_size(s.initial_pool_size), json_size(s.release_threshold),
+    json_string(config::to_string(s.export_handle_type)), json_string(config::to_string(s.stream)),
+    json_string(config::to_string(s.ordering)));
   char const* separator = "\n";
   for (int d : used_devices(sources.stats)) {
     device_counters const& c = *sources.stats.device(d);
@@ -151,27 +150,29 @@ std::string stats_json(report_sources const& sources, long pid)
       "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
-      allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)), passed_through_total(c), reasons,
-      load(c.failed_allocations), per_call_json(c.time_ns));
+      allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
+      passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();
-  out += fmt::format(
-    "\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
-    "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}}\n}}\n",
-    passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(), per_call_json(u.time_ns));
+  out += fmt::format("\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
+                     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}}\n}}\n",
+                     passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(),
+                     per_call_json(u.time_ns));
   return out;
 }
 
 std::string stats_table(report_sources const& sources)
 {
   std::string out = fmt::format("statistics (mode {}):\n", config::to_string(sources.settings.mode));
-  out += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8} {:>8} {:>12}\n", "device", "allocations",
-                     "frees", "requested", "in use", "peak in use", "pool reserved", "passed", "failed",
-                     "time in calls");
+  out +=
+    fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8} {:>8} {:>12}\n", "device", "allocations",
+                "frees", "requested", "in use", "peak in use", "pool reserved", "passed", "failed", "time in calls");
   auto row = [&](std::string const& name, device_counters const& c, std::optional<std::uint64_t> reserved) {
     std::uint64_t ns = 0;
-    for (auto const& t : c.time_ns) { ns += load(t); }
+    for (auto const& t : c.time_ns) {
+      ns += load(t);
+    }
     double const ms = static_cast<double>(ns) / 1e6;
     out += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8} {:>8} {:>9.1f} ms\n", name,
                        load(c.allocations), load(c.frees), byte_count{load(c.bytes_requested)},
@@ -230,7 +231,9 @@ void write_report_at_exit()
       written = false;
       error = errno;
     }
-    if (!written) { log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, std::strerror(error)); }
+    if (!written) {
+      log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, std::strerror(error));
+    }
   } catch (...) {  // never let an exit handler throw
   }
 }

@@ -92,7 +92,8 @@ void stream_tracker::forget_captures_of(CUstream stream) noexcept
   if (!captures_in_progress()) { return; }
   std::unique_lock lock{capture_mutex_};  // a capture ends with its stream
   auto const before = active_captures_.size();
-  std::erase_if(active_captures_, [&](capture const& c) { return c.stream == stream && c.per_thread_owner == nullptr; });
+  std::erase_if(active_captures_,
+                [&](capture const& c) { return c.stream == stream && c.per_thread_owner == nullptr; });
   captures_.fetch_sub(static_cast<int>(before - active_captures_.size()), std::memory_order_acq_rel);
 }
 
@@ -152,9 +153,8 @@ void stream_tracker::capture_maybe_ended(CUstream stream, bool per_thread_api, b
   CUstream const key = per_thread ? CU_STREAM_PER_THREAD : stream;
   void const* const owner = per_thread ? this_thread() : nullptr;
   std::unique_lock lock{capture_mutex_};
-  auto const found = std::find_if(active_captures_.begin(), active_captures_.end(), [&](capture const& c) {
-    return c.stream == key && c.per_thread_owner == owner;
-  });
+  auto const found = std::find_if(active_captures_.begin(), active_captures_.end(),
+                                  [&](capture const& c) { return c.stream == key && c.per_thread_owner == owner; });
   if (found != active_captures_.end()) {
     active_captures_.erase(found);
     captures_.fetch_sub(1, std::memory_order_acq_rel);

@@ -90,11 +90,12 @@ std::string setup(log_level level, std::string const& file) noexcept
           throw;
         }
       } else {
-        problem = opened.by_rule ? fmt::format("ASYNCSHIM_LOG_FILE='{}' is not used: {} ({}); logging to standard "
-                                               "error",
-                                               file, opened.why, own_file_rule)
-                                 : fmt::format("ASYNCSHIM_LOG_FILE='{}' cannot be opened: {}; logging to standard error",
-                                               file, opened.why);
+        problem =
+          opened.by_rule
+            ? fmt::format("ASYNCSHIM_LOG_FILE='{}' is not used: {} ({}); logging to standard "
+                          "error",
+                          file, opened.why, own_file_rule)
+            : fmt::format("ASYNCSHIM_LOG_FILE='{}' cannot be opened: {}; logging to standard error", file, opened.why);
       }
     }
     if (sink) {

@@ -70,14 +70,29 @@ void message(log_level level, fmt::format_string<Args...> format, Args&&... args
 }
 
 template <class... Args>
-void trace(fmt::format_string<Args...> f, Args&&... a) noexcept { message(log_level::trace, f, std::forward<Args>(a)...); }
+void trace(fmt::format_string<Args...> f, Args&&... a) noexcept
+{
+  message(log_level::trace, f, std::forward<Args>(a)...);
+}
 template <class... Args>
-void debug(fmt::format_string<Args...> f, Args&&... a) noexcept { message(log_level::debug, f, std::forward<Args>(a)...); }
+void debug(fmt::format_string<Args...> f, Args&&... a) noexcept
+{
+  message(log_level::debug, f, std::forward<Args>(a)...);
+}
 template <class... Args>
-void info(fmt::format_string<Args...> f, Args&&... a) noexcept { message(log_level::info, f, std::forward<Args>(a)...); }
+void info(fmt::format_string<Args...> f, Args&&... a) noexcept
+{
+  message(log_level::info, f, std::forward<Args>(a)...);
+}
 template <class... Args>
-void warn(fmt::format_string<Args...> f, Args&&... a) noexcept { message(log_level::warn, f, std::forward<Args>(a)...); }
+void warn(fmt::format_string<Args...> f, Args&&... a) noexcept
+{
+  message(log_level::warn, f, std::forward<Args>(a)...);
+}
 template <class... Args>
-void error(fmt::format_string<Args...> f, Args&&... a) noexcept { message(log_level::error, f, std::forward<Args>(a)...); }
+void error(fmt::format_string<Args...> f, Args&&... a) noexcept
+{
+  message(log_level::error, f, std::forward<Args>(a)...);
+}
 
 }  // namespace asyncshim::shim::log

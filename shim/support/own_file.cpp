@@ -32,14 +32,14 @@ opened_file open_own_file(std::string const& path, file_write how) noexcept
   int fd = -1;
   try {
     // Not truncated here: an existing file is cut only once it passed the checks below.
-    int const flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-                      (how == file_write::append ? O_APPEND : 0);
+    int const flags =
+      O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | (how == file_write::append ? O_APPEND : 0);
     fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) {
       result.why = refusal_for(errno, result.by_rule);
       return result;
     }
-    struct stat info{};
+    struct stat info {};
     if (::fstat(fd, &info) != 0) {
       result.why = std::strerror(errno);
     } else if (!S_ISREG(info.st_mode)) {

@@ -195,8 +195,9 @@ struct allocator {
         check(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync");
         return p;
       case api::pool_driver:
-        check(driver.alloc_from_pool(&d, bytes, reinterpret_cast<CUmemoryPool>(pool), reinterpret_cast<CUstream>(stream)),
-              "cuMemAllocFromPoolAsync");
+        check(
+          driver.alloc_from_pool(&d, bytes, reinterpret_cast<CUmemoryPool>(pool), reinterpret_cast<CUstream>(stream)),
+          "cuMemAllocFromPoolAsync");
         break;
     }
     return reinterpret_cast<void*>(d);
@@ -252,7 +253,9 @@ bool shim_loaded()
 
 std::string lower(std::string s)
 {
-  for (char& c : s) { c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+  for (char& c : s) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   return s;
 }
 
@@ -361,10 +364,10 @@ json_line record(options const& o, char const* bench)
   j.add("bench", bench);
   if (o.command != "load-time") {
     j.add("api", api_name(o.kind))
-        .add("allocator", allocator_name(o.kind))
-        .add("path", path_name(o.kind))
-        .add("runtime_link", ALLOC_BENCH_RUNTIME_LINK)
-        .add("shim", shim_loaded());
+      .add("allocator", allocator_name(o.kind))
+      .add("path", path_name(o.kind))
+      .add("runtime_link", ALLOC_BENCH_RUNTIME_LINK)
+      .add("shim", shim_loaded());
   }
   if (!o.label.empty()) { j.add("label", o.label); }
   return j;
@@ -379,12 +382,16 @@ summary summarize(std::vector<double> samples)
   summary s;
   if (samples.empty()) { return s; }
   std::sort(samples.begin(), samples.end());
-  auto const at = [&](double q) { return samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1) + 0.5)]; };
+  auto const at = [&](double q) {
+    return samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1) + 0.5)];
+  };
   s.median = at(0.5);
   s.p10 = at(0.1);
   s.p90 = at(0.9);
   double total = 0;
-  for (double v : samples) { total += v; }
+  for (double v : samples) {
+    total += v;
+  }
   s.mean = total / static_cast<double>(samples.size());
   return s;
 }
@@ -422,7 +429,9 @@ void run_pairs(options const& o)
     // Warm-up: first-touch costs (the pool's first block of this size, the
     // shim's first call for the size class) stay out of the samples.
     std::int64_t const warm = std::max<std::int64_t>(o.batch, std::min<std::int64_t>(pairs / 10, 2000));
-    for (std::int64_t i = 0; i < warm; ++i) { a.release(a.allocate(size, stream), stream); }
+    for (std::int64_t i = 0; i < warm; ++i) {
+      a.release(a.allocate(size, stream), stream);
+    }
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
     std::vector<double> per_pair;
@@ -430,7 +439,9 @@ void run_pairs(options const& o)
     auto const start = clock_type::now();
     for (std::int64_t b = 0; b < batches; ++b) {
       auto const batch_start = clock_type::now();
-      for (std::int64_t i = 0; i < o.batch; ++i) { a.release(a.allocate(size, stream), stream); }
+      for (std::int64_t i = 0; i < o.batch; ++i) {
+        a.release(a.allocate(size, stream), stream);
+      }
       per_pair.push_back(ns_since(batch_start) / static_cast<double>(o.batch));
     }
     double const loop_ns = ns_since(start);
@@ -457,7 +468,9 @@ void run_pairs(options const& o)
 // block used on the device (and the previous frees ordered behind real work).
 __global__ void touch(unsigned* words, std::size_t count, unsigned value)
 {
-  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) { words[i] = value + static_cast<unsigned>(i); }
+  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    words[i] = value + static_cast<unsigned>(i);
+  }
 }
 
 void run_churn(options const& o)
@@ -504,7 +517,9 @@ void run_churn(options const& o)
     step(b);
   };
   std::int64_t const warm = std::max<std::int64_t>(o.batch, std::min<std::int64_t>(o.steps / 10, 1000));
-  for (std::int64_t i = 0; i < warm; ++i) { churn_step(); }
+  for (std::int64_t i = 0; i < warm; ++i) {
+    churn_step();
+  }
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
   std::int64_t const batches = std::max<std::int64_t>(1, (o.steps + o.batch - 1) / o.batch);
@@ -514,7 +529,9 @@ void run_churn(options const& o)
   auto const start = clock_type::now();
   for (std::int64_t bi = 0; bi < batches; ++bi) {
     auto const batch_start = clock_type::now();
-    for (std::int64_t i = 0; i < o.batch; ++i) { churn_step(); }
+    for (std::int64_t i = 0; i < o.batch; ++i) {
+      churn_step();
+    }
     per_step.push_back(ns_since(batch_start) / static_cast<double>(o.batch));
   }
   double const loop_ns = ns_since(start);
@@ -522,7 +539,9 @@ void run_churn(options const& o)
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   double const sync_ns = ns_since(sync_start);
 
-  for (block& b : live) { a.release(b.p, b.stream); }
+  for (block& b : live) {
+    a.release(b.p, b.stream);
+  }
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   check(cudaStreamDestroy(side), "cudaStreamDestroy");
 
@@ -533,8 +552,8 @@ void run_churn(options const& o)
   add_summary(j, s).add("final_sync_us", sync_ns / 1e3).add("wall_ns_per_step", wall).print();
   std::printf("alloc_bench: churn %s/%s, %lld live, 256 B..1 MiB: median %.3f us per step (p10 %.3f, p90 %.3f), wall "
               "%.3f us per step incl. a final sync of %.1f us, %lld steps\n",
-              allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), static_cast<long long>(o.live),
-              s.median / 1e3, s.p10 / 1e3, s.p90 / 1e3, wall / 1e3, sync_ns / 1e3, static_cast<long long>(steps));
+              allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), static_cast<long long>(o.live), s.median / 1e3,
+              s.p10 / 1e3, s.p90 / 1e3, wall / 1e3, sync_ns / 1e3, static_cast<long long>(steps));
 }
 
 // ---- threads: aggregate pairs per second --------------------------------------
@@ -557,45 +576,61 @@ void run_threads(options const& o)
         check(cudaSetDevice(device), "cudaSetDevice");
         cudaStream_t own = nullptr;
         check(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-        for (int i = 0; i < 100; ++i) { a.release(a.allocate(size, own), own); }
+        for (int i = 0; i < 100; ++i) {
+          a.release(a.allocate(size, own), own);
+        }
         check(cudaStreamSynchronize(own), "cudaStreamSynchronize");
         ready.fetch_add(1);
-        while (!go.load(std::memory_order_acquire)) { std::this_thread::yield(); }
+        while (!go.load(std::memory_order_acquire)) {
+          std::this_thread::yield();
+        }
         std::int64_t pairs = 0;
         // The clock is read every 32 pairs only: it costs about as much as a pool pair.
         do {
-          for (int i = 0; i < 32; ++i) { a.release(a.allocate(size, own), own); }
+          for (int i = 0; i < 32; ++i) {
+            a.release(a.allocate(size, own), own);
+          }
           pairs += 32;
         } while (clock_type::now() < deadline);
         check(cudaStreamSynchronize(own), "cudaStreamSynchronize");
         done[static_cast<std::size_t>(t)] = pairs;
         ready.fetch_add(1);  // counted again: this thread's work is over
-        while (ready.load() < 2 * count) { std::this_thread::yield(); }  // streams outlive everyone's loop
+        while (ready.load() < 2 * count) {
+          std::this_thread::yield();
+        }  // streams outlive everyone's loop
         check(cudaStreamDestroy(own), "cudaStreamDestroy");
       });
     }
-    while (ready.load() < count) { std::this_thread::yield(); }
+    while (ready.load() < count) {
+      std::this_thread::yield();
+    }
     auto const start = clock_type::now();
     deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.seconds));
     go.store(true, std::memory_order_release);
-    while (ready.load() < 2 * count) { std::this_thread::yield(); }
+    while (ready.load() < 2 * count) {
+      std::this_thread::yield();
+    }
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // whatever the frees left queued
     double const wall_s = ns_since(start) / 1e9;
-    for (std::thread& w : workers) { w.join(); }
+    for (std::thread& w : workers) {
+      w.join();
+    }
 
     std::int64_t total = 0;
-    for (std::int64_t d : done) { total += d; }
+    for (std::int64_t d : done) {
+      total += d;
+    }
     auto const [least, most] = std::minmax_element(done.begin(), done.end());
     double const rate = static_cast<double>(total) / wall_s;
     record(o, "threads")
-        .add("threads", count)
-        .add("size", static_cast<std::int64_t>(size))
-        .add("seconds", wall_s)
-        .add("pairs", total)
-        .add("pairs_per_s", rate)
-        .add("thread_pairs_min", *least)
-        .add("thread_pairs_max", *most)
-        .print();
+      .add("threads", count)
+      .add("size", static_cast<std::int64_t>(size))
+      .add("seconds", wall_s)
+      .add("pairs", total)
+      .add("pairs_per_s", rate)
+      .add("thread_pairs_min", *least)
+      .add("thread_pairs_max", *most)
+      .print();
     std::printf("alloc_bench: threads %s/%s, %lld threads, %s: %.0f pairs/s aggregate (%lld pairs in %.2f s; per "
                 "thread %lld..%lld)\n",
                 allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), static_cast<long long>(count),
@@ -630,7 +665,9 @@ void run_growth(options const& o)
     return ns_since(start);
   };
   auto const release_all = [&](std::vector<void*>& blocks) {
-    for (void* p : blocks) { a.release(p, stream); }
+    for (void* p : blocks) {
+      a.release(p, stream);
+    }
     blocks.clear();
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   };
@@ -646,7 +683,9 @@ void run_growth(options const& o)
   };
   auto const total_us = [](std::vector<double> const& times) {
     double sum = 0;
-    for (double t : times) { sum += t; }
+    for (double t : times) {
+      sum += t;
+    }
     return sum / 1e3;
   };
 
@@ -661,7 +700,8 @@ void run_growth(options const& o)
     pool = nullptr;
   }
   (void)cudaGetLastError();
-  std::uint64_t const reserved_after_first = pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
+  std::uint64_t const reserved_after_first =
+    pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
   release_all(blocks);
 
   std::vector<double> const grow = fill(blocks);
@@ -675,31 +715,32 @@ void run_growth(options const& o)
     check(d.pool_trim_to(pool, 0), "cuMemPoolTrimTo");
     trim_us = ns_since(start) / 1e3;
   }
-  std::uint64_t const reserved_trimmed = pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
+  std::uint64_t const reserved_trimmed =
+    pool != nullptr ? pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) : 0;
   std::vector<double> const regrow = fill(blocks);
   release_all(blocks);
 
   summary const g = summarize(grow), r = summarize(reuse), rg = summarize(regrow);
   json_line j = record(o, "growth");
   j.add("size", static_cast<std::int64_t>(size))
-      .add("blocks", static_cast<std::int64_t>(count))
-      .add("first_us", first_ns / 1e3)
-      .add("reserved_after_first", static_cast<std::int64_t>(reserved_after_first))
-      .add("grow_median_us", g.median / 1e3)
-      .add("grow_total_us", total_us(grow))
-      .add("grow_us_per_gib", total_us(grow) / gib)
-      .add("reserved_grown", static_cast<std::int64_t>(reserved_grown))
-      .add("reuse_median_us", r.median / 1e3)
-      .add("reuse_total_us", total_us(reuse))
-      .add("trim_us", trim_us)
-      .add("reserved_trimmed", static_cast<std::int64_t>(reserved_trimmed))
-      .add("regrow_median_us", rg.median / 1e3)
-      .add("regrow_us_per_gib", total_us(regrow) / gib)
-      .print();
+    .add("blocks", static_cast<std::int64_t>(count))
+    .add("first_us", first_ns / 1e3)
+    .add("reserved_after_first", static_cast<std::int64_t>(reserved_after_first))
+    .add("grow_median_us", g.median / 1e3)
+    .add("grow_total_us", total_us(grow))
+    .add("grow_us_per_gib", total_us(grow) / gib)
+    .add("reserved_grown", static_cast<std::int64_t>(reserved_grown))
+    .add("reuse_median_us", r.median / 1e3)
+    .add("reuse_total_us", total_us(reuse))
+    .add("trim_us", trim_us)
+    .add("reserved_trimmed", static_cast<std::int64_t>(reserved_trimmed))
+    .add("regrow_median_us", rg.median / 1e3)
+    .add("regrow_us_per_gib", total_us(regrow) / gib)
+    .print();
   std::printf("alloc_bench: growth %s/%s %s x %zu: first %.1f us (pool then %s); growing %.1f us each, %.0f us per GiB "
               "(%s reserved); steady state %.1f us each; trim %.0f us; growing again %.1f us each, %.0f us per GiB\n",
-              allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), size_text(size).c_str(), count,
-              first_ns / 1e3, size_text(reserved_after_first).c_str(), g.median / 1e3, total_us(grow) / gib,
+              allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), size_text(size).c_str(), count, first_ns / 1e3,
+              size_text(reserved_after_first).c_str(), g.median / 1e3, total_us(grow) / gib,
               size_text(reserved_grown).c_str(), r.median / 1e3, trim_us, rg.median / 1e3, total_us(regrow) / gib);
   std::fflush(stdout);
 }
@@ -717,7 +758,9 @@ void run_pool_facts(options const& o)
   driver_functions const d = load_driver();
   allocator const a = make_allocator(api::pool_runtime, 0);
   auto const pool = reinterpret_cast<CUmemoryPool>(a.pool);
-  auto const reserved = [&] { return static_cast<std::int64_t>(pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)); };
+  auto const reserved = [&] {
+    return static_cast<std::int64_t>(pool_value(d, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+  };
   auto const used = [&] { return static_cast<std::int64_t>(pool_value(d, pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT)); };
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -782,23 +825,30 @@ void run_pool_facts(options const& o)
     other_thread = d.pool_trim_to(pool, 0);
   }).join();
   record(o, "pool-facts")
-      .add("fact", "trim_without_context")
-      .add("thread_had_context", other_context != nullptr)
-      .add("result", static_cast<std::int64_t>(other_thread))
-      .add("reserved_before", reserved_before_thread)
-      .add("reserved_after", reserved())
-      .print();
+    .add("fact", "trim_without_context")
+    .add("thread_had_context", other_context != nullptr)
+    .add("result", static_cast<std::int64_t>(other_thread))
+    .add("reserved_before", reserved_before_thread)
+    .add("reserved_after", reserved())
+    .print();
 
   // What watching a pool costs, per call (medians of batches of 100).
   auto const cost = [&](char const* name, auto&& call) {
     std::vector<double> samples;
     for (int b = 0; b < 50; ++b) {
       auto const start = clock_type::now();
-      for (int i = 0; i < 100; ++i) { call(); }
+      for (int i = 0; i < 100; ++i) {
+        call();
+      }
       samples.push_back(ns_since(start) / 100);
     }
     summary const s = summarize(samples);
-    record(o, "pool-facts").add("fact", "cost").add("call", name).add("median_ns", s.median).add("p90_ns", s.p90).print();
+    record(o, "pool-facts")
+      .add("fact", "cost")
+      .add("call", name)
+      .add("median_ns", s.median)
+      .add("p90_ns", s.p90)
+      .print();
     std::printf("alloc_bench: pool-facts cost of %s: %.0f ns (p90 %.0f)\n", name, s.median, s.p90);
   };
   std::size_t fr = 0, to = 0;
@@ -818,8 +868,12 @@ void run_pool_facts(options const& o)
 double spawn_and_wait(std::vector<std::string> const& argv_text, std::vector<std::string> const& env_text)
 {
   std::vector<char*> argv, envp;
-  for (auto const& s : argv_text) { argv.push_back(const_cast<char*>(s.c_str())); }
-  for (auto const& s : env_text) { envp.push_back(const_cast<char*>(s.c_str())); }
+  for (auto const& s : argv_text) {
+    argv.push_back(const_cast<char*>(s.c_str()));
+  }
+  for (auto const& s : env_text) {
+    envp.push_back(const_cast<char*>(s.c_str()));
+  }
   argv.push_back(nullptr);
   envp.push_back(nullptr);
   auto const start = clock_type::now();
@@ -843,7 +897,9 @@ void run_load_time(options const& o)
   }
   std::vector<std::string> with = without;
   with.push_back("LD_PRELOAD=" + o.preload);
-  for (auto const& s : o.sets) { with.push_back(s); }
+  for (auto const& s : o.sets) {
+    with.push_back(s);
+  }
 
   for (int i = 0; i < 3; ++i) {  // page cache, loader cache
     spawn_and_wait(o.program, without);
@@ -862,20 +918,22 @@ void run_load_time(options const& o)
   }
   summary const sa = summarize(a), sb = summarize(b);
   std::string program;
-  for (auto const& s : o.program) { program += (program.empty() ? "" : " ") + s; }
+  for (auto const& s : o.program) {
+    program += (program.empty() ? "" : " ") + s;
+  }
   double const cost = (sb.median - sa.median) / 1e3;
   record(o, "load-time")
-      .add("program", program)
-      .add("preload", o.preload)
-      .add("runs", o.runs)
-      .add("without_median_us", sa.median / 1e3)
-      .add("without_p10_us", sa.p10 / 1e3)
-      .add("without_p90_us", sa.p90 / 1e3)
-      .add("with_median_us", sb.median / 1e3)
-      .add("with_p10_us", sb.p10 / 1e3)
-      .add("with_p90_us", sb.p90 / 1e3)
-      .add("cost_us", cost)
-      .print();
+    .add("program", program)
+    .add("preload", o.preload)
+    .add("runs", o.runs)
+    .add("without_median_us", sa.median / 1e3)
+    .add("without_p10_us", sa.p10 / 1e3)
+    .add("without_p90_us", sa.p90 / 1e3)
+    .add("with_median_us", sb.median / 1e3)
+    .add("with_p10_us", sb.p10 / 1e3)
+    .add("with_p90_us", sb.p90 / 1e3)
+    .add("cost_us", cost)
+    .print();
   std::printf("alloc_bench: load-time '%s': %.1f us with the shim preloaded, %.1f us without (medians of %lld runs "
               "each): cost %.1f us\n",
               program.c_str(), sb.median / 1e3, sa.median / 1e3, static_cast<long long>(o.runs), cost);
@@ -885,15 +943,14 @@ void run_load_time(options const& o)
 
 void usage()
 {
-  std::printf(
-      "usage: alloc_bench pairs   --api A --size N[,N...] [--iterations N] [--batch N]\n"
-      "       alloc_bench churn   --api A [--steps N] [--live N] [--batch N]\n"
-      "       alloc_bench threads --api A [--threads N[,N...]] [--seconds S] [--size N]\n"
-      "       alloc_bench growth  --api A --size N [--total N] [--pool-prime N]\n"
-      "       alloc_bench pool-facts\n"
-      "       alloc_bench load-time --preload LIB [--runs N] [--set NAME=VALUE]... -- PROGRAM [ARGS...]\n"
-      "  A: runtime | driver | pool-runtime | pool-driver; sizes take K, M, G (powers of 1024);\n"
-      "  --pool-prime N (pool-*: bytes to prime the pool with, default 1G); --label TEXT (into the JSON)\n");
+  std::printf("usage: alloc_bench pairs   --api A --size N[,N...] [--iterations N] [--batch N]\n"
+              "       alloc_bench churn   --api A [--steps N] [--live N] [--batch N]\n"
+              "       alloc_bench threads --api A [--threads N[,N...]] [--seconds S] [--size N]\n"
+              "       alloc_bench growth  --api A --size N [--total N] [--pool-prime N]\n"
+              "       alloc_bench pool-facts\n"
+              "       alloc_bench load-time --preload LIB [--runs N] [--set NAME=VALUE]... -- PROGRAM [ARGS...]\n"
+              "  A: runtime | driver | pool-runtime | pool-driver; sizes take K, M, G (powers of 1024);\n"
+              "  --pool-prime N (pool-*: bytes to prime the pool with, default 1G); --label TEXT (into the JSON)\n");
 }
 
 std::size_t parse_size(std::string const& text)

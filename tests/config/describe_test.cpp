@@ -11,14 +11,17 @@ namespace {
 
 namespace cfg = asyncshim::config;
 
-TEST(Describe, Defaults) {
+TEST(Describe, Defaults)
+{
   EXPECT_EQ(cfg::describe(cfg::settings{}),
             "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
-            "export_handle_type=none stream=legacy mode=pool intercept=all ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no "
+            "export_handle_type=none stream=legacy mode=pool intercept=all ordering=device log_level=warn "
+            "log_file=stderr stats_file=none show_stats=no "
             "disabled=no");
 }
 
-TEST(Describe, ExplicitValues) {
+TEST(Describe, ExplicitValues)
+{
   cfg::settings s;
   s.initial_pool_size = cfg::size_spec{cfg::size_spec::kind::bytes, std::uint64_t{1536} << 20, 0.0};
   s.release_threshold = cfg::size_spec{cfg::size_spec::kind::percent_of_total, 0, 12.5};
@@ -31,24 +34,28 @@ TEST(Describe, ExplicitValues) {
   s.show_stats = true;
   s.disabled = true;
   s.idle_release_ms = 250;
-  EXPECT_EQ(cfg::describe(s),
-            "initial_pool_size=1536MiB release_threshold=12.5% idle_release=250ms export_handle_type=posix_file_descriptor "
-            "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log stats_file=/tmp/stats-%p.json "
-            "show_stats=yes disabled=yes");
+  EXPECT_EQ(
+    cfg::describe(s),
+    "initial_pool_size=1536MiB release_threshold=12.5% idle_release=250ms export_handle_type=posix_file_descriptor "
+    "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
+    "stats_file=/tmp/stats-%p.json "
+    "show_stats=yes disabled=yes");
 }
 
-TEST(Describe, FromTheEnvironment) {
+TEST(Describe, FromTheEnvironment)
+{
   char const* env[] = {"ASYNCSHIM_RELEASE_THRESHOLD=2GiB", "ASYNCSHIM_INITIAL_POOL_SIZE=half-free",
                        "ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric", "ASYNCSHIM_IDLE_RELEASE=off", nullptr};
   auto const result = cfg::parse_environment(env);
   std::string const line = cfg::describe(result.values);
-  EXPECT_EQ(line,
-            "initial_pool_size=half-free release_threshold=2GiB idle_release=off export_handle_type=fabric stream=legacy mode=pool intercept=all "
-            "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no disabled=no");
+  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off export_handle_type=fabric "
+                  "stream=legacy mode=pool intercept=all "
+                  "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no disabled=no");
   EXPECT_EQ(line.find('\n'), std::string::npos);
 }
 
-TEST(Describe, DefaultReleaseThresholdWithExplicitInitialSize) {
+TEST(Describe, DefaultReleaseThresholdWithExplicitInitialSize)
+{
   cfg::settings s;
   s.initial_pool_size = cfg::size_spec{cfg::size_spec::kind::percent_of_total, 0, 25.0};
   std::string const line = cfg::describe(s);

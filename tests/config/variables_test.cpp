@@ -33,9 +33,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
 {
   std::set<std::string> changed;
   auto compare = [&](char const* name, auto const& x, auto const& y) {
-    if (!(x == y)) {
-      changed.insert(name);
-    }
+    if (!(x == y)) { changed.insert(name); }
   };
   compare("disabled", a.disabled, b.disabled);
   compare("initial_pool_size", a.initial_pool_size, b.initial_pool_size);
@@ -54,24 +52,28 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
 }
 
 std::set<std::string> const all_members{
-    "disabled", "initial_pool_size", "release_threshold", "idle_release_ms", "export_handle_type", "stream", "mode",
-    "intercept", "ordering", "level", "log_file", "stats_file", "show_stats"};
+  "disabled",  "initial_pool_size", "release_threshold", "idle_release_ms", "export_handle_type", "stream",
+  "mode",      "intercept",         "ordering",          "level",           "log_file",           "stats_file",
+  "show_stats"};
 
 // A valid value other than the default, for each variable.
 std::map<std::string, std::string> const example_values{
-    {"ASYNCSHIM_INITIAL_POOL_SIZE", "1GiB"}, {"ASYNCSHIM_RELEASE_THRESHOLD", "25%"},
-    {"ASYNCSHIM_IDLE_RELEASE", "500ms"},     {"ASYNCSHIM_EXPORT_HANDLE_TYPE", "fabric"},
-    {"ASYNCSHIM_STREAM", "per-thread"},      {"ASYNCSHIM_MODE", "observe"},
-    {"ASYNCSHIM_INTERCEPT", "driver"},       {"ASYNCSHIM_ORDERING", "sync"},
-    {"ASYNCSHIM_LOG_LEVEL", "debug"},        {"ASYNCSHIM_LOG_FILE", "/tmp/asyncshim.log"},
-    {"ASYNCSHIM_STATS_FILE", "/tmp/s.json"}, {"ASYNCSHIM_SHOW_STATS", "yes"},
-    {"ASYNCSHIM_DISABLE", "1"},
+  {"ASYNCSHIM_INITIAL_POOL_SIZE", "1GiB"},
+  {"ASYNCSHIM_RELEASE_THRESHOLD", "25%"},
+  {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
+  {"ASYNCSHIM_EXPORT_HANDLE_TYPE", "fabric"},
+  {"ASYNCSHIM_STREAM", "per-thread"},
+  {"ASYNCSHIM_MODE", "observe"},
+  {"ASYNCSHIM_INTERCEPT", "driver"},
+  {"ASYNCSHIM_ORDERING", "sync"},
+  {"ASYNCSHIM_LOG_LEVEL", "debug"},
+  {"ASYNCSHIM_LOG_FILE", "/tmp/asyncshim.log"},
+  {"ASYNCSHIM_STATS_FILE", "/tmp/s.json"},
+  {"ASYNCSHIM_SHOW_STATS", "yes"},
+  {"ASYNCSHIM_DISABLE", "1"},
 };
 
-bool one_line(std::string_view text)
-{
-  return text.find_first_of("\t\n\r") == std::string_view::npos;
-}
+bool one_line(std::string_view text) { return text.find_first_of("\t\n\r") == std::string_view::npos; }
 
 TEST(Variables, NamesStartWithThePrefixAndAreUnique)
 {
@@ -143,9 +145,7 @@ TEST(Variables, DefaultsWrittenAsValuesAreAccepted)
 TEST(Variables, IdleReleaseDefaultIsTheDefaultDuration)
 {
   for (cfg::variable_info const& v : cfg::variables()) {
-    if (v.field == "idle_release_ms") {
-      EXPECT_EQ(v.default_text, cfg::duration_text(cfg::default_idle_release_ms));
-    }
+    if (v.field == "idle_release_ms") { EXPECT_EQ(v.default_text, cfg::duration_text(cfg::default_idle_release_ms)); }
   }
 }
 
@@ -161,7 +161,8 @@ TEST(Variables, InvalidValuesDoWhatTheTableSays)
     }
     ASSERT_FALSE(result.diagnostics.empty()) << name;
     EXPECT_EQ(result.diagnostics[0].level, cfg::log_level::error) << name;
-    EXPECT_TRUE(result.diagnostics[0].text.starts_with(name + "='bogus' is not a valid ")) << result.diagnostics[0].text;
+    EXPECT_TRUE(result.diagnostics[0].text.starts_with(name + "='bogus' is not a valid "))
+      << result.diagnostics[0].text;
     EXPECT_NE(result.diagnostics[0].text.find(v.accepted), std::string::npos) << result.diagnostics[0].text;
     bool const disables = v.invalid == cfg::on_invalid::disables;
     EXPECT_EQ(result.values.disabled, disables) << name;
@@ -197,9 +198,7 @@ std::vector<std::string> output_lines(std::string const& command)
   while (start < text.size()) {
     std::size_t const end = text.find('\n', start);
     EXPECT_NE(end, std::string::npos) << "the last line has no line break";
-    if (end == std::string::npos) {
-      break;
-    }
+    if (end == std::string::npos) { break; }
     lines.push_back(text.substr(start, end - start));
     start = end + 1;
   }
@@ -219,8 +218,8 @@ TEST(SettingsTool, ListPrintsEveryVariableTabSeparated)
 TEST(SettingsTool, ListIgnoresTheEnvironment)
 {
   auto const plain = output_lines(std::string(ASYNCSHIM_SETTINGS_TOOL) + " --list");
-  auto const with_bad_values = output_lines("env ASYNCSHIM_STREAM=bogus ASYNCSHIM_STREEM=1 " +
-                                            std::string(ASYNCSHIM_SETTINGS_TOOL) + " --list");
+  auto const with_bad_values =
+    output_lines("env ASYNCSHIM_STREAM=bogus ASYNCSHIM_STREEM=1 " + std::string(ASYNCSHIM_SETTINGS_TOOL) + " --list");
   EXPECT_EQ(plain, with_bad_values);
 }
 

@@ -11,17 +11,20 @@
 namespace cuda_double {
 namespace {
 
-char const* env(char const* name) {
+char const* env(char const* name)
+{
   char const* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
-void complain(char const* name, char const* value, char const* what) {
+void complain(char const* name, char const* value, char const* what)
+{
   std::fprintf(stderr, "cuda_double: ignoring %s=\"%s\": %s\n", name, value, what);
 }
 
 // Unsigned decimal or 0x-hex, the whole string, within [0, max].
-bool parse_number(char const* name, char const* text, std::uint64_t max, std::uint64_t& out) {
+bool parse_number(char const* name, char const* text, std::uint64_t max, std::uint64_t& out)
+{
   if (text[0] == '-' || text[0] == '+') {
     complain(name, text, "expected an unsigned number");
     return false;
@@ -41,37 +44,45 @@ bool parse_number(char const* name, char const* text, std::uint64_t max, std::ui
   return true;
 }
 
-bool parse_flag(char const* name, char const* text) {
-  for (char const* yes : {"1", "true", "yes", "on", "TRUE", "YES", "ON", "True", "Yes", "On"})
-    if (std::strcmp(text, yes) == 0) return true;
-  for (char const* no : {"0", "false", "no", "off", "FALSE", "NO", "OFF", "False", "No", "Off"})
-    if (std::strcmp(text, no) == 0) return false;
+bool parse_flag(char const* name, char const* text)
+{
+  for (char const* yes : {"1", "true", "yes", "on", "TRUE", "YES", "ON", "True", "Yes", "On"}) {
+    if (std::strcmp(text, yes) == 0) { return true; }
+  }
+  for (char const* no : {"0", "false", "no", "off", "FALSE", "NO", "OFF", "False", "No", "Off"}) {
+    if (std::strcmp(text, no) == 0) { return false; }
+  }
   complain(name, text, "expected 1/true/yes/on or 0/false/no/off");
   return false;
 }
 
-configuration read_config() {
+configuration read_config()
+{
   configuration c;
   std::uint64_t n = 0;
-  if (char const* v = env("CUDA_DOUBLE_DEVICES"); v && parse_number("CUDA_DOUBLE_DEVICES", v, max_devices, n))
+  if (char const* v = env("CUDA_DOUBLE_DEVICES"); v && parse_number("CUDA_DOUBLE_DEVICES", v, max_devices, n)) {
     c.devices = static_cast<int>(n);
-  if (char const* v = env("CUDA_DOUBLE_NO_DRIVER")) c.no_driver = parse_flag("CUDA_DOUBLE_NO_DRIVER", v);
+  }
+  if (char const* v = env("CUDA_DOUBLE_NO_DRIVER")) { c.no_driver = parse_flag("CUDA_DOUBLE_NO_DRIVER", v); }
   if (char const* v = env("CUDA_DOUBLE_MEMORY");
-      v && parse_number("CUDA_DOUBLE_MEMORY", v, std::numeric_limits<std::uint64_t>::max(), n))
+      v && parse_number("CUDA_DOUBLE_MEMORY", v, std::numeric_limits<std::uint64_t>::max(), n)) {
     c.memory = n;
-  if (char const* v = env("CUDA_DOUBLE_NO_POOLS")) c.no_pools = parse_flag("CUDA_DOUBLE_NO_POOLS", v);
+  }
+  if (char const* v = env("CUDA_DOUBLE_NO_POOLS")) { c.no_pools = parse_flag("CUDA_DOUBLE_NO_POOLS", v); }
   if (char const* v = env("CUDA_DOUBLE_POOL_HANDLE_TYPES");
-      v && parse_number("CUDA_DOUBLE_POOL_HANDLE_TYPES", v, std::numeric_limits<int>::max(), n))
+      v && parse_number("CUDA_DOUBLE_POOL_HANDLE_TYPES", v, std::numeric_limits<int>::max(), n)) {
     c.pool_handle_types = static_cast<unsigned>(n);
-  if (char const* v = env("CUDA_DOUBLE_NO_PEER")) c.no_peer = parse_flag("CUDA_DOUBLE_NO_PEER", v);
-  if (char const* v = env("CUDA_DOUBLE_FABRIC_OK")) c.fabric_ok = parse_flag("CUDA_DOUBLE_FABRIC_OK", v);
-  if (char const* v = env("CUDA_DOUBLE_SHARED_MEMORY")) c.shared_memory = v;
+  }
+  if (char const* v = env("CUDA_DOUBLE_NO_PEER")) { c.no_peer = parse_flag("CUDA_DOUBLE_NO_PEER", v); }
+  if (char const* v = env("CUDA_DOUBLE_FABRIC_OK")) { c.fabric_ok = parse_flag("CUDA_DOUBLE_FABRIC_OK", v); }
+  if (char const* v = env("CUDA_DOUBLE_SHARED_MEMORY")) { c.shared_memory = v; }
   return c;
 }
 
 }  // namespace
 
-configuration const& config() {
+configuration const& config()
+{
   static configuration const c = read_config();
   return c;
 }

@@ -607,20 +607,20 @@ struct cuda_double_counters {
                                        // counted
   // Work is counted only when executed: the same calls on a capturing stream
   // count in captured_operations instead (for pool_allocs and pool_frees too).
-  unsigned long long streams_created;    // cuStreamCreate + cuStreamCreateWithPriority (so
-                                         // cudaStreamCreate*) successes
-  unsigned long long streams_destroyed;  // cuStreamDestroy + cuStreamDestroy_v2 successes (the
-                                         // streams a reset destroys are not counted)
-  unsigned long long events_recorded;    // cuEventRecord(_ptsz) executed
-  unsigned long long stream_waits;       // cuStreamWaitEvent(_ptsz) executed
-  unsigned long long context_synchronizes;  // cuCtxSynchronize (so cudaDeviceSynchronize)
-                                            // successes
-  unsigned long long stream_synchronizes;   // cuStreamSynchronize(_ptsz) (so
-                                            // cudaStreamSynchronize) successes
-  unsigned long long captures_begun;        // cuStreamBeginCapture_v2(_ptsz) successes
-  unsigned long long captures_invalidated;  // captures invalidated (each once)
-  unsigned long long captured_operations;   // nodes added to captures (calls on a capturing
-                                            // stream that succeeded)
+  unsigned long long streams_created;         // cuStreamCreate + cuStreamCreateWithPriority (so
+                                              // cudaStreamCreate*) successes
+  unsigned long long streams_destroyed;       // cuStreamDestroy + cuStreamDestroy_v2 successes (the
+                                              // streams a reset destroys are not counted)
+  unsigned long long events_recorded;         // cuEventRecord(_ptsz) executed
+  unsigned long long stream_waits;            // cuStreamWaitEvent(_ptsz) executed
+  unsigned long long context_synchronizes;    // cuCtxSynchronize (so cudaDeviceSynchronize)
+                                              // successes
+  unsigned long long stream_synchronizes;     // cuStreamSynchronize(_ptsz) (so
+                                              // cudaStreamSynchronize) successes
+  unsigned long long captures_begun;          // cuStreamBeginCapture_v2(_ptsz) successes
+  unsigned long long captures_invalidated;    // captures invalidated (each once)
+  unsigned long long captured_operations;     // nodes added to captures (calls on a capturing
+                                              // stream that succeeded)
   unsigned long long primary_context_resets;  // cuDevicePrimaryCtxReset_v2 (so cudaDeviceReset)
                                               // successes
   // cuMemFreeAsync(_ptsz) successes (captured ones included; not cudaFreeAsync)
@@ -630,16 +630,16 @@ struct cuda_double_counters {
   unsigned long long free_async_blocking_stream;      // created without CU_STREAM_NON_BLOCKING
   unsigned long long free_async_non_blocking_stream;  // created with CU_STREAM_NON_BLOCKING
   // Peer access, pool access and exports (so their runtime counterparts too):
-  unsigned long long peer_access_enables;   // cuCtxEnablePeerAccess successes
-  unsigned long long peer_access_disables;  // cuCtxDisablePeerAccess successes (a reset's drops
-                                            // not counted)
-  unsigned long long pool_access_sets;      // cuMemPoolSetAccess successes (count 0 included)
+  unsigned long long peer_access_enables;        // cuCtxEnablePeerAccess successes
+  unsigned long long peer_access_disables;       // cuCtxDisablePeerAccess successes (a reset's drops
+                                                 // not counted)
+  unsigned long long pool_access_sets;           // cuMemPoolSetAccess successes (count 0 included)
   unsigned long long pool_access_owner_entries;  // descriptors naming the pool's own device, in
                                                  // cuMemPoolSetAccess calls given a live pool
                                                  // (and a map), whether the call succeeded or not
-  unsigned long long pool_handle_exports;   // cuMemPoolExportToShareableHandle successes
-  unsigned long long pool_pointer_exports;  // cuMemPoolExportPointer successes
-  unsigned long long ipc_mem_handles;       // cuIpcGetMemHandle successes
+  unsigned long long pool_handle_exports;        // cuMemPoolExportToShareableHandle successes
+  unsigned long long pool_pointer_exports;       // cuMemPoolExportPointer successes
+  unsigned long long ipc_mem_handles;            // cuIpcGetMemHandle successes
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);

@@ -22,8 +22,8 @@
 using cuda_double::allocation_kind;
 using cuda_double::config;
 using cuda_double::context_state;
-using cuda_double::model_state;
 using cuda_double::model;
+using cuda_double::model_state;
 using cuda_double::operation_outcome;
 namespace operations = cuda_double::operations;
 
@@ -39,7 +39,8 @@ static_assert(int{CU_MEMPOOL_ATTR_USED_MEM_HIGH} == int{cudaMemPoolAttrUsedMemHi
 static_assert(unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR} == unsigned{cudaMemHandleTypePosixFileDescriptor});
 static_assert(unsigned{CU_MEM_HANDLE_TYPE_FABRIC} == unsigned{cudaMemHandleTypeFabric});
 static_assert(int{CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED} == int{cudaDevAttrMemoryPoolsSupported});
-static_assert(int{CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES} == int{cudaDevAttrMemoryPoolSupportedHandleTypes});
+static_assert(int{CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES} ==
+              int{cudaDevAttrMemoryPoolSupportedHandleTypes});
 static_assert(int{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR} == int{cudaDevAttrComputeCapabilityMajor});
 static_assert(int{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR} == int{cudaDevAttrComputeCapabilityMinor});
 static_assert(unsigned{CU_STREAM_NON_BLOCKING} == unsigned{cudaStreamNonBlocking});
@@ -71,33 +72,36 @@ enum class call_gate {
   context,      // ... and the calling thread has a current context
 };
 
-CUresult check(call_gate gate) {
-  if (gate == call_gate::none) return CUDA_SUCCESS;
-  if (config().no_driver) return CUDA_ERROR_STUB_LIBRARY;
-  if (!cuda_double::initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (gate == call_gate::context && cuda_double::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+CUresult check(call_gate gate)
+{
+  if (gate == call_gate::none) { return CUDA_SUCCESS; }
+  if (config().no_driver) { return CUDA_ERROR_STUB_LIBRARY; }
+  if (!cuda_double::initialized()) { return CUDA_ERROR_NOT_INITIALIZED; }
+  if (gate == call_gate::context && cuda_double::current_context() == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
   return CUDA_SUCCESS;
 }
 
 // Runs body (a callable returning CUresult) after the gate, turning exceptions
 // into CUDA errors and counting failures.
 template <class Body>
-CUresult run_driver(call_gate gate, Body&& body) noexcept {
+CUresult run_driver(call_gate gate, Body&& body) noexcept
+{
   CUresult result;
   try {
     result = check(gate);
-    if (result == CUDA_SUCCESS) result = body();
+    if (result == CUDA_SUCCESS) { result = body(); }
   } catch (std::bad_alloc const&) {
     result = CUDA_ERROR_OUT_OF_MEMORY;
   } catch (...) {
     result = CUDA_ERROR_UNKNOWN;
   }
-  if (result != CUDA_SUCCESS) cuda_double::count_failure();
+  if (result != CUDA_SUCCESS) { cuda_double::count_failure(); }
   return result;
 }
 
 // The driver's names for the model's answers.
-CUresult to_cu_result(operation_outcome outcome) {
+CUresult to_cu_result(operation_outcome outcome)
+{
   switch (outcome) {
     case operation_outcome::ok: return CUDA_SUCCESS;
     case operation_outcome::invalid_value: return CUDA_ERROR_INVALID_VALUE;
@@ -125,7 +129,8 @@ void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std
 CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
 
 // A CUmemLocation (and access flags) in the model's terms.
-operations::access_descriptor access_entry(CUmemLocation const& location, unsigned flags) {
+operations::access_descriptor access_entry(CUmemLocation const& location, unsigned flags)
+{
   operations::access_descriptor e;
   e.on_device = location.type == CU_MEM_LOCATION_TYPE_DEVICE;
   e.device = location.id;
@@ -139,12 +144,14 @@ CUstream per_thread(CUstream stream) { return stream == nullptr ? CU_STREAM_PER_
 // ---- shared bodies of the plain and _ptsz entry points
 
 // operations.hpp writes the pointer for ok and out_of_memory only; *dptr follows.
-CUresult store_allocation(operation_outcome outcome, void* p, CUdeviceptr* dptr) {
-  if (outcome == operation_outcome::ok || outcome == operation_outcome::out_of_memory) *dptr = as_deviceptr(p);
+CUresult store_allocation(operation_outcome outcome, void* p, CUdeviceptr* dptr)
+{
+  if (outcome == operation_outcome::ok || outcome == operation_outcome::out_of_memory) { *dptr = as_deviceptr(p); }
   return to_cu_result(outcome);
 }
 
-CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] {
     void* p = nullptr;
     operation_outcome const o = operations::allocate_async(bytesize, stream, dptr != nullptr ? &p : nullptr);
@@ -152,57 +159,69 @@ CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
   });
 }
 
-CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] {
     void* p = nullptr;
-    operation_outcome const o = operations::allocate_from_pool_async(pool, bytesize, stream, dptr != nullptr ? &p : nullptr);
+    operation_outcome const o =
+      operations::allocate_from_pool_async(pool, bytesize, stream, dptr != nullptr ? &p : nullptr);
     return store_allocation(o, p, dptr);
   });
 }
 
-CUresult mem_free_async(CUdeviceptr dptr, CUstream stream) {
+CUresult mem_free_async(CUdeviceptr dptr, CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::free_async(as_pointer(dptr), stream, /*from_driver=*/true));
   });
 }
 
-CUresult stream_synchronize(CUstream stream) {
+CUresult stream_synchronize(CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::synchronize_stream(stream)); });
 }
 
-CUresult stream_query(CUstream stream) {
+CUresult stream_query(CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::query_stream(stream)); });
 }
 
-CUresult stream_get_flags(CUstream stream, unsigned* flags) {
+CUresult stream_get_flags(CUstream stream, unsigned* flags)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::stream_flags(stream, flags)); });
 }
 
-CUresult stream_destroy(CUstream stream) {
+CUresult stream_destroy(CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_stream(stream)); });
 }
 
-CUresult event_record(CUevent event, CUstream stream) {
+CUresult event_record(CUevent event, CUstream stream)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::record_event(event, stream)); });
 }
 
-CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags) {
+CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::wait_event(stream, event, flags)); });
 }
 
-CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
+CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::begin_capture(stream, mode)); });
 }
 
-CUresult stream_end_capture(CUstream stream, CUgraph* graph) {
+CUresult stream_end_capture(CUstream stream, CUgraph* graph)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::end_capture(stream, graph)); });
 }
 
-CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
+CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status)
+{
   return run_driver(call_gate::initialized, [&] {
     int s = 0;
     operation_outcome const o = operations::capture_status(stream, status != nullptr ? &s : nullptr);
-    if (o == operation_outcome::ok) *status = static_cast<CUstreamCaptureStatus>(s);
+    if (o == operation_outcome::ok) { *status = static_cast<CUstreamCaptureStatus>(s); }
     return to_cu_result(o);
   });
 }
@@ -213,20 +232,22 @@ extern "C" {
 
 // ---------------------------------------------------------------- initialization, versions
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuInit(unsigned int Flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuInit(unsigned int Flags)
+{
   return run_driver(call_gate::none, [&] {
-    if (config().no_driver) return CUDA_ERROR_STUB_LIBRARY;
-    if (cuda_double::availability() != cudaSuccess) return CUDA_ERROR_NO_DEVICE;
-    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (config().no_driver) { return CUDA_ERROR_STUB_LIBRARY; }
+    if (cuda_double::availability() != cudaSuccess) { return CUDA_ERROR_NO_DEVICE; }
+    if (Flags != 0) { return CUDA_ERROR_INVALID_VALUE; }
     cuda_double::initialize();
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion)
+{
   return run_driver(call_gate::none, [&] {
-    if (config().no_driver) return CUDA_ERROR_STUB_LIBRARY;
-    if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (config().no_driver) { return CUDA_ERROR_STUB_LIBRARY; }
+    if (driverVersion == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     *driverVersion = cuda_double::driver_version;
     return CUDA_SUCCESS;
   });
@@ -234,45 +255,49 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
 
 // ---------------------------------------------------------------- devices
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (!model().valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    if (device == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    if (!model().valid_device(ordinal)) { return CUDA_ERROR_INVALID_DEVICE; }
     *device = ordinal;
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetCount(int* count)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (count == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     *count = model().device_count();
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-    if (!model().valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (name == nullptr || len <= 0) { return CUDA_ERROR_INVALID_VALUE; }
+    if (!model().valid_device(dev)) { return CUDA_ERROR_INVALID_DEVICE; }
     std::snprintf(name, static_cast<std::size_t>(len), "cuda_double device %d (test double, not a GPU)", dev);
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::device_attribute(dev, attrib, pi));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::device_attribute(dev, attrib, pi)); });
 }
 
 // ---------------------------------------------------------------- contexts
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (pctx == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     model_state& m = model();
-    if (!m.valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (!m.valid_device(dev)) { return CUDA_ERROR_INVALID_DEVICE; }
     mutex_lock lock(m.mu);
     context_state* c = m.primary_context(dev);
     ++c->retains;
@@ -281,100 +306,117 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdev
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
   return run_driver(call_gate::initialized, [&] {
     model_state& m = model();
-    if (!m.valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (!m.valid_device(dev)) { return CUDA_ERROR_INVALID_DEVICE; }
     mutex_lock lock(m.mu);
     context_state* c = m.primary_context(dev);
-    if (c->retains == 0) return CUDA_ERROR_INVALID_CONTEXT;  // as documented in cuda.h
+    if (c->retains == 0) {
+      return CUDA_ERROR_INVALID_CONTEXT;  // as documented in cuda.h
+    }
     --c->retains;
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (pctx == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     *pctx = reinterpret_cast<CUcontext>(cuda_double::current_context());
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
   return run_driver(call_gate::initialized, [&] {
     context_state* c = nullptr;
     if (ctx != nullptr) {
       c = model().find_context(ctx);
-      if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+      if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
     }
     cuda_double::set_current_context(c);
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device)
+{
   return run_driver(call_gate::context, [&] {
-    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (device == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     *device = cuda_double::current_context()->device;
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
+{
   return run_driver(call_gate::initialized, [&] {
     context_state* c = ctx == nullptr ? nullptr : model().find_context(ctx);
-    if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
     return cuda_double::push_context(c) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx)
+{
   return run_driver(call_gate::initialized, [&] {
     context_state* c = cuda_double::pop_context();
-    if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-    if (pctx != nullptr) *pctx = reinterpret_cast<CUcontext>(c);
+    if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
+    if (pctx != nullptr) { *pctx = reinterpret_cast<CUcontext>(c); }
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize(void) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
   return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::synchronize_device(cuda_double::current_context()->device));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::reset_device(dev)); });
 }
 
 // ---------------------------------------------------------------- cuMemAlloc / cuMemFree
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize)
+{
   return run_driver(call_gate::context, [&] {
-    if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (bytesize == 0) return CUDA_ERROR_INVALID_VALUE;  // as documented in cuda.h
+    if (dptr == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    if (bytesize == 0) {
+      return CUDA_ERROR_INVALID_VALUE;  // as documented in cuda.h
+    }
     *dptr = 0;
     void* p = nullptr;
     operation_outcome const o =
-        operations::allocate(cuda_double::current_context()->device, bytesize, allocation_kind::driver, &p);
-    if (o != operation_outcome::ok) return to_cu_result(o);
+      operations::allocate(cuda_double::current_context()->device, bytesize, allocation_kind::driver, &p);
+    if (o != operation_outcome::ok) { return to_cu_result(o); }
     *dptr = as_deviceptr(p);
     return CUDA_SUCCESS;
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (dptr == 0) return CUDA_SUCCESS;  // as the real driver answers (cuda.h does not say)
-    if (cuda_double::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    if (dptr == 0) {
+      return CUDA_SUCCESS;  // as the real driver answers (cuda.h does not say)
+    }
+    if (cuda_double::current_context() == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
     return to_cu_result(operations::release(as_pointer(dptr), allocation_kind::driver));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total)
+{
   return run_driver(call_gate::context, [&] {
-    if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (free == nullptr || total == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     model_state& m = model();
     mutex_lock lock(m.mu);
     *free = m.free_bytes(cuda_double::current_context()->device);
@@ -385,35 +427,39 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
 
 // ---------------------------------------------------------------- memcpy / memset
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount)
+{
   return run_driver(call_gate::context, [&] {
-    return to_cu_result(operations::copy(as_pointer(dstDevice), srcHost, ByteCount,
-                                         operations::copy_direction::host_to_device));
+    return to_cu_result(
+      operations::copy(as_pointer(dstDevice), srcHost, ByteCount, operations::copy_direction::host_to_device));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
   return run_driver(call_gate::context, [&] {
-    return to_cu_result(operations::copy(dstHost, as_pointer(srcDevice), ByteCount,
-                                         operations::copy_direction::device_to_host));
+    return to_cu_result(
+      operations::copy(dstHost, as_pointer(srcDevice), ByteCount, operations::copy_direction::device_to_host));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return run_driver(call_gate::context, [&] {
-    return to_cu_result(operations::fill(as_pointer(dstDevice), uc, N));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+  return run_driver(call_gate::context, [&] { return to_cu_result(operations::fill(as_pointer(dstDevice), uc, N)); });
 }
 
 // ---------------------------------------------------------------- pointer attributes
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (data == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     model_state& m = model();
     mutex_lock lock(m.mu);
     auto const [base, a] = m.allocation_containing(as_pointer(ptr));
-    if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not memory of this "device"
+    if (a == nullptr) {
+      return CUDA_ERROR_INVALID_VALUE;  // not memory of this "device"
+    }
     switch (attribute) {
       case CU_POINTER_ATTRIBUTE_CONTEXT:
         *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(m.primary_context(a->device));
@@ -434,13 +480,15 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_att
 
 // ---------------------------------------------------------------- streams
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags)
+{
   return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::create_stream(cuda_double::current_context()->device, Flags, 0, phStream));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority)
+{
   return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::create_stream(cuda_double::current_context()->device, flags, priority, phStream));
   });
@@ -451,17 +499,20 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v1(CUstream hStream) { return s
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags)
+{
   return stream_get_flags(hStream, flags);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags)
+{
   return stream_get_flags(per_thread(hStream), flags);
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) { return stream_synchronize(hStream); }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+{
   return stream_synchronize(per_thread(hStream));
 }
 
@@ -469,177 +520,204 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamQuery(CUstream hStream) { return stream
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return stream_query(per_thread(hStream)); }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
   return stream_wait_event(hStream, hEvent, Flags);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
   return stream_wait_event(per_thread(hStream), hEvent, Flags);
 }
 
 // ---------------------------------------------------------------- events
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags)
+{
   return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::create_event(cuda_double::current_context()->device, Flags, phEvent));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_event(hEvent)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+{
   return event_record(hEvent, hStream);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
   return event_record(hEvent, per_thread(hStream));
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, false)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::query_event(hEvent, true)); });
 }
 
 // ---------------------------------------------------------------- stream capture, graphs
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
   return stream_begin_capture(hStream, mode);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
   return stream_begin_capture(per_thread(hStream), mode);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph)
+{
   return stream_end_capture(hStream, phGraph);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph)
+{
   return stream_end_capture(per_thread(hStream), phGraph);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus)
+{
   return stream_is_capturing(hStream, captureStatus);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus)
+{
   return stream_is_capturing(per_thread(hStream), captureStatus);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (mode == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
     int m = *mode;
     operation_outcome const o = operations::exchange_capture_mode(&m);
-    if (o == operation_outcome::ok) *mode = static_cast<CUstreamCaptureMode>(m);
+    if (o == operation_outcome::ok) { *mode = static_cast<CUstreamCaptureMode>(m); }
     return to_cu_result(o);
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_graph(hGraph)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes) {
-  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::graph_nodes(hGraph, nodes, numNodes)); });
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::graph_nodes(hGraph, nodes, numNodes)); });
 }
 
 // ---------------------------------------------------------------- pools
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (poolProps == nullptr) return to_cu_result(operations::create_pool(nullptr, pool));
-    auto const properties = operations::pool_properties(*poolProps, CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE);
+    if (poolProps == nullptr) { return to_cu_result(operations::create_pool(nullptr, pool)); }
+    auto const properties =
+      operations::pool_properties(*poolProps, CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE);
     return to_cu_result(operations::create_pool(&properties, pool));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::destroy_pool(pool));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_pool(pool)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::set_pool_attribute(pool, attr, value));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::set_pool_attribute(pool, attr, value)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::get_pool_attribute(pool, attr, value));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::get_pool_attribute(pool, attr, value)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::trim_pool(pool, minBytesToKeep)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count)
+{
   return run_driver(call_gate::initialized, [&] {
-    if (map == nullptr) return to_cu_result(operations::set_pool_access(pool, nullptr, count));
+    if (map == nullptr) { return to_cu_result(operations::set_pool_access(pool, nullptr, count)); }
     std::vector<operations::access_descriptor> entries(count);
-    for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t i = 0; i < count; ++i) {
       entries[i] = access_entry(map[i].location, static_cast<unsigned>(map[i].flags));
+    }
     return to_cu_result(operations::set_pool_access(pool, entries.data(), count));
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool,
-                                                   CUmemLocation* location) {
+                                                    CUmemLocation* location)
+{
   return run_driver(call_gate::initialized, [&] {
     // No location: an entry that is no device location (invalid_value, after the pool checks).
-    operations::access_descriptor const where = location != nullptr ? access_entry(*location, 0) : operations::access_descriptor{};
+    operations::access_descriptor const where =
+      location != nullptr ? access_entry(*location, 0) : operations::access_descriptor{};
     unsigned f = 0;
     operation_outcome const o = operations::get_pool_access(memPool, where, flags != nullptr ? &f : nullptr);
-    if (o == operation_outcome::ok) *flags = static_cast<CUmemAccess_flags>(f);
+    if (o == operation_outcome::ok) { *flags = static_cast<CUmemAccess_flags>(f); }
     return to_cu_result(o);
   });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
-                                                                 CUmemAllocationHandleType handleType,
-                                                                 unsigned long long flags) {
+                                                                  CUmemAllocationHandleType handleType,
+                                                                  unsigned long long flags)
+{
   return run_driver(call_gate::initialized, [&] {
     return to_cu_result(operations::export_pool(pool, static_cast<unsigned>(handleType), flags, handle_out));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::export_pool_pointer(as_pointer(ptr), shareData_out));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::export_pool_pointer(as_pointer(ptr), shareData_out)); });
 }
 
 // ---------------------------------------------------------------- legacy IPC
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::ipc_mem_handle(as_pointer(dptr), pHandle));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::ipc_mem_handle(as_pointer(dptr), pHandle)); });
 }
 
 // ---------------------------------------------------------------- peer access
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
-  return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::can_access_peer(dev, peerDev, canAccessPeer));
-  });
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::can_access_peer(dev, peerDev, canAccessPeer)); });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
   return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::enable_peer_access(*cuda_double::current_context(), peerContext, Flags));
   });
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
+{
   return run_driver(call_gate::context, [&] {
     return to_cu_result(operations::disable_peer_access(*cuda_double::current_context(), peerContext));
   });
@@ -647,29 +725,35 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext) {
 
 // ---------------------------------------------------------------- stream-ordered allocation
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream)
+{
   return mem_alloc_async(dptr, bytesize, hStream);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream)
+{
   return mem_alloc_async(dptr, bytesize, per_thread(hStream));
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                                        CUstream hStream) {
+                                                         CUstream hStream)
+{
   return mem_alloc_from_pool_async(dptr, bytesize, pool, hStream);
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                                             CUstream hStream) {
+                                                              CUstream hStream)
+{
   return mem_alloc_from_pool_async(dptr, bytesize, pool, per_thread(hStream));
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
   return mem_free_async(dptr, hStream);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
   return mem_free_async(dptr, per_thread(hStream));
 }
 

@@ -10,8 +10,9 @@
 
 extern "C" {
 
-__attribute__((visibility("default"))) CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t) {
-  if (dptr != nullptr) *dptr = 0;
+__attribute__((visibility("default"))) CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t)
+{
+  if (dptr != nullptr) { *dptr = 0; }
   return CUDA_ERROR_NOT_PERMITTED;
 }
 

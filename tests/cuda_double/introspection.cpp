@@ -17,92 +17,108 @@ using mutex_lock = std::lock_guard<std::mutex>;
 
 extern "C" {
 
-CUDA_DOUBLE_API cuda_double_counters cuda_double_get_counters(void) {
+CUDA_DOUBLE_API cuda_double_counters cuda_double_get_counters(void)
+{
   // counter_set::all() lists them in the order of the struct's fields, all of
   // them unsigned long long (model.hpp checks the size).
   unsigned long long values[cuda_double::counter_set::counter_count];
   auto const all = model().counters.all();
-  for (std::size_t i = 0; i < all.size(); ++i) values[i] = all[i]->load();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    values[i] = all[i]->load();
+  }
   cuda_double_counters out{};
   std::memcpy(&out, values, sizeof out);
   return out;
 }
 
-CUDA_DOUBLE_API void cuda_double_reset_counters(void) {
+CUDA_DOUBLE_API void cuda_double_reset_counters(void)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
-  for (auto* c : m.counters.all()) c->store(0);
+  for (auto* c : m.counters.all()) {
+    c->store(0);
+  }
   m.last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_free_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_wait_stream = CUDA_DOUBLE_NO_STREAM;
   m.proc_lookups.clear();
 }
 
-CUDA_DOUBLE_API int cuda_double_pointer_kind(void const* p) {
+CUDA_DOUBLE_API int cuda_double_pointer_kind(void const* p)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   auto const* a = m.find_allocation(p);
   return a == nullptr ? 0 : static_cast<int>(a->kind);
 }
 
-CUDA_DOUBLE_API cudaMemPool_t cuda_double_pointer_pool(void const* p) {
+CUDA_DOUBLE_API cudaMemPool_t cuda_double_pointer_pool(void const* p)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   auto const* a = m.find_allocation(p);
   return a == nullptr ? nullptr : reinterpret_cast<cudaMemPool_t>(a->pool);
 }
 
-CUDA_DOUBLE_API cudaStream_t cuda_double_last_free_stream(void) {
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_free_stream(void)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   return m.last_free_stream;
 }
 
-CUDA_DOUBLE_API cudaStream_t cuda_double_last_alloc_stream(void) {
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_alloc_stream(void)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   return m.last_alloc_stream;
 }
 
-CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void) {
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   return m.last_wait_stream;
 }
 
-CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream) {
+CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   cuda_double::context_state const* c = cuda_double::current_context();
-  if (stream == cudaStreamPerThread && c == nullptr) return cuda_double::capture_status_none;
+  if (stream == cudaStreamPerThread && c == nullptr) { return cuda_double::capture_status_none; }
   cuda_double::capture_state const* capture = m.capture_of(stream, c != nullptr ? c->device : 0);
-  if (capture == nullptr) return cuda_double::capture_status_none;
+  if (capture == nullptr) { return cuda_double::capture_status_none; }
   return capture->invalidated ? cuda_double::capture_status_invalidated : cuda_double::capture_status_active;
 }
 
-CUDA_DOUBLE_API int cuda_double_live_allocations(void) {
+CUDA_DOUBLE_API int cuda_double_live_allocations(void)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   return static_cast<int>(m.allocations().size());
 }
 
-CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device) {
+CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   cuda_double::pool_state const* p = m.find_pool(pool);
-  if (p == nullptr || !m.valid_device(device)) return 0;
+  if (p == nullptr || !m.valid_device(device)) { return 0; }
   return static_cast<int>(cuda_double::model_state::pool_access(*p, device));
 }
 
-CUDA_DOUBLE_API int cuda_double_can_access(int device, void const* ptr) {
+CUDA_DOUBLE_API int cuda_double_can_access(int device, void const* ptr)
+{
   auto& m = model();
   mutex_lock lock(m.mu);
   auto const [base, a] = m.allocation_containing(ptr);
   return a != nullptr && m.can_access(device, *a) ? 1 : 0;
 }
 
-CUDA_DOUBLE_API unsigned long long cuda_double_proc_lookups(char const* base_name) {
-  if (base_name == nullptr) return 0;
+CUDA_DOUBLE_API unsigned long long cuda_double_proc_lookups(char const* base_name)
+{
+  if (base_name == nullptr) { return 0; }
   auto& m = model();
   mutex_lock lock(m.mu);
   auto it = m.proc_lookups.find(base_name);

@@ -17,13 +17,14 @@ namespace {
 constexpr std::uint64_t max64 = std::numeric_limits<std::uint64_t>::max();
 
 // Rounds up to a multiple of granule; false on overflow.
-bool round_up(std::uint64_t value, std::uint64_t granule, std::uint64_t& out) {
+bool round_up(std::uint64_t value, std::uint64_t granule, std::uint64_t& out)
+{
   std::uint64_t const rem = value % granule;
   if (rem == 0) {
     out = value;
     return true;
   }
-  if (value > max64 - (granule - rem)) return false;
+  if (value > max64 - (granule - rem)) { return false; }
   out = value + (granule - rem);
   return true;
 }
@@ -37,7 +38,7 @@ struct context_stack {
 thread_local context_stack t_contexts{};
 
 // The rest of the per-thread state; trivially destructible too.
-thread_local int t_runtime_calls = 0;  // runtime_call_scope nesting
+thread_local int t_runtime_calls = 0;           // runtime_call_scope nesting
 thread_local std::uint64_t t_thread_token = 0;  // 0 until first asked for
 thread_local int t_capture_mode = capture_mode_global;
 std::atomic<std::uint64_t> g_next_thread_token{1};
@@ -48,9 +49,10 @@ std::atomic<bool> g_initialized{false};
 
 context_state* current_context() { return t_contexts.depth == 0 ? nullptr : t_contexts.entries[t_contexts.depth - 1]; }
 
-void set_current_context(context_state* context) {
+void set_current_context(context_state* context)
+{
   if (context == nullptr) {
-    if (t_contexts.depth != 0) --t_contexts.depth;
+    if (t_contexts.depth != 0) { --t_contexts.depth; }
   } else if (t_contexts.depth == 0) {
     t_contexts.entries[t_contexts.depth++] = context;
   } else {
@@ -58,8 +60,9 @@ void set_current_context(context_state* context) {
   }
 }
 
-bool push_context(context_state* context) {
-  if (t_contexts.depth == max_context_stack_depth) return false;
+bool push_context(context_state* context)
+{
+  if (t_contexts.depth == max_context_stack_depth) { return false; }
   t_contexts.entries[t_contexts.depth++] = context;
   return true;
 }
@@ -69,26 +72,31 @@ context_state* pop_context() { return t_contexts.depth == 0 ? nullptr : t_contex
 void initialize() { g_initialized.store(true, std::memory_order_release); }
 bool initialized() { return g_initialized.load(std::memory_order_acquire); }
 
-cudaError_t availability() {
+cudaError_t availability()
+{
   configuration const& c = config();
-  if (c.no_driver) return cudaErrorInsufficientDriver;
-  if (c.devices == 0) return cudaErrorNoDevice;
+  if (c.no_driver) { return cudaErrorInsufficientDriver; }
+  if (c.devices == 0) { return cudaErrorNoDevice; }
   return cudaSuccess;
 }
 
 runtime_call_scope::runtime_call_scope() { ++t_runtime_calls; }
 runtime_call_scope::~runtime_call_scope() { --t_runtime_calls; }
 
-std::uint64_t thread_token() {
-  if (t_thread_token == 0) t_thread_token = g_next_thread_token.fetch_add(1, std::memory_order_relaxed);
+std::uint64_t thread_token()
+{
+  if (t_thread_token == 0) { t_thread_token = g_next_thread_token.fetch_add(1, std::memory_order_relaxed); }
   return t_thread_token;
 }
 
 int capture_mode() { return t_capture_mode; }
 void set_capture_mode(int mode) { t_capture_mode = mode; }
 
-void count_failure() noexcept {
-  if (t_runtime_calls != 0) return;  // the runtime function counts it
+void count_failure() noexcept
+{
+  if (t_runtime_calls != 0) {
+    return;  // the runtime function counts it
+  }
   // model() is built on first use; counting must not fail, so a model that
   // cannot be built (out of memory) is not counted in.
   try {
@@ -97,81 +105,97 @@ void count_failure() noexcept {
   }
 }
 
-model_state& model() {
+model_state& model()
+{
   static model_state* const m = new model_state(config());
   return *m;
 }
 
 model_state::model_state(configuration const& c)
-    : devices_(static_cast<std::size_t>(c.devices)), contexts_(static_cast<std::size_t>(c.devices)) {
-  for (int d = 0; d < c.devices; ++d) contexts_[static_cast<std::size_t>(d)].device = d;
-  if (!c.no_pools && !c.no_driver)
-    for (int d = 0; d < c.devices; ++d)
+    : devices_(static_cast<std::size_t>(c.devices)), contexts_(static_cast<std::size_t>(c.devices))
+{
+  for (int d = 0; d < c.devices; ++d) {
+    contexts_[static_cast<std::size_t>(d)].device = d;
+  }
+  if (!c.no_pools && !c.no_driver) {
+    for (int d = 0; d < c.devices; ++d) {
       device(d).default_pool = &create_pool(d, cudaMemHandleTypeNone, 0, /*is_default=*/true);
+    }
+  }
 }
 
 context_state* model_state::primary_context(int d) { return &contexts_[static_cast<std::size_t>(d)]; }
 
-context_state* model_state::find_context(void const* handle) {
-  for (context_state& c : contexts_)
-    if (&c == handle) return &c;
+context_state* model_state::find_context(void const* handle)
+{
+  for (context_state& c : contexts_) {
+    if (&c == handle) { return &c; }
+  }
   return nullptr;
 }
 
-std::uint64_t model_state::free_bytes(int d) {
+std::uint64_t model_state::free_bytes(int d)
+{
   device_state const& dev = device(d);
   std::uint64_t const taken = dev.used + dev.reserved + shared_devices().taken_by_others(d);
   return taken >= config().memory ? 0 : config().memory - taken;
 }
 
-void model_state::taken_changed(int d) {
+void model_state::taken_changed(int d)
+{
   device_state const& dev = device(d);
   shared_devices().publish(d, dev.used + dev.reserved);
 }
 
-allocation_record const* model_state::find_allocation(void const* p) const {
+allocation_record const* model_state::find_allocation(void const* p) const
+{
   auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(p));
   return it == allocations_.end() ? nullptr : &it->second;
 }
 
-std::pair<void*, allocation_record const*> model_state::allocation_containing(void const* p) const {
+std::pair<void*, allocation_record const*> model_state::allocation_containing(void const* p) const
+{
   auto const addr = reinterpret_cast<std::uintptr_t>(p);
   auto it = allocations_.upper_bound(addr);
-  if (it == allocations_.begin()) return {nullptr, nullptr};
+  if (it == allocations_.begin()) { return {nullptr, nullptr}; }
   --it;
-  if (addr - it->first >= it->second.size) return {nullptr, nullptr};
+  if (addr - it->first >= it->second.size) { return {nullptr, nullptr}; }
   return {reinterpret_cast<void*>(it->first), &it->second};
 }
 
-bool model_state::range_ok(void const* p, std::size_t count) const {
+bool model_state::range_ok(void const* p, std::size_t count) const
+{
   auto [base, a] = allocation_containing(p);
-  if (a == nullptr) return true;
+  if (a == nullptr) { return true; }
   std::size_t const offset = static_cast<char const*>(p) - static_cast<char const*>(base);
   return count <= a->size - offset;
 }
 
-void* model_state::host_allocate(std::size_t size) {
-  if (size > std::numeric_limits<std::size_t>::max() - allocation_alignment) return nullptr;
+void* model_state::host_allocate(std::size_t size)
+{
+  if (size > std::numeric_limits<std::size_t>::max() - allocation_alignment) { return nullptr; }
   std::size_t const rounded = (size + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
   void* p = nullptr;
-  if (posix_memalign(&p, allocation_alignment, rounded) != 0) return nullptr;
+  if (posix_memalign(&p, allocation_alignment, rounded) != 0) { return nullptr; }
   return p;
 }
 
-void model_state::insert_allocation(void* p, allocation_record const& a) {
+void model_state::insert_allocation(void* p, allocation_record const& a)
+{
   try {
     auto const [it, inserted] = allocations_.emplace(reinterpret_cast<std::uintptr_t>(p), a);
-    if (inserted) it->second.serial = next_allocation_serial_++;
+    if (inserted) { it->second.serial = next_allocation_serial_++; }
   } catch (...) {
     std::free(p);
     throw;
   }
 }
 
-operation_outcome model_state::allocate_native(int d, std::size_t size, allocation_kind kind, void** out) {
-  if (size > free_bytes(d)) return operation_outcome::out_of_memory;
+operation_outcome model_state::allocate_native(int d, std::size_t size, allocation_kind kind, void** out)
+{
+  if (size > free_bytes(d)) { return operation_outcome::out_of_memory; }
   void* p = host_allocate(size);
-  if (p == nullptr) return operation_outcome::out_of_memory;
+  if (p == nullptr) { return operation_outcome::out_of_memory; }
   insert_allocation(p, allocation_record{size, d, nullptr, kind, 0});
   device(d).used += size;
   taken_changed(d);
@@ -179,18 +203,19 @@ operation_outcome model_state::allocate_native(int d, std::size_t size, allocati
   return operation_outcome::ok;
 }
 
-operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture) {
-  if (size > max64 - pool.used) return operation_outcome::out_of_memory;
+operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture)
+{
+  if (size > max64 - pool.used) { return operation_outcome::out_of_memory; }
   std::uint64_t const needed = pool.used + size;
   std::uint64_t new_reserved = pool.reserved;
   if (needed > pool.reserved) {
-    if (pool.max_size != 0 && needed > pool.max_size) return operation_outcome::out_of_memory;
-    if (!round_up(needed, pool_granularity, new_reserved)) return operation_outcome::out_of_memory;
-    if (pool.max_size != 0) new_reserved = std::min(new_reserved, pool.max_size);
-    if (new_reserved - pool.reserved > free_bytes(pool.device)) return operation_outcome::out_of_memory;
+    if (pool.max_size != 0 && needed > pool.max_size) { return operation_outcome::out_of_memory; }
+    if (!round_up(needed, pool_granularity, new_reserved)) { return operation_outcome::out_of_memory; }
+    if (pool.max_size != 0) { new_reserved = std::min(new_reserved, pool.max_size); }
+    if (new_reserved - pool.reserved > free_bytes(pool.device)) { return operation_outcome::out_of_memory; }
   }
   void* p = host_allocate(size);
-  if (p == nullptr) return operation_outcome::out_of_memory;
+  if (p == nullptr) { return operation_outcome::out_of_memory; }
   insert_allocation(p, allocation_record{size, pool.device, &pool, allocation_kind::pool, capture});
   set_reserved(pool, new_reserved);
   pool.used = needed;
@@ -199,9 +224,10 @@ operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t 
   return operation_outcome::ok;
 }
 
-void model_state::release(void* p) {
+void model_state::release(void* p)
+{
   auto it = allocations_.find(reinterpret_cast<std::uintptr_t>(p));
-  if (it == allocations_.end()) return;
+  if (it == allocations_.end()) { return; }
   allocation_record const a = it->second;
   allocations_.erase(it);
   if (a.pool != nullptr) {
@@ -213,19 +239,25 @@ void model_state::release(void* p) {
   std::free(p);
 }
 
-void model_state::release_captured(std::uint64_t capture) {
+void model_state::release_captured(std::uint64_t capture)
+{
   std::vector<void*> doomed;
-  for (auto const& [address, a] : allocations_)
-    if (a.capture == capture) doomed.push_back(reinterpret_cast<void*>(address));
-  for (void* p : doomed) release(p);
+  for (auto const& [address, a] : allocations_) {
+    if (a.capture == capture) { doomed.push_back(reinterpret_cast<void*>(address)); }
+  }
+  for (void* p : doomed) {
+    release(p);
+  }
 }
 
-pool_state* model_state::find_pool(void const* handle) {
+pool_state* model_state::find_pool(void const* handle)
+{
   auto* pool = static_cast<pool_state*>(const_cast<void*>(handle));
   return live_pools_.count(pool) != 0 ? pool : nullptr;
 }
 
-pool_state& model_state::create_pool(int d, unsigned handle_types, std::uint64_t max_size, bool is_default) {
+pool_state& model_state::create_pool(int d, unsigned handle_types, std::uint64_t max_size, bool is_default)
+{
   auto pool = std::make_unique<pool_state>();
   pool->id = all_pools_.size() + 1;
   pool->device = d;
@@ -240,7 +272,8 @@ pool_state& model_state::create_pool(int d, unsigned handle_types, std::uint64_t
   return *raw;
 }
 
-void model_state::destroy_pool(pool_state& pool) {
+void model_state::destroy_pool(pool_state& pool)
+{
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.pool == &pool) {
       std::free(reinterpret_cast<void*>(it->first));
@@ -257,7 +290,8 @@ void model_state::destroy_pool(pool_state& pool) {
   live_pools_.erase(&pool);
 }
 
-void model_state::set_reserved(pool_state& pool, std::uint64_t reserved) {
+void model_state::set_reserved(pool_state& pool, std::uint64_t reserved)
+{
   device_state& dev = device(pool.device);
   dev.reserved = dev.reserved - pool.reserved + reserved;
   pool.reserved = reserved;
@@ -265,38 +299,44 @@ void model_state::set_reserved(pool_state& pool, std::uint64_t reserved) {
   taken_changed(pool.device);
 }
 
-access_level model_state::pool_access(pool_state const& pool, int d) {
-  if (d == pool.device) return access_level::read_write;
+access_level model_state::pool_access(pool_state const& pool, int d)
+{
+  if (d == pool.device) { return access_level::read_write; }
   auto const i = static_cast<std::size_t>(d);
   return d >= 0 && i < pool.access.size() ? pool.access[i] : access_level::none;
 }
 
-void model_state::set_pool_access(pool_state& pool, int d, access_level access) {
+void model_state::set_pool_access(pool_state& pool, int d, access_level access)
+{
   auto const i = static_cast<std::size_t>(d);
-  if (pool.access.size() <= i) pool.access.resize(static_cast<std::size_t>(device_count()), access_level::none);
+  if (pool.access.size() <= i) { pool.access.resize(static_cast<std::size_t>(device_count()), access_level::none); }
   pool.access[i] = access;
 }
 
-bool model_state::can_access(int d, allocation_record const& a) {
-  if (!valid_device(d)) return false;
-  if (a.pool != nullptr) return pool_access(*a.pool, d) != access_level::none;
+bool model_state::can_access(int d, allocation_record const& a)
+{
+  if (!valid_device(d)) { return false; }
+  if (a.pool != nullptr) { return pool_access(*a.pool, d) != access_level::none; }
   return d == a.device || peer_enabled(*primary_context(d), *primary_context(a.device));
 }
 
-void model_state::trim_pool(pool_state& pool, std::uint64_t keep) {
+void model_state::trim_pool(pool_state& pool, std::uint64_t keep)
+{
   std::uint64_t const target = std::max(pool.used, std::min(pool.reserved, keep));
-  if (pool.reserved > target) set_reserved(pool, target);
+  if (pool.reserved > target) { set_reserved(pool, target); }
 }
 
-void model_state::trim_pools(int d) {
+void model_state::trim_pools(int d)
+{
   for (pool_state* pool : live_pools_) {
-    if (pool->device != d) continue;
+    if (pool->device != d) { continue; }
     std::uint64_t const keep = std::max(pool->used, pool->release_threshold);
-    if (pool->reserved > keep) set_reserved(*pool, keep);
+    if (pool->reserved > keep) { set_reserved(*pool, keep); }
   }
 }
 
-operation_outcome model_state::set_pool_attribute(pool_state& pool, int attr, void const* value) {
+operation_outcome model_state::set_pool_attribute(pool_state& pool, int attr, void const* value)
+{
   auto const as_int = [value] { return *static_cast<int const*>(value); };
   auto const as_u64 = [value] { return *static_cast<std::uint64_t const*>(value); };
   switch (static_cast<cudaMemPoolAttr>(attr)) {
@@ -305,11 +345,11 @@ operation_outcome model_state::set_pool_attribute(pool_state& pool, int attr, vo
     case cudaMemPoolReuseAllowInternalDependencies: pool.reuse_allow_internal_dependencies = as_int() != 0; break;
     case cudaMemPoolAttrReleaseThreshold: pool.release_threshold = as_u64(); break;
     case cudaMemPoolAttrReservedMemHigh:  // only a reset (to the current value) is allowed
-      if (as_u64() != 0) return operation_outcome::invalid_value;
+      if (as_u64() != 0) { return operation_outcome::invalid_value; }
       pool.reserved_high = pool.reserved;
       break;
     case cudaMemPoolAttrUsedMemHigh:
-      if (as_u64() != 0) return operation_outcome::invalid_value;
+      if (as_u64() != 0) { return operation_outcome::invalid_value; }
       pool.used_high = pool.used;
       break;
     default: return operation_outcome::invalid_value;  // the *Current ones are read-only
@@ -317,7 +357,8 @@ operation_outcome model_state::set_pool_attribute(pool_state& pool, int attr, vo
   return operation_outcome::ok;
 }
 
-operation_outcome model_state::get_pool_attribute(pool_state const& pool, int attr, void* value) {
+operation_outcome model_state::get_pool_attribute(pool_state const& pool, int attr, void* value)
+{
   auto const as_int = [value] { return static_cast<int*>(value); };
   auto const as_u64 = [value] { return static_cast<std::uint64_t*>(value); };
   switch (static_cast<cudaMemPoolAttr>(attr)) {
@@ -334,24 +375,29 @@ operation_outcome model_state::get_pool_attribute(pool_state const& pool, int at
   return operation_outcome::ok;
 }
 
-bool model_state::is_special_stream(cudaStream_t s) {
+bool model_state::is_special_stream(cudaStream_t s)
+{
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-bool model_state::valid_stream(cudaStream_t s) const {
+bool model_state::valid_stream(cudaStream_t s) const
+{
   return is_special_stream(s) || live_streams_.count(reinterpret_cast<stream_state*>(s)) != 0;
 }
 
-int model_state::stream_device(cudaStream_t s, int current_device) const {
+int model_state::stream_device(cudaStream_t s, int current_device) const
+{
   return is_special_stream(s) ? current_device : reinterpret_cast<stream_state const*>(s)->device;
 }
 
-stream_state* model_state::find_stream(cudaStream_t s) {
+stream_state* model_state::find_stream(cudaStream_t s)
+{
   auto* stream = reinterpret_cast<stream_state*>(s);
   return !is_special_stream(s) && live_streams_.count(stream) != 0 ? stream : nullptr;
 }
 
-cudaStream_t model_state::create_stream(int d, unsigned flags, int priority) {
+cudaStream_t model_state::create_stream(int d, unsigned flags, int priority)
+{
   auto stream = std::make_unique<stream_state>();
   stream->device = d;
   stream->flags = flags;
@@ -362,20 +408,23 @@ cudaStream_t model_state::create_stream(int d, unsigned flags, int priority) {
   return reinterpret_cast<cudaStream_t>(raw);
 }
 
-bool model_state::destroy_stream(cudaStream_t s) {
+bool model_state::destroy_stream(cudaStream_t s)
+{
   stream_state* stream = find_stream(s);
-  if (stream == nullptr) return false;
-  if (capture_state* c = find_capture(stream->capture)) end_capture(*c, /*release_allocations=*/true);
+  if (stream == nullptr) { return false; }
+  if (capture_state* c = find_capture(stream->capture)) { end_capture(*c, /*release_allocations=*/true); }
   live_streams_.erase(stream);
   return true;
 }
 
-event_state* model_state::find_event(void const* handle) {
+event_state* model_state::find_event(void const* handle)
+{
   auto* event = static_cast<event_state*>(const_cast<void*>(handle));
   return live_events_.count(event) != 0 ? event : nullptr;
 }
 
-void* model_state::create_event(int d, unsigned flags) {
+void* model_state::create_event(int d, unsigned flags)
+{
   auto event = std::make_unique<event_state>();
   event->device = d;
   event->flags = flags;
@@ -385,28 +434,33 @@ void* model_state::create_event(int d, unsigned flags) {
   return raw;
 }
 
-bool model_state::destroy_event(void const* handle) {
+bool model_state::destroy_event(void const* handle)
+{
   return live_events_.erase(static_cast<event_state*>(const_cast<void*>(handle))) != 0;
 }
 
-capture_state* model_state::capture_of(cudaStream_t s, int d) {
-  if (is_legacy_stream(s)) return nullptr;
+capture_state* model_state::capture_of(cudaStream_t s, int d)
+{
+  if (is_legacy_stream(s)) { return nullptr; }
   if (s == cudaStreamPerThread) {
     std::uint64_t const me = thread_token();
-    for (auto& [id, c] : captures_)
-      if (c.stream == nullptr && c.thread == me && c.device == d) return &c;
+    for (auto& [id, c] : captures_) {
+      if (c.stream == nullptr && c.thread == me && c.device == d) { return &c; }
+    }
     return nullptr;
   }
   stream_state* stream = find_stream(s);
   return stream == nullptr ? nullptr : find_capture(stream->capture);
 }
 
-capture_state* model_state::find_capture(std::uint64_t id) {
+capture_state* model_state::find_capture(std::uint64_t id)
+{
   auto it = captures_.find(id);
   return it == captures_.end() ? nullptr : &it->second;
 }
 
-capture_state& model_state::begin_capture(cudaStream_t s, int d, int mode) {
+capture_state& model_state::begin_capture(cudaStream_t s, int d, int mode)
+{
   std::uint64_t const id = next_capture_id_++;
   capture_state& c = captures_[id];
   c.id = id;
@@ -421,20 +475,23 @@ capture_state& model_state::begin_capture(cudaStream_t s, int d, int mode) {
   return c;
 }
 
-void model_state::end_capture(capture_state& capture, bool release_allocations) {
+void model_state::end_capture(capture_state& capture, bool release_allocations)
+{
   std::uint64_t const id = capture.id;
-  if (capture.stream != nullptr) capture.stream->capture = 0;
+  if (capture.stream != nullptr) { capture.stream->capture = 0; }
   captures_.erase(id);
-  if (release_allocations) release_captured(id);
+  if (release_allocations) { release_captured(id); }
 }
 
-void model_state::invalidate(capture_state& capture) {
-  if (capture.invalidated) return;
+void model_state::invalidate(capture_state& capture)
+{
+  if (capture.invalidated) { return; }
   capture.invalidated = true;
   counters.captures_invalidated.fetch_add(1, std::memory_order_relaxed);
 }
 
-void* model_state::create_graph(capture_state const& capture) {
+void* model_state::create_graph(capture_state const& capture)
+{
   auto graph = std::make_unique<graph_state>();
   graph->capture = capture.id;
   graph->nodes.resize(static_cast<std::size_t>(capture.nodes));
@@ -444,41 +501,57 @@ void* model_state::create_graph(capture_state const& capture) {
   return raw;
 }
 
-graph_state* model_state::find_graph(void const* handle) {
+graph_state* model_state::find_graph(void const* handle)
+{
   auto* graph = static_cast<graph_state*>(const_cast<void*>(handle));
   return live_graphs_.count(graph) != 0 ? graph : nullptr;
 }
 
-void model_state::destroy_graph(graph_state& graph) {
+void model_state::destroy_graph(graph_state& graph)
+{
   release_captured(graph.capture);
   live_graphs_.erase(&graph);
   std::vector<char>().swap(graph.nodes);
 }
 
-void model_state::reset_device(int d) {
+void model_state::reset_device(int d)
+{
   // Captures first (they point at streams), then streams and events.
   std::vector<std::uint64_t> doomed_captures;
-  for (auto const& [id, c] : captures_)
-    if (c.device == d) doomed_captures.push_back(id);
-  for (std::uint64_t id : doomed_captures) end_capture(captures_.at(id), /*release_allocations=*/false);
-  for (auto it = live_streams_.begin(); it != live_streams_.end();)
+  for (auto const& [id, c] : captures_) {
+    if (c.device == d) { doomed_captures.push_back(id); }
+  }
+  for (std::uint64_t id : doomed_captures) {
+    end_capture(captures_.at(id), /*release_allocations=*/false);
+  }
+  for (auto it = live_streams_.begin(); it != live_streams_.end();) {
     it = (*it)->device == d ? live_streams_.erase(it) : std::next(it);
-  for (auto it = live_events_.begin(); it != live_events_.end();)
+  }
+  for (auto it = live_events_.begin(); it != live_events_.end();) {
     it = (*it)->device == d ? live_events_.erase(it) : std::next(it);
+  }
   // Every allocation of the device, whatever made it.
   std::vector<void*> doomed;
-  for (auto const& [address, a] : allocations_)
-    if (a.device == d) doomed.push_back(reinterpret_cast<void*>(address));
-  for (void* p : doomed) release(p);
+  for (auto const& [address, a] : allocations_) {
+    if (a.device == d) { doomed.push_back(reinterpret_cast<void*>(address)); }
+  }
+  for (void* p : doomed) {
+    release(p);
+  }
   // Peer access from its context, and to it.
   context_state& context = *primary_context(d);
   context.peers.clear();
-  for (context_state& c : contexts_) c.peers.erase(&context);
+  for (context_state& c : contexts_) {
+    c.peers.erase(&context);
+  }
   // Its pools: the created ones are destroyed, the default one starts over.
   std::vector<pool_state*> pools;
-  for (pool_state* pool : live_pools_)
-    if (pool->device == d && !pool->is_default) pools.push_back(pool);
-  for (pool_state* pool : pools) destroy_pool(*pool);
+  for (pool_state* pool : live_pools_) {
+    if (pool->device == d && !pool->is_default) { pools.push_back(pool); }
+  }
+  for (pool_state* pool : pools) {
+    destroy_pool(*pool);
+  }
   if (pool_state* pool = device(d).default_pool) {
     set_reserved(*pool, 0);
     pool_state fresh;  // access: none but its own device's

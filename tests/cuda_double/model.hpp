@@ -42,7 +42,7 @@ namespace cuda_double {
 
 inline constexpr std::uint64_t default_memory = 8ULL << 30;  // 8 GiB per device
 inline constexpr unsigned default_pool_handle_types =
-    cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric;  // 9, as on an H200
+  cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric;  // 9, as on an H200
 inline constexpr std::uint64_t pool_granularity = 2ULL << 20;      // pools grow in 2 MiB steps
 inline constexpr std::size_t allocation_alignment = 256;           // like cudaMalloc
 inline constexpr int max_devices = 1024;
@@ -71,8 +71,8 @@ struct configuration {
   std::uint64_t memory = default_memory;
   bool no_pools = false;
   unsigned pool_handle_types = default_pool_handle_types;
-  bool no_peer = false;    // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
-  bool fabric_ok = false;  // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
+  bool no_peer = false;       // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
+  bool fabric_ok = false;     // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
   std::string shared_memory;  // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();
@@ -113,20 +113,23 @@ struct stream_state {
 // A device pointer as a key (a type of its own, so that it cannot be mixed up
 // with other integers).
 enum class device_address : std::uintptr_t {};
-inline device_address address_of(void const* p) { return static_cast<device_address>(reinterpret_cast<std::uintptr_t>(p)); }
+inline device_address address_of(void const* p)
+{
+  return static_cast<device_address>(reinterpret_cast<std::uintptr_t>(p));
+}
 
 // An ongoing stream capture (from cuStreamBeginCapture_v2 until
 // cuStreamEndCapture, or until its stream or device goes away).
 struct capture_state {
   std::uint64_t id = 0;  // never 0, never reused
   int device = 0;
-  stream_state* stream = nullptr;     // nullptr: the per-thread default stream of (thread, device)
-  std::uint64_t thread = 0;     // thread_token() of the thread that began it
+  stream_state* stream = nullptr;  // nullptr: the per-thread default stream of (thread, device)
+  std::uint64_t thread = 0;        // thread_token() of the thread that began it
   int mode = capture_mode_global;
-  bool blocking = true;         // its stream synchronizes with the legacy stream
+  bool blocking = true;  // its stream synchronizes with the legacy stream
   bool invalidated = false;
-  std::uint64_t nodes = 0;      // operations captured
-  std::set<device_address> freed;      // pointers freed by captured frees
+  std::uint64_t nodes = 0;         // operations captured
+  std::set<device_address> freed;  // pointers freed by captured frees
 };
 
 struct event_state {
@@ -159,7 +162,8 @@ struct allocation_record {
 struct context_state {
   int device = 0;
   int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by model_state::mu
-  std::set<context_state const*> peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by model_state::mu
+  std::set<context_state const*>
+    peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by model_state::mu
 };
 
 struct device_state {
@@ -179,26 +183,46 @@ struct name_less {
 
 // In the order of struct cuda_double_counters; all() lists every one of them.
 struct counter_set {
-  std::atomic<unsigned long long> native_mallocs{0}, native_frees{0}, pool_allocs{0},
-      pool_frees{0}, pools_created{0}, pools_destroyed{0}, failed_calls{0}, driver_mallocs{0},
-      driver_frees{0}, streams_created{0}, streams_destroyed{0}, events_recorded{0}, stream_waits{0},
-      context_synchronizes{0}, stream_synchronizes{0}, captures_begun{0}, captures_invalidated{0},
-      captured_operations{0}, primary_context_resets{0}, free_async_legacy_stream{0},
-      free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
-      peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
-      pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0};
+  std::atomic<unsigned long long> native_mallocs{0}, native_frees{0}, pool_allocs{0}, pool_frees{0}, pools_created{0},
+    pools_destroyed{0}, failed_calls{0}, driver_mallocs{0}, driver_frees{0}, streams_created{0}, streams_destroyed{0},
+    events_recorded{0}, stream_waits{0}, context_synchronizes{0}, stream_synchronizes{0}, captures_begun{0},
+    captures_invalidated{0}, captured_operations{0}, primary_context_resets{0}, free_async_legacy_stream{0},
+    free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
+    peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
+    pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0};
   static constexpr std::size_t counter_count = 30;
-  std::array<std::atomic<unsigned long long>*, counter_count> all() {
-    return {&native_mallocs,        &native_frees,           &pool_allocs,
-            &pool_frees,            &pools_created,          &pools_destroyed,
-            &failed_calls,          &driver_mallocs,         &driver_frees,
-            &streams_created,       &streams_destroyed,      &events_recorded,
-            &stream_waits,          &context_synchronizes,   &stream_synchronizes,
-            &captures_begun,        &captures_invalidated,   &captured_operations,
-            &primary_context_resets, &free_async_legacy_stream, &free_async_per_thread_stream,
-            &free_async_blocking_stream, &free_async_non_blocking_stream, &peer_access_enables,
-            &peer_access_disables,  &pool_access_sets,       &pool_access_owner_entries,
-            &pool_handle_exports,   &pool_pointer_exports,   &ipc_mem_handles};
+  std::array<std::atomic<unsigned long long>*, counter_count> all()
+  {
+    return {&native_mallocs,
+            &native_frees,
+            &pool_allocs,
+            &pool_frees,
+            &pools_created,
+            &pools_destroyed,
+            &failed_calls,
+            &driver_mallocs,
+            &driver_frees,
+            &streams_created,
+            &streams_destroyed,
+            &events_recorded,
+            &stream_waits,
+            &context_synchronizes,
+            &stream_synchronizes,
+            &captures_begun,
+            &captures_invalidated,
+            &captured_operations,
+            &primary_context_resets,
+            &free_async_legacy_stream,
+            &free_async_per_thread_stream,
+            &free_async_blocking_stream,
+            &free_async_non_blocking_stream,
+            &peer_access_enables,
+            &peer_access_disables,
+            &pool_access_sets,
+            &pool_access_owner_entries,
+            &pool_handle_exports,
+            &pool_pointer_exports,
+            &ipc_mem_handles};
   }
 };
 static_assert(sizeof(cuda_double_counters) == counter_set::counter_count * sizeof(unsigned long long));
@@ -222,7 +246,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
   device_state& device(int d) { return devices_[static_cast<std::size_t>(d)]; }
 
   // Contexts: one primary context per device, at a fixed address.
-  context_state* primary_context(int device);        // device must be valid
+  context_state* primary_context(int device);       // device must be valid
   context_state* find_context(void const* handle);  // nullptr unless a primary context
 
   // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor

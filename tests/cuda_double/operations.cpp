@@ -18,11 +18,12 @@ using mutex_lock = std::lock_guard<std::mutex>;
 // The device a valid stream works on. A special stream stands for the current
 // context's device, so it needs one (the runtime double always has one by
 // now: it makes one current before any work). m.mu must be held.
-operation_outcome stream_device(model_state const& m, cudaStream_t stream, int& device) {
-  if (!m.valid_stream(stream)) return operation_outcome::invalid_handle;
+operation_outcome stream_device(model_state const& m, cudaStream_t stream, int& device)
+{
+  if (!m.valid_stream(stream)) { return operation_outcome::invalid_handle; }
   if (model_state::is_special_stream(stream)) {
     context_state const* c = current_context();
-    if (c == nullptr) return operation_outcome::invalid_context;
+    if (c == nullptr) { return operation_outcome::invalid_context; }
     device = c->device;
   } else {
     device = m.stream_device(stream, 0);
@@ -36,21 +37,22 @@ operation_outcome stream_device(model_state const& m, cudaStream_t stream, int& 
 // it works on the legacy stream of `device` and a prohibiting capture is of a
 // blocking stream of that device). legacy: the call works on the legacy
 // stream. m.mu must be held.
-operation_outcome unsafe_call(model_state& m, bool legacy, int device) {
+operation_outcome unsafe_call(model_state& m, bool legacy, int device)
+{
   int const mode = capture_mode();
-  if (mode == capture_mode_relaxed || m.captures().empty()) return operation_outcome::ok;
+  if (mode == capture_mode_relaxed || m.captures().empty()) { return operation_outcome::ok; }
   std::uint64_t const me = thread_token();
   bool prohibited = false;
   bool implicit = false;
   for (auto& [id, c] : m.captures()) {
-    bool const offends = c.thread == me ? c.mode != capture_mode_relaxed
-                                        : mode == capture_mode_global && c.mode == capture_mode_global;
-    if (!offends) continue;
+    bool const offends =
+      c.thread == me ? c.mode != capture_mode_relaxed : mode == capture_mode_global && c.mode == capture_mode_global;
+    if (!offends) { continue; }
     prohibited = true;
-    if (legacy && c.blocking && c.device == device) implicit = true;
+    if (legacy && c.blocking && c.device == device) { implicit = true; }
     m.invalidate(c);
   }
-  if (!prohibited) return operation_outcome::ok;
+  if (!prohibited) { return operation_outcome::ok; }
   return implicit ? operation_outcome::capture_implicit : operation_outcome::capture_unsupported;
 }
 
@@ -58,15 +60,19 @@ operation_outcome unsafe_call(model_state& m, bool legacy, int device) {
 // capture (*capture, nullptr when it is not capturing). An invalidated
 // capture takes no more work; on the legacy stream, enqueueing is a
 // potentially unsafe call (legacy_unsafe). m.mu must be held.
-operation_outcome enqueue_target(model_state& m, cudaStream_t stream, int device, bool legacy_unsafe, capture_state*& capture) {
-  if (legacy_unsafe && model_state::is_legacy_stream(stream))
-    if (operation_outcome o = unsafe_call(m, /*legacy=*/true, device); o != operation_outcome::ok) return o;
+operation_outcome enqueue_target(model_state& m, cudaStream_t stream, int device, bool legacy_unsafe,
+                                 capture_state*& capture)
+{
+  if (legacy_unsafe && model_state::is_legacy_stream(stream)) {
+    if (operation_outcome o = unsafe_call(m, /*legacy=*/true, device); o != operation_outcome::ok) { return o; }
+  }
   capture = m.capture_of(stream, device);
-  if (capture != nullptr && capture->invalidated) return operation_outcome::capture_invalidated;
+  if (capture != nullptr && capture->invalidated) { return operation_outcome::capture_invalidated; }
   return operation_outcome::ok;
 }
 
-void add_node(model_state& m, capture_state& capture) {
+void add_node(model_state& m, capture_state& capture)
+{
   ++capture.nodes;
   m.counters.captured_operations.fetch_add(1, std::memory_order_relaxed);
 }
@@ -76,36 +82,45 @@ void add_node(model_state& m, capture_state& capture) {
 // out_of_memory here, so that *out is written as operations.hpp promises. In a
 // capture, the allocation is the graph's (tagged with the capture) and a node
 // of it. m.mu must be held.
-operation_outcome allocate_in(model_state& m, pool_state& pool, std::size_t size, cudaStream_t stream, capture_state* capture, void** out) {
+operation_outcome allocate_in(model_state& m, pool_state& pool, std::size_t size, cudaStream_t stream,
+                              capture_state* capture, void** out)
+{
   *out = nullptr;
   if (size != 0) {
     try {
-      if (operation_outcome o = m.allocate_from_pool(pool, size, out, capture != nullptr ? capture->id : 0); o != operation_outcome::ok)
+      if (operation_outcome o = m.allocate_from_pool(pool, size, out, capture != nullptr ? capture->id : 0);
+          o != operation_outcome::ok) {
         return o;
+      }
     } catch (std::bad_alloc const&) {
       return operation_outcome::out_of_memory;
     }
-    if (capture == nullptr) m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed);
+    if (capture == nullptr) { m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed); }
   }
-  if (capture != nullptr) add_node(m, *capture);
+  if (capture != nullptr) { add_node(m, *capture); }
   m.last_alloc_stream = stream;
   return operation_outcome::ok;
 }
 
 // Whether [p, p + count) may be touched: inside one allocation if p is in one,
 // and, if on_device, p must be in one.
-bool range_usable(model_state const& m, void const* p, std::size_t count, bool on_device) {
-  if (on_device && m.allocation_containing(p).second == nullptr) return false;
+bool range_usable(model_state const& m, void const* p, std::size_t count, bool on_device)
+{
+  if (on_device && m.allocation_containing(p).second == nullptr) { return false; }
   return m.range_ok(p, count);
 }
 
 }  // namespace
 
-operation_outcome pools_supported() { return config().no_pools ? operation_outcome::not_supported : operation_outcome::ok; }
+operation_outcome pools_supported()
+{
+  return config().no_pools ? operation_outcome::not_supported : operation_outcome::ok;
+}
 
-operation_outcome device_attribute(int device, int attr, int* value) {
-  if (value == nullptr) return operation_outcome::invalid_value;
-  if (!model().valid_device(device)) return operation_outcome::invalid_device;
+operation_outcome device_attribute(int device, int attr, int* value)
+{
+  if (value == nullptr) { return operation_outcome::invalid_value; }
+  if (!model().valid_device(device)) { return operation_outcome::invalid_device; }
   switch (static_cast<cudaDeviceAttr>(attr)) {
     case cudaDevAttrMemoryPoolsSupported: *value = config().no_pools ? 0 : 1; break;
     case cudaDevAttrMemoryPoolSupportedHandleTypes:
@@ -118,122 +133,142 @@ operation_outcome device_attribute(int device, int attr, int* value) {
   return operation_outcome::ok;
 }
 
-operation_outcome create_pool(pool_settings const* properties, cudaMemPool_t* out) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (out == nullptr || properties == nullptr) return operation_outcome::invalid_value;
+operation_outcome create_pool(pool_settings const* properties, cudaMemPool_t* out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (out == nullptr || properties == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
-  if (!properties->pinned) return operation_outcome::invalid_value;
-  if (!properties->on_device || !m.valid_device(properties->device)) return operation_outcome::invalid_value;
-  if ((properties->handle_types & ~config().pool_handle_types) != 0) return operation_outcome::not_supported;
+  if (!properties->pinned) { return operation_outcome::invalid_value; }
+  if (!properties->on_device || !m.valid_device(properties->device)) { return operation_outcome::invalid_value; }
+  if ((properties->handle_types & ~config().pool_handle_types) != 0) { return operation_outcome::not_supported; }
   mutex_lock lock(m.mu);
-  pool_state& pool = m.create_pool(properties->device, properties->handle_types, properties->max_size, /*is_default=*/false);
+  pool_state& pool =
+    m.create_pool(properties->device, properties->handle_types, properties->max_size, /*is_default=*/false);
   *out = reinterpret_cast<cudaMemPool_t>(&pool);
   m.counters.pools_created.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome destroy_pool(cudaMemPool_t handle) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
+operation_outcome destroy_pool(cudaMemPool_t handle)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state* pool = m.find_pool(handle);
-  if (pool == nullptr || pool->is_default) return operation_outcome::invalid_value;
+  if (pool == nullptr || pool->is_default) { return operation_outcome::invalid_value; }
   m.destroy_pool(*pool);
   m.counters.pools_destroyed.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome set_pool_attribute(cudaMemPool_t handle, int attr, void const* value) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (value == nullptr) return operation_outcome::invalid_value;
+operation_outcome set_pool_attribute(cudaMemPool_t handle, int attr, void const* value)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (value == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state* pool = m.find_pool(handle);
-  if (pool == nullptr) return operation_outcome::invalid_value;
+  if (pool == nullptr) { return operation_outcome::invalid_value; }
   return model_state::set_pool_attribute(*pool, attr, value);
 }
 
-operation_outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (value == nullptr) return operation_outcome::invalid_value;
+operation_outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (value == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state const* pool = m.find_pool(handle);
-  if (pool == nullptr) return operation_outcome::invalid_value;
+  if (pool == nullptr) { return operation_outcome::invalid_value; }
   return model_state::get_pool_attribute(*pool, attr, value);
 }
 
-operation_outcome trim_pool(cudaMemPool_t handle, std::size_t keep) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
+operation_outcome trim_pool(cudaMemPool_t handle, std::size_t keep)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state* pool = m.find_pool(handle);
-  if (pool == nullptr) return operation_outcome::invalid_value;
+  if (pool == nullptr) { return operation_outcome::invalid_value; }
   m.trim_pool(*pool, keep);
   return operation_outcome::ok;
 }
 
-operation_outcome allocate(int device, std::size_t size, allocation_kind kind, void** out) {
+operation_outcome allocate(int device, std::size_t size, allocation_kind kind, void** out)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
-  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) return o;
-  if (operation_outcome o = m.allocate_native(device, size, kind, out); o != operation_outcome::ok) return o;
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
+  if (operation_outcome o = m.allocate_native(device, size, kind, out); o != operation_outcome::ok) { return o; }
   (kind == allocation_kind::driver ? m.counters.driver_mallocs : m.counters.native_mallocs)
-      .fetch_add(1, std::memory_order_relaxed);
+    .fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome release(void* p, allocation_kind caller) {
+operation_outcome release(void* p, allocation_kind caller)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
-  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, 0); o != operation_outcome::ok) return o;
-  if (m.find_allocation(p) == nullptr) return operation_outcome::invalid_value;
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, 0); o != operation_outcome::ok) { return o; }
+  if (m.find_allocation(p) == nullptr) { return operation_outcome::invalid_value; }
   m.release(p);
   (caller == allocation_kind::driver ? m.counters.driver_frees : m.counters.native_frees)
-      .fetch_add(1, std::memory_order_relaxed);
+    .fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome allocate_async(std::size_t size, cudaStream_t stream, void** out) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome allocate_async(std::size_t size, cudaStream_t stream, void** out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
-  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != operation_outcome::ok) return o;
+  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture);
+      o != operation_outcome::ok) {
+    return o;
+  }
   return allocate_in(m, *m.device(device).default_pool, size, stream, capture, out);
 }
 
-operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream, void** out) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream, void** out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state* pool = m.find_pool(handle);
-  if (pool == nullptr) return operation_outcome::invalid_value;
+  if (pool == nullptr) { return operation_outcome::invalid_value; }
   int device = 0;  // the pool decides where the memory is
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
-  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != operation_outcome::ok) return o;
+  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture);
+      o != operation_outcome::ok) {
+    return o;
+  }
   return allocate_in(m, *pool, size, stream, capture, out);
 }
 
-operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
+operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
-  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != operation_outcome::ok) return o;
+  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture);
+      o != operation_outcome::ok) {
+    return o;
+  }
   // Unlike cudaFree / cuMemFree, a null pointer is an error.
   allocation_record const* a = m.find_allocation(p);
-  if (p == nullptr || a == nullptr || a->pool == nullptr) return operation_outcome::invalid_value;
+  if (p == nullptr || a == nullptr || a->pool == nullptr) { return operation_outcome::invalid_value; }
   if (capture != nullptr) {
     // A node of the graph: nothing is freed now (at most once per capture).
-    if (!capture->freed.insert(address_of(p)).second) return operation_outcome::invalid_value;
+    if (!capture->freed.insert(address_of(p)).second) { return operation_outcome::invalid_value; }
     add_node(m, *capture);
   } else {
     m.release(p);
@@ -242,8 +277,8 @@ operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver) {
   if (from_driver) {
     auto& c = m.counters;
     stream_state const* s = m.find_stream(stream);
-    auto& counter = model_state::is_legacy_stream(stream)  ? c.free_async_legacy_stream
-                    : stream == cudaStreamPerThread ? c.free_async_per_thread_stream
+    auto& counter = model_state::is_legacy_stream(stream)     ? c.free_async_legacy_stream
+                    : stream == cudaStreamPerThread           ? c.free_async_per_thread_stream
                     : (s->flags & cudaStreamNonBlocking) != 0 ? c.free_async_non_blocking_stream
                                                               : c.free_async_blocking_stream;
     counter.fetch_add(1, std::memory_order_relaxed);
@@ -252,31 +287,35 @@ operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver) {
   return operation_outcome::ok;
 }
 
-operation_outcome copy(void* dst, void const* src, std::size_t count, copy_direction direction) {
-  if (count == 0) return operation_outcome::ok;
-  if (dst == nullptr || src == nullptr) return operation_outcome::invalid_value;
+operation_outcome copy(void* dst, void const* src, std::size_t count, copy_direction direction)
+{
+  if (count == 0) { return operation_outcome::ok; }
+  if (dst == nullptr || src == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   if (!range_usable(m, dst, count, direction == copy_direction::host_to_device) ||
-      !range_usable(m, src, count, direction == copy_direction::device_to_host))
+      !range_usable(m, src, count, direction == copy_direction::device_to_host)) {
     return operation_outcome::invalid_value;
+  }
   std::memmove(dst, src, count);
   return operation_outcome::ok;
 }
 
-operation_outcome fill(void* dst, unsigned char value, std::size_t count) {
-  if (count == 0) return operation_outcome::ok;
-  if (dst == nullptr) return operation_outcome::invalid_value;
+operation_outcome fill(void* dst, unsigned char value, std::size_t count)
+{
+  if (count == 0) { return operation_outcome::ok; }
+  if (dst == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
-  if (!range_usable(m, dst, count, /*on_device=*/true)) return operation_outcome::invalid_value;
+  if (!range_usable(m, dst, count, /*on_device=*/true)) { return operation_outcome::invalid_value; }
   std::memset(dst, value, count);
   return operation_outcome::ok;
 }
 
-operation_outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out) {
-  if (out == nullptr) return operation_outcome::invalid_value;
-  if ((flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0) return operation_outcome::invalid_value;
+operation_outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
+  if ((flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   *out = m.create_stream(device, flags, priority);
@@ -284,20 +323,22 @@ operation_outcome create_stream(int device, unsigned flags, int priority, cudaSt
   return operation_outcome::ok;
 }
 
-operation_outcome destroy_stream(cudaStream_t stream) {
+operation_outcome destroy_stream(cudaStream_t stream)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
-  if (!m.destroy_stream(stream)) return operation_outcome::invalid_handle;
+  if (!m.destroy_stream(stream)) { return operation_outcome::invalid_handle; }
   m.counters.streams_destroyed.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome stream_flags(cudaStream_t stream, unsigned* out) {
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome stream_flags(cudaStream_t stream, unsigned* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   stream_state const* s = m.find_stream(stream);
   *out = s != nullptr ? s->flags : 0u;  // the special streams are blocking
   return operation_outcome::ok;
@@ -306,12 +347,15 @@ operation_outcome stream_flags(cudaStream_t stream, unsigned* out) {
 namespace {
 
 // synchronize_stream / query_stream.
-operation_outcome finish_stream(cudaStream_t stream, bool synchronize) {
+operation_outcome finish_stream(cudaStream_t stream, bool synchronize)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
-  if (operation_outcome o = unsafe_call(m, model_state::is_legacy_stream(stream), device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  if (operation_outcome o = unsafe_call(m, model_state::is_legacy_stream(stream), device); o != operation_outcome::ok) {
+    return o;
+  }
   if (capture_state* capture = m.capture_of(stream, device)) {  // never allowed, whatever the mode
     m.invalidate(*capture);
     return operation_outcome::capture_unsupported;
@@ -329,42 +373,53 @@ operation_outcome synchronize_stream(cudaStream_t stream) { return finish_stream
 
 operation_outcome query_stream(cudaStream_t stream) { return finish_stream(stream, /*synchronize=*/false); }
 
-operation_outcome synchronize_device(int device) {
+operation_outcome synchronize_device(int device)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
-  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
   m.trim_pools(device);
   m.counters.context_synchronizes.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome create_event(int device, unsigned flags, cudaEvent_t* out) {
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome create_event(int device, unsigned flags, cudaEvent_t* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   constexpr unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
-  if ((flags & ~known) != 0) return operation_outcome::invalid_value;
-  if ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0) return operation_outcome::invalid_value;
+  if ((flags & ~known) != 0) { return operation_outcome::invalid_value; }
+  if ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0) {
+    return operation_outcome::invalid_value;
+  }
   model_state& m = model();
   mutex_lock lock(m.mu);
   *out = static_cast<cudaEvent_t>(m.create_event(device, flags));
   return operation_outcome::ok;
 }
 
-operation_outcome destroy_event(cudaEvent_t event) {
+operation_outcome destroy_event(cudaEvent_t event)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
   return m.destroy_event(event) ? operation_outcome::ok : operation_outcome::invalid_handle;
 }
 
-operation_outcome record_event(cudaEvent_t event, cudaStream_t stream) {
+operation_outcome record_event(cudaEvent_t event, cudaStream_t stream)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
   event_state* e = m.find_event(event);
-  if (e == nullptr) return operation_outcome::invalid_handle;
+  if (e == nullptr) { return operation_outcome::invalid_handle; }
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
-  if (e->device != device) return operation_outcome::invalid_handle;  // event and stream of one device
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  if (e->device != device) {
+    return operation_outcome::invalid_handle;  // event and stream of one device
+  }
   capture_state* capture = nullptr;
-  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture); o != operation_outcome::ok) return o;
+  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/true, capture);
+      o != operation_outcome::ok) {
+    return o;
+  }
   if (capture != nullptr) {
     e->captured_in = capture->id;
     add_node(m, *capture);
@@ -375,65 +430,76 @@ operation_outcome record_event(cudaEvent_t event, cudaStream_t stream) {
   return operation_outcome::ok;
 }
 
-operation_outcome query_event(cudaEvent_t event, bool /*synchronize: the same, everything is complete*/) {
+operation_outcome query_event(cudaEvent_t event, bool /*synchronize: the same, everything is complete*/)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
   event_state const* e = m.find_event(event);
-  if (e == nullptr) return operation_outcome::invalid_handle;
-  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, e->device); o != operation_outcome::ok) return o;
-  if (e->captured_in != 0) return operation_outcome::captured_event;
+  if (e == nullptr) { return operation_outcome::invalid_handle; }
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, e->device); o != operation_outcome::ok) { return o; }
+  if (e->captured_in != 0) { return operation_outcome::captured_event; }
   return operation_outcome::ok;
 }
 
-operation_outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
-  if ((flags & ~static_cast<unsigned>(cudaEventWaitExternal)) != 0) return operation_outcome::invalid_value;
+operation_outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags)
+{
+  if ((flags & ~static_cast<unsigned>(cudaEventWaitExternal)) != 0) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   event_state const* e = m.find_event(event);
-  if (e == nullptr) return operation_outcome::invalid_handle;
+  if (e == nullptr) { return operation_outcome::invalid_handle; }
   int device = 0;  // the event may be of another device
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
-  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/false, capture); o != operation_outcome::ok) return o;
+  if (operation_outcome o = enqueue_target(m, stream, device, /*legacy_unsafe=*/false, capture);
+      o != operation_outcome::ok) {
+    return o;
+  }
   bool const event_capture_ongoing = e->captured_in != 0 && m.find_capture(e->captured_in) != nullptr;
   if (capture != nullptr) {
-    if (event_capture_ongoing && e->captured_in != capture->id) return operation_outcome::capture_merge;
+    if (event_capture_ongoing && e->captured_in != capture->id) { return operation_outcome::capture_merge; }
     add_node(m, *capture);
   } else {
-    if ((flags & cudaEventWaitExternal) != 0) return operation_outcome::invalid_value;  // only valid in a capture
+    if ((flags & cudaEventWaitExternal) != 0) {
+      return operation_outcome::invalid_value;  // only valid in a capture
+    }
     // Joining a stream into a capture this way is not modelled.
-    if (event_capture_ongoing) return operation_outcome::not_supported;
-    if (e->captured_in != 0) return operation_outcome::captured_event;
+    if (event_capture_ongoing) { return operation_outcome::not_supported; }
+    if (e->captured_in != 0) { return operation_outcome::captured_event; }
     m.counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
   }
   m.last_wait_stream = stream;
   return operation_outcome::ok;
 }
 
-operation_outcome begin_capture(cudaStream_t stream, int mode) {
-  if (mode != capture_mode_global && mode != capture_mode_thread_local && mode != capture_mode_relaxed)
+operation_outcome begin_capture(cudaStream_t stream, int mode)
+{
+  if (mode != capture_mode_global && mode != capture_mode_thread_local && mode != capture_mode_relaxed) {
     return operation_outcome::invalid_value;
+  }
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
-  if (model_state::is_legacy_stream(stream)) return operation_outcome::capture_unsupported;
-  if (m.capture_of(stream, device) != nullptr) return operation_outcome::illegal_state;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  if (model_state::is_legacy_stream(stream)) { return operation_outcome::capture_unsupported; }
+  if (m.capture_of(stream, device) != nullptr) { return operation_outcome::illegal_state; }
   m.begin_capture(stream, device, mode);
   m.counters.captures_begun.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome end_capture(cudaStream_t stream, cudaGraph_t* out) {
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome end_capture(cudaStream_t stream, cudaGraph_t* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = m.capture_of(stream, device);
-  if (capture == nullptr) return operation_outcome::illegal_state;
-  if (capture->mode != capture_mode_relaxed && capture->thread != thread_token())
+  if (capture == nullptr) { return operation_outcome::illegal_state; }
+  if (capture->mode != capture_mode_relaxed && capture->thread != thread_token()) {
     return operation_outcome::capture_wrong_thread;
+  }
   if (capture->invalidated) {
     *out = nullptr;
     m.end_capture(*capture, /*release_allocations=*/true);
@@ -444,15 +510,19 @@ operation_outcome end_capture(cudaStream_t stream, cudaGraph_t* out) {
   return operation_outcome::ok;
 }
 
-operation_outcome capture_status(cudaStream_t stream, int* status) {
-  if (status == nullptr) return operation_outcome::invalid_value;
+operation_outcome capture_status(cudaStream_t stream, int* status)
+{
+  if (status == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
-  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) return o;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   if (model_state::is_legacy_stream(stream)) {
-    for (auto const& [id, c] : m.captures())
-      if (c.blocking && c.device == device) return operation_outcome::capture_implicit;  // not invalidated
+    for (auto const& [id, c] : m.captures()) {
+      if (c.blocking && c.device == device) {
+        return operation_outcome::capture_implicit;  // not invalidated
+      }
+    }
     *status = capture_status_none;
     return operation_outcome::ok;
   }
@@ -463,31 +533,35 @@ operation_outcome capture_status(cudaStream_t stream, int* status) {
   return operation_outcome::ok;
 }
 
-operation_outcome exchange_capture_mode(int* mode) {
-  if (mode == nullptr) return operation_outcome::invalid_value;
-  if (*mode != capture_mode_global && *mode != capture_mode_thread_local && *mode != capture_mode_relaxed)
+operation_outcome exchange_capture_mode(int* mode)
+{
+  if (mode == nullptr) { return operation_outcome::invalid_value; }
+  if (*mode != capture_mode_global && *mode != capture_mode_thread_local && *mode != capture_mode_relaxed) {
     return operation_outcome::invalid_value;
+  }
   int const previous = capture_mode();
   set_capture_mode(*mode);
   *mode = previous;
   return operation_outcome::ok;
 }
 
-operation_outcome destroy_graph(cudaGraph_t graph) {
+operation_outcome destroy_graph(cudaGraph_t graph)
+{
   model_state& m = model();
   mutex_lock lock(m.mu);
   graph_state* g = m.find_graph(graph);
-  if (g == nullptr) return operation_outcome::invalid_value;
+  if (g == nullptr) { return operation_outcome::invalid_value; }
   m.destroy_graph(*g);
   return operation_outcome::ok;
 }
 
-operation_outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count) {
-  if (count == nullptr) return operation_outcome::invalid_value;
+operation_outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count)
+{
+  if (count == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   graph_state* g = m.find_graph(graph);
-  if (g == nullptr) return operation_outcome::invalid_value;
+  if (g == nullptr) { return operation_outcome::invalid_value; }
   std::size_t const n = g->nodes.size();
   if (nodes == nullptr) {
     *count = n;
@@ -495,15 +569,17 @@ operation_outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::si
   }
   // As cuda.h says: at most *count entries; the ones past the graph's nodes NULL.
   std::size_t const k = std::min(*count, n);
-  for (std::size_t i = 0; i < *count; ++i)
+  for (std::size_t i = 0; i < *count; ++i) {
     nodes[i] = i < k ? reinterpret_cast<cudaGraphNode_t>(&g->nodes[i]) : nullptr;
+  }
   *count = k;
   return operation_outcome::ok;
 }
 
-operation_outcome reset_device(int device) {
+operation_outcome reset_device(int device)
+{
   model_state& m = model();
-  if (!m.valid_device(device)) return operation_outcome::invalid_device;
+  if (!m.valid_device(device)) { return operation_outcome::invalid_device; }
   mutex_lock lock(m.mu);
   m.reset_device(device);
   m.counters.primary_context_resets.fetch_add(1, std::memory_order_relaxed);
@@ -512,33 +588,38 @@ operation_outcome reset_device(int device) {
 
 // ---- peer access
 
-operation_outcome can_access_peer(int device, int peer, int* out) {
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome can_access_peer(int device, int peer, int* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state const& m = model();
-  if (!m.valid_device(device) || !m.valid_device(peer)) return operation_outcome::invalid_device;
+  if (!m.valid_device(device) || !m.valid_device(peer)) { return operation_outcome::invalid_device; }
   *out = device != peer && !config().no_peer ? 1 : 0;
   return operation_outcome::ok;
 }
 
-operation_outcome enable_peer_access(context_state& from, void const* peer, unsigned flags) {
-  if (flags != 0) return operation_outcome::invalid_value;
+operation_outcome enable_peer_access(context_state& from, void const* peer, unsigned flags)
+{
+  if (flags != 0) { return operation_outcome::invalid_value; }
   model_state& m = model();
   context_state* to = peer == nullptr ? nullptr : m.find_context(peer);
-  if (to == nullptr) return operation_outcome::invalid_context;
-  if (to == &from) return operation_outcome::invalid_device;  // its own context / device
-  if (config().no_peer) return operation_outcome::peer_unsupported;
+  if (to == nullptr) { return operation_outcome::invalid_context; }
+  if (to == &from) {
+    return operation_outcome::invalid_device;  // its own context / device
+  }
+  if (config().no_peer) { return operation_outcome::peer_unsupported; }
   mutex_lock lock(m.mu);
-  if (!from.peers.insert(to).second) return operation_outcome::peer_already_enabled;
+  if (!from.peers.insert(to).second) { return operation_outcome::peer_already_enabled; }
   m.counters.peer_access_enables.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome disable_peer_access(context_state& from, void const* peer) {
+operation_outcome disable_peer_access(context_state& from, void const* peer)
+{
   model_state& m = model();
   context_state* to = peer == nullptr ? nullptr : m.find_context(peer);
-  if (to == nullptr) return operation_outcome::invalid_context;
+  if (to == nullptr) { return operation_outcome::invalid_context; }
   mutex_lock lock(m.mu);
-  if (from.peers.erase(to) == 0) return operation_outcome::peer_not_enabled;
+  if (from.peers.erase(to) == 0) { return operation_outcome::peer_not_enabled; }
   m.counters.peer_access_disables.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
@@ -548,7 +629,8 @@ operation_outcome disable_peer_access(context_state& from, void const* peer) {
 namespace {
 
 // The access an entry asks for, if the double accepts it for some device.
-bool known_access(unsigned flags, access_level& out) {
+bool known_access(unsigned flags, access_level& out)
+{
   switch (flags) {
     case static_cast<unsigned>(access_level::none): out = access_level::none; return true;
     case static_cast<unsigned>(access_level::read_write): out = access_level::read_write; return true;
@@ -557,48 +639,58 @@ bool known_access(unsigned flags, access_level& out) {
 }
 
 // Checks one entry of set_pool_access against `pool`. m.mu must be held.
-operation_outcome check_access_entry(model_state const& m, pool_state const& pool, access_descriptor const& e) {
-  if (!e.on_device || !m.valid_device(e.device)) return operation_outcome::invalid_value;
+operation_outcome check_access_entry(model_state const& m, pool_state const& pool, access_descriptor const& e)
+{
+  if (!e.on_device || !m.valid_device(e.device)) { return operation_outcome::invalid_value; }
   access_level access = access_level::none;
-  if (!known_access(e.flags, access)) return operation_outcome::invalid_value;
+  if (!known_access(e.flags, access)) { return operation_outcome::invalid_value; }
   // The pool's own device keeps read-write access: it can be restated, never changed.
-  if (e.device == pool.device) return access == access_level::read_write ? operation_outcome::ok : operation_outcome::invalid_device;
-  if (access != access_level::none && config().no_peer) return operation_outcome::invalid_device;  // not peer capable
+  if (e.device == pool.device) {
+    return access == access_level::read_write ? operation_outcome::ok : operation_outcome::invalid_device;
+  }
+  if (access != access_level::none && config().no_peer) {
+    return operation_outcome::invalid_device;  // not peer capable
+  }
   return operation_outcome::ok;
 }
 
 }  // namespace
 
-operation_outcome set_pool_access(cudaMemPool_t handle, access_descriptor const* entries, std::size_t count) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (entries == nullptr && count != 0) return operation_outcome::invalid_value;
+operation_outcome set_pool_access(cudaMemPool_t handle, access_descriptor const* entries, std::size_t count)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (entries == nullptr && count != 0) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state* pool = m.find_pool(handle);
-  if (pool == nullptr) return operation_outcome::invalid_value;
-  for (std::size_t i = 0; i < count; ++i)
-    if (entries[i].on_device && entries[i].device == pool->device)
+  if (pool == nullptr) { return operation_outcome::invalid_value; }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (entries[i].on_device && entries[i].device == pool->device) {
       m.counters.pool_access_owner_entries.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   // All or nothing: every entry is checked before any is applied.
-  for (std::size_t i = 0; i < count; ++i)
-    if (operation_outcome o = check_access_entry(m, *pool, entries[i]); o != operation_outcome::ok) return o;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (operation_outcome o = check_access_entry(m, *pool, entries[i]); o != operation_outcome::ok) { return o; }
+  }
   for (std::size_t i = 0; i < count; ++i) {
     access_level access = access_level::none;
     known_access(entries[i].flags, access);
-    if (entries[i].device != pool->device) m.set_pool_access(*pool, entries[i].device, access);
+    if (entries[i].device != pool->device) { m.set_pool_access(*pool, entries[i].device, access); }
   }
   m.counters.pool_access_sets.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const& location, unsigned* flags) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (flags == nullptr) return operation_outcome::invalid_value;
+operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const& location, unsigned* flags)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (flags == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state const* pool = m.find_pool(handle);
-  if (pool == nullptr) return operation_outcome::invalid_value;
-  if (!location.on_device || !m.valid_device(location.device)) return operation_outcome::invalid_value;
+  if (pool == nullptr) { return operation_outcome::invalid_value; }
+  if (!location.on_device || !m.valid_device(location.device)) { return operation_outcome::invalid_value; }
   *flags = static_cast<unsigned>(model_state::pool_access(*pool, location.device));
   return operation_outcome::ok;
 }
@@ -610,16 +702,17 @@ namespace {
 // What the double writes into an exported handle or export data: enough to
 // tell the exported things apart (never read back: importing is not modelled).
 struct share_data {
-  char magic[8];               // "cdpool", "cdfabric", "cdptr" or "cdipc"
-  std::uint64_t pool = 0;      // pool_state::id (0 for an IPC handle)
-  std::uint64_t serial = 0;    // allocation_record::serial (0 for a pool handle)
+  char magic[8];             // "cdpool", "cdfabric", "cdptr" or "cdipc"
+  std::uint64_t pool = 0;    // pool_state::id (0 for an IPC handle)
+  std::uint64_t serial = 0;  // allocation_record::serial (0 for a pool handle)
   std::uint64_t address = 0;
   std::uint64_t size = 0;
   std::int32_t device = 0;
 };
 static_assert(sizeof(share_data) <= share_data_size);
 
-void write_share_data(void* out, char const* magic, std::uint64_t pool, allocation_record const* a, void const* p) {
+void write_share_data(void* out, char const* magic, std::uint64_t pool, allocation_record const* a, void const* p)
+{
   share_data d{};
   std::memcpy(d.magic, magic, std::min(std::strlen(magic), sizeof d.magic));
   d.pool = pool;
@@ -638,24 +731,29 @@ bool single_handle_type(unsigned t) { return t != 0 && (t & (t - 1)) == 0; }
 
 }  // namespace
 
-operation_outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags, void* handle_out) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (handle_out == nullptr) return operation_outcome::invalid_value;
+operation_outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags, void* handle_out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (handle_out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state const* pool = m.find_pool(handle);
-  if (pool == nullptr || flags != 0) return operation_outcome::invalid_value;
+  if (pool == nullptr || flags != 0) { return operation_outcome::invalid_value; }
   // Exactly one handle type, one the pool was created with.
-  if (!single_handle_type(handle_type) || (pool->handle_types & handle_type) == 0) return operation_outcome::invalid_value;
+  if (!single_handle_type(handle_type) || (pool->handle_types & handle_type) == 0) {
+    return operation_outcome::invalid_value;
+  }
   switch (handle_type) {
     case cudaMemHandleTypePosixFileDescriptor: {
       int const fd = eventfd(0, EFD_CLOEXEC);  // a real descriptor, the caller's to close
-      if (fd < 0) return operation_outcome::out_of_memory;
+      if (fd < 0) { return operation_outcome::out_of_memory; }
       *static_cast<int*>(handle_out) = fd;
       break;
     }
     case cudaMemHandleTypeFabric:
-      if (!config().fabric_ok) return operation_outcome::not_permitted;  // no IMEX channel, as on a lone H200
+      if (!config().fabric_ok) {
+        return operation_outcome::not_permitted;  // no IMEX channel, as on a lone H200
+      }
       write_share_data(handle_out, "cdfabric", pool->id, nullptr, nullptr);
       break;
     default: return operation_outcome::not_supported;  // the Windows handle types
@@ -664,25 +762,27 @@ operation_outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsign
   return operation_outcome::ok;
 }
 
-operation_outcome export_pool_pointer(void const* p, void* out) {
-  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) return o;
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome export_pool_pointer(void const* p, void* out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   allocation_record const* a = m.find_allocation(p);
-  if (a == nullptr || a->pool == nullptr || a->pool->handle_types == 0) return operation_outcome::invalid_value;
+  if (a == nullptr || a->pool == nullptr || a->pool->handle_types == 0) { return operation_outcome::invalid_value; }
   write_share_data(out, "cdptr", a->pool->id, a, p);
   m.counters.pool_pointer_exports.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 
-operation_outcome ipc_mem_handle(void const* p, void* out) {
-  if (out == nullptr) return operation_outcome::invalid_value;
+operation_outcome ipc_mem_handle(void const* p, void* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
   allocation_record const* a = m.find_allocation(p);
   // cudaMalloc / cuMemAlloc memory only: pool memory has no legacy IPC handle.
-  if (a == nullptr || a->pool != nullptr) return operation_outcome::invalid_value;
+  if (a == nullptr || a->pool != nullptr) { return operation_outcome::invalid_value; }
   write_share_data(out, "cdipc", 0, a, p);
   m.counters.ipc_mem_handles.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;

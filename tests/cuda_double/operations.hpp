@@ -72,7 +72,8 @@ struct pool_settings {
 // same names, but distinct types); pinned and device are the caller's API's
 // names for the pinned allocation type and the device location type.
 template <class Props, class AllocationType, class LocationType>
-pool_settings pool_properties(Props const& props, AllocationType pinned, LocationType device) {
+pool_settings pool_properties(Props const& props, AllocationType pinned, LocationType device)
+{
   pool_settings p;
   p.pinned = props.allocType == pinned;
   p.on_device = props.location.type == device;
@@ -101,8 +102,8 @@ CUDA_DOUBLE_INTERNAL operation_outcome trim_pool(cudaMemPool_t handle, std::size
 
 // From the default pool of the stream's device.
 CUDA_DOUBLE_INTERNAL operation_outcome allocate_async(std::size_t size, cudaStream_t stream, void** out);
-CUDA_DOUBLE_INTERNAL operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream,
-                                                      void** out);
+CUDA_DOUBLE_INTERNAL operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size,
+                                                                cudaStream_t stream, void** out);
 // p must be the start of a live pool allocation (so not nullptr).
 // from_driver: a cuMemFreeAsync(_ptsz) call (counted by kind of stream).
 CUDA_DOUBLE_INTERNAL operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver);
@@ -180,8 +181,10 @@ struct access_descriptor {
   unsigned flags = 0;      // CU_MEM_ACCESS_FLAGS_PROT_* == cudaMemAccessFlagsProt*
 };
 // entries: nullptr only with count 0. Every entry is checked before any is applied.
-CUDA_DOUBLE_INTERNAL operation_outcome set_pool_access(cudaMemPool_t handle, access_descriptor const* entries, std::size_t count);
-CUDA_DOUBLE_INTERNAL operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const& location, unsigned* flags);
+CUDA_DOUBLE_INTERNAL operation_outcome set_pool_access(cudaMemPool_t handle, access_descriptor const* entries,
+                                                       std::size_t count);
+CUDA_DOUBLE_INTERNAL operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const& location,
+                                                       unsigned* flags);
 
 // ---- sharing between processes (the exporting half only)
 
@@ -192,7 +195,7 @@ inline constexpr std::size_t share_data_size = 64;
 // handle is written to handle_out (an int for a POSIX file descriptor,
 // share_data_size bytes for a fabric handle).
 CUDA_DOUBLE_INTERNAL operation_outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsigned long long flags,
-                                         void* handle_out);
+                                                   void* handle_out);
 // out: share_data_size bytes, or nullptr (invalid_value).
 CUDA_DOUBLE_INTERNAL operation_outcome export_pool_pointer(void const* p, void* out);
 CUDA_DOUBLE_INTERNAL operation_outcome ipc_mem_handle(void const* p, void* out);

@@ -20,7 +20,8 @@ namespace {
 using function_pointer = void (*)();
 
 template <class F>
-function_pointer fn(F* f) {
+function_pointer fn(F* f)
+{
   return reinterpret_cast<function_pointer>(f);
 }
 
@@ -39,74 +40,75 @@ struct proc_entry {
 // provides; older ABIs of the same name (e.g. the 32-bit cuMemAlloc of CUDA
 // 2.x) are not provided, so asking for them is VERSION_NOT_SUFFICIENT.
 proc_entry const table[] = {
-    {"cuInit", 2000, fn(&cuInit), nullptr},
-    {"cuDriverGetVersion", 2020, fn(&cuDriverGetVersion), nullptr},
-    {"cuDeviceGet", 2000, fn(&cuDeviceGet), nullptr},
-    {"cuDeviceGetCount", 2000, fn(&cuDeviceGetCount), nullptr},
-    {"cuDeviceGetName", 2000, fn(&cuDeviceGetName), nullptr},
-    {"cuDeviceGetAttribute", 2000, fn(&cuDeviceGetAttribute), nullptr},
-    {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
-    {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
-    {"cuDevicePrimaryCtxReset", 11000, fn(&cuDevicePrimaryCtxReset_v2), nullptr},
-    {"cuCtxGetCurrent", 4000, fn(&cuCtxGetCurrent), nullptr},
-    {"cuCtxSetCurrent", 4000, fn(&cuCtxSetCurrent), nullptr},
-    {"cuCtxGetDevice", 2000, fn(&cuCtxGetDevice), nullptr},
-    {"cuCtxPushCurrent", 4000, fn(&cuCtxPushCurrent_v2), nullptr},
-    {"cuCtxPopCurrent", 4000, fn(&cuCtxPopCurrent_v2), nullptr},
-    {"cuCtxSynchronize", 2000, fn(&cuCtxSynchronize), nullptr},
-    {"cuMemAlloc", 3020, fn(&cuMemAlloc_v2), nullptr},
-    {"cuMemFree", 3020, fn(&cuMemFree_v2), nullptr},
-    {"cuMemGetInfo", 3020, fn(&cuMemGetInfo_v2), nullptr},
-    {"cuMemcpyHtoD", 3020, fn(&cuMemcpyHtoD_v2), nullptr},  // no _v2_ptds in the double
-    {"cuMemcpyDtoH", 3020, fn(&cuMemcpyDtoH_v2), nullptr},  // no _v2_ptds in the double
-    {"cuMemsetD8", 3020, fn(&cuMemsetD8_v2), nullptr},      // no _v2_ptds in the double
-    {"cuMemAllocAsync", 11020, fn(&cuMemAllocAsync), fn(&cuMemAllocAsync_ptsz)},
-    {"cuMemFreeAsync", 11020, fn(&cuMemFreeAsync), fn(&cuMemFreeAsync_ptsz)},
-    {"cuMemAllocFromPoolAsync", 11020, fn(&cuMemAllocFromPoolAsync), fn(&cuMemAllocFromPoolAsync_ptsz)},
-    {"cuMemPoolCreate", 11020, fn(&cuMemPoolCreate), nullptr},
-    {"cuMemPoolDestroy", 11020, fn(&cuMemPoolDestroy), nullptr},
-    {"cuMemPoolSetAttribute", 11020, fn(&cuMemPoolSetAttribute), nullptr},
-    {"cuMemPoolGetAttribute", 11020, fn(&cuMemPoolGetAttribute), nullptr},
-    {"cuMemPoolTrimTo", 11020, fn(&cuMemPoolTrimTo), nullptr},
-    {"cuMemPoolSetAccess", 11020, fn(&cuMemPoolSetAccess), nullptr},
-    {"cuMemPoolGetAccess", 11020, fn(&cuMemPoolGetAccess), nullptr},
-    {"cuMemPoolExportToShareableHandle", 11020, fn(&cuMemPoolExportToShareableHandle), nullptr},
-    {"cuMemPoolExportPointer", 11020, fn(&cuMemPoolExportPointer), nullptr},
-    {"cuIpcGetMemHandle", 4010, fn(&cuIpcGetMemHandle), nullptr},
-    {"cuDeviceCanAccessPeer", 4000, fn(&cuDeviceCanAccessPeer), nullptr},
-    {"cuCtxEnablePeerAccess", 4000, fn(&cuCtxEnablePeerAccess), nullptr},
-    {"cuCtxDisablePeerAccess", 4000, fn(&cuCtxDisablePeerAccess), nullptr},
-    {"cuStreamCreate", 2000, fn(&cuStreamCreate), nullptr},
-    {"cuStreamCreateWithPriority", 5050, fn(&cuStreamCreateWithPriority), nullptr},
-    {"cuStreamDestroy", 2000, fn(&cuStreamDestroy_v1), nullptr},
-    {"cuStreamDestroy", 4000, fn(&cuStreamDestroy_v2), nullptr},
-    {"cuStreamGetFlags", 5050, fn(&cuStreamGetFlags), fn(&cuStreamGetFlags_ptsz)},
-    {"cuStreamSynchronize", 2000, fn(&cuStreamSynchronize), fn(&cuStreamSynchronize_ptsz)},
-    {"cuStreamQuery", 2000, fn(&cuStreamQuery), fn(&cuStreamQuery_ptsz)},
-    {"cuStreamWaitEvent", 3020, fn(&cuStreamWaitEvent), fn(&cuStreamWaitEvent_ptsz)},
-    {"cuEventCreate", 2000, fn(&cuEventCreate), nullptr},
-    {"cuEventDestroy", 4000, fn(&cuEventDestroy_v2), nullptr},
-    {"cuEventRecord", 2000, fn(&cuEventRecord), fn(&cuEventRecord_ptsz)},
-    {"cuEventQuery", 2000, fn(&cuEventQuery), nullptr},
-    {"cuEventSynchronize", 2000, fn(&cuEventSynchronize), nullptr},
-    {"cuStreamBeginCapture", 10010, fn(&cuStreamBeginCapture_v2), fn(&cuStreamBeginCapture_v2_ptsz)},
-    {"cuStreamEndCapture", 10000, fn(&cuStreamEndCapture), fn(&cuStreamEndCapture_ptsz)},
-    {"cuStreamIsCapturing", 10000, fn(&cuStreamIsCapturing), fn(&cuStreamIsCapturing_ptsz)},
-    {"cuThreadExchangeStreamCaptureMode", 10010, fn(&cuThreadExchangeStreamCaptureMode), nullptr},
-    {"cuGraphDestroy", 10000, fn(&cuGraphDestroy), nullptr},
-    {"cuGraphGetNodes", 10000, fn(&cuGraphGetNodes), nullptr},
-    {"cuPointerGetAttribute", 4000, fn(&cuPointerGetAttribute), nullptr},
-    {"cuGetErrorName", 6000, fn(&cuGetErrorName), nullptr},
-    {"cuGetErrorString", 6000, fn(&cuGetErrorString), nullptr},
-    {"cuGetProcAddress", 11030, fn(&cuGetProcAddress_v1), nullptr},
-    {"cuGetProcAddress", 12000, fn(&cuGetProcAddress_v2), nullptr},
+  {"cuInit", 2000, fn(&cuInit), nullptr},
+  {"cuDriverGetVersion", 2020, fn(&cuDriverGetVersion), nullptr},
+  {"cuDeviceGet", 2000, fn(&cuDeviceGet), nullptr},
+  {"cuDeviceGetCount", 2000, fn(&cuDeviceGetCount), nullptr},
+  {"cuDeviceGetName", 2000, fn(&cuDeviceGetName), nullptr},
+  {"cuDeviceGetAttribute", 2000, fn(&cuDeviceGetAttribute), nullptr},
+  {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
+  {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
+  {"cuDevicePrimaryCtxReset", 11000, fn(&cuDevicePrimaryCtxReset_v2), nullptr},
+  {"cuCtxGetCurrent", 4000, fn(&cuCtxGetCurrent), nullptr},
+  {"cuCtxSetCurrent", 4000, fn(&cuCtxSetCurrent), nullptr},
+  {"cuCtxGetDevice", 2000, fn(&cuCtxGetDevice), nullptr},
+  {"cuCtxPushCurrent", 4000, fn(&cuCtxPushCurrent_v2), nullptr},
+  {"cuCtxPopCurrent", 4000, fn(&cuCtxPopCurrent_v2), nullptr},
+  {"cuCtxSynchronize", 2000, fn(&cuCtxSynchronize), nullptr},
+  {"cuMemAlloc", 3020, fn(&cuMemAlloc_v2), nullptr},
+  {"cuMemFree", 3020, fn(&cuMemFree_v2), nullptr},
+  {"cuMemGetInfo", 3020, fn(&cuMemGetInfo_v2), nullptr},
+  {"cuMemcpyHtoD", 3020, fn(&cuMemcpyHtoD_v2), nullptr},  // no _v2_ptds in the double
+  {"cuMemcpyDtoH", 3020, fn(&cuMemcpyDtoH_v2), nullptr},  // no _v2_ptds in the double
+  {"cuMemsetD8", 3020, fn(&cuMemsetD8_v2), nullptr},      // no _v2_ptds in the double
+  {"cuMemAllocAsync", 11020, fn(&cuMemAllocAsync), fn(&cuMemAllocAsync_ptsz)},
+  {"cuMemFreeAsync", 11020, fn(&cuMemFreeAsync), fn(&cuMemFreeAsync_ptsz)},
+  {"cuMemAllocFromPoolAsync", 11020, fn(&cuMemAllocFromPoolAsync), fn(&cuMemAllocFromPoolAsync_ptsz)},
+  {"cuMemPoolCreate", 11020, fn(&cuMemPoolCreate), nullptr},
+  {"cuMemPoolDestroy", 11020, fn(&cuMemPoolDestroy), nullptr},
+  {"cuMemPoolSetAttribute", 11020, fn(&cuMemPoolSetAttribute), nullptr},
+  {"cuMemPoolGetAttribute", 11020, fn(&cuMemPoolGetAttribute), nullptr},
+  {"cuMemPoolTrimTo", 11020, fn(&cuMemPoolTrimTo), nullptr},
+  {"cuMemPoolSetAccess", 11020, fn(&cuMemPoolSetAccess), nullptr},
+  {"cuMemPoolGetAccess", 11020, fn(&cuMemPoolGetAccess), nullptr},
+  {"cuMemPoolExportToShareableHandle", 11020, fn(&cuMemPoolExportToShareableHandle), nullptr},
+  {"cuMemPoolExportPointer", 11020, fn(&cuMemPoolExportPointer), nullptr},
+  {"cuIpcGetMemHandle", 4010, fn(&cuIpcGetMemHandle), nullptr},
+  {"cuDeviceCanAccessPeer", 4000, fn(&cuDeviceCanAccessPeer), nullptr},
+  {"cuCtxEnablePeerAccess", 4000, fn(&cuCtxEnablePeerAccess), nullptr},
+  {"cuCtxDisablePeerAccess", 4000, fn(&cuCtxDisablePeerAccess), nullptr},
+  {"cuStreamCreate", 2000, fn(&cuStreamCreate), nullptr},
+  {"cuStreamCreateWithPriority", 5050, fn(&cuStreamCreateWithPriority), nullptr},
+  {"cuStreamDestroy", 2000, fn(&cuStreamDestroy_v1), nullptr},
+  {"cuStreamDestroy", 4000, fn(&cuStreamDestroy_v2), nullptr},
+  {"cuStreamGetFlags", 5050, fn(&cuStreamGetFlags), fn(&cuStreamGetFlags_ptsz)},
+  {"cuStreamSynchronize", 2000, fn(&cuStreamSynchronize), fn(&cuStreamSynchronize_ptsz)},
+  {"cuStreamQuery", 2000, fn(&cuStreamQuery), fn(&cuStreamQuery_ptsz)},
+  {"cuStreamWaitEvent", 3020, fn(&cuStreamWaitEvent), fn(&cuStreamWaitEvent_ptsz)},
+  {"cuEventCreate", 2000, fn(&cuEventCreate), nullptr},
+  {"cuEventDestroy", 4000, fn(&cuEventDestroy_v2), nullptr},
+  {"cuEventRecord", 2000, fn(&cuEventRecord), fn(&cuEventRecord_ptsz)},
+  {"cuEventQuery", 2000, fn(&cuEventQuery), nullptr},
+  {"cuEventSynchronize", 2000, fn(&cuEventSynchronize), nullptr},
+  {"cuStreamBeginCapture", 10010, fn(&cuStreamBeginCapture_v2), fn(&cuStreamBeginCapture_v2_ptsz)},
+  {"cuStreamEndCapture", 10000, fn(&cuStreamEndCapture), fn(&cuStreamEndCapture_ptsz)},
+  {"cuStreamIsCapturing", 10000, fn(&cuStreamIsCapturing), fn(&cuStreamIsCapturing_ptsz)},
+  {"cuThreadExchangeStreamCaptureMode", 10010, fn(&cuThreadExchangeStreamCaptureMode), nullptr},
+  {"cuGraphDestroy", 10000, fn(&cuGraphDestroy), nullptr},
+  {"cuGraphGetNodes", 10000, fn(&cuGraphGetNodes), nullptr},
+  {"cuPointerGetAttribute", 4000, fn(&cuPointerGetAttribute), nullptr},
+  {"cuGetErrorName", 6000, fn(&cuGetErrorName), nullptr},
+  {"cuGetErrorString", 6000, fn(&cuGetErrorString), nullptr},
+  {"cuGetProcAddress", 11030, fn(&cuGetProcAddress_v1), nullptr},
+  {"cuGetProcAddress", 12000, fn(&cuGetProcAddress_v2), nullptr},
 };
 
 constexpr cuuint64_t known_flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 
 // The shared body of both exported ABIs. status may be null.
 CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
-                CUdriverProcAddressQueryResult* status) noexcept {
+                CUdriverProcAddressQueryResult* status) noexcept
+{
   CUresult result = CUDA_ERROR_UNKNOWN;
   CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   try {
@@ -114,7 +116,7 @@ CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flag
       auto& m = cuda_double::model();
       std::lock_guard<std::mutex> lock(m.mu);
       auto it = m.proc_lookups.find(symbol);
-      if (it == m.proc_lookups.end()) it = m.proc_lookups.emplace(symbol, 0).first;
+      if (it == m.proc_lookups.end()) { it = m.proc_lookups.emplace(symbol, 0).first; }
       ++it->second;
     }
     if (symbol == nullptr || pfn == nullptr || (flags & ~known_flags) != 0) {
@@ -124,9 +126,9 @@ CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flag
       proc_entry const* best = nullptr;
       bool named = false;
       for (proc_entry const& e : table) {
-        if (std::strcmp(e.name, symbol) != 0) continue;
+        if (std::strcmp(e.name, symbol) != 0) { continue; }
         named = true;
-        if (e.since <= cudaVersion) best = &e;
+        if (e.since <= cudaVersion) { best = &e; }
       }
       if (best != nullptr) {
         bool const per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
@@ -142,8 +144,8 @@ CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flag
   } catch (...) {
     result = CUDA_ERROR_OUT_OF_MEMORY;  // only the lookup counter can throw (std::bad_alloc)
   }
-  if (status != nullptr) *status = found;
-  if (result != CUDA_SUCCESS) cuda_double::count_failure();
+  if (status != nullptr) { *status = found; }
+  if (result != CUDA_SUCCESS) { cuda_double::count_failure(); }
   return result;
 }
 
@@ -151,14 +153,15 @@ CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flag
 
 extern "C" {
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
-                                                    cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                                     CUdriverProcAddressQueryResult* symbolStatus)
+{
   return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 // Exported as "cuGetProcAddress" (see cuda_driver_double.hpp).
-CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion,
-                                                    cuuint64_t flags) {
+CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags)
+{
   return lookup(symbol, pfn, cudaVersion, flags, nullptr);
 }
 

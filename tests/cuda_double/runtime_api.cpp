@@ -37,8 +37,8 @@
 using cuda_double::allocation_kind;
 using cuda_double::config;
 using cuda_double::context_state;
-using cuda_double::model_state;
 using cuda_double::model;
+using cuda_double::model_state;
 using cuda_double::operation_outcome;
 namespace operations = cuda_double::operations;
 
@@ -73,21 +73,23 @@ using mutex_lock = std::lock_guard<std::mutex>;
 thread_local int t_runtime_device = 0;  // cudaSetDevice's, used while no context is current
 thread_local cudaError_t t_last_error = cudaSuccess;
 
-constexpr bool gated_call = true;    // fails first when there is no driver / no device
+constexpr bool gated_call = true;  // fails first when there is no driver / no device
 constexpr bool ungated_call = false;
 
 // As the real runtime does on its first call: initializes the driver (cuInit)
 // once the configuration says there is one with devices.
-cudaError_t available() {
+cudaError_t available()
+{
   cudaError_t const e = cuda_double::availability();
-  if (e == cudaSuccess) cuda_double::initialize();
+  if (e == cudaSuccess) { cuda_double::initialize(); }
   return e;
 }
 
 // The device the calling thread works on: that of the current context, after
 // making the runtime device's primary context current when none is (as the
 // real runtime does before any work).
-int context_device() {
+int context_device()
+{
   context_state* c = cuda_double::current_context();
   if (c == nullptr) {
     c = model().primary_context(t_runtime_device);
@@ -97,13 +99,15 @@ int context_device() {
 }
 
 // The device cudaGetDevice reports: the current context's, else the runtime device.
-int reported_device() {
+int reported_device()
+{
   context_state const* c = cuda_double::current_context();
   return c != nullptr ? c->device : t_runtime_device;
 }
 
 // Records a failing result as the calling thread's last error and counts it.
-cudaError_t record(cudaError_t result) {
+cudaError_t record(cudaError_t result)
+{
   if (result != cudaSuccess) {
     t_last_error = result;
     cuda_double::count_failure();
@@ -116,12 +120,13 @@ cudaError_t record(cudaError_t result) {
 // A failing driver function called meanwhile does not count on its own (see
 // cuda_double::runtime_call_scope): the runtime call counts once.
 template <class Body>
-cudaError_t run_api(bool gated, Body&& body) noexcept {
+cudaError_t run_api(bool gated, Body&& body) noexcept
+{
   cudaError_t result;
   try {
     cuda_double::runtime_call_scope const in_runtime;
     result = gated ? available() : cudaSuccess;
-    if (result == cudaSuccess) result = body();
+    if (result == cudaSuccess) { result = body(); }
   } catch (std::bad_alloc const&) {
     result = cudaErrorMemoryAllocation;
   } catch (...) {
@@ -131,7 +136,8 @@ cudaError_t run_api(bool gated, Body&& body) noexcept {
 }
 
 // The runtime's names for the model's answers.
-cudaError_t to_cuda_error(operation_outcome outcome) {
+cudaError_t to_cuda_error(operation_outcome outcome)
+{
   switch (outcome) {
     case operation_outcome::ok: return cudaSuccess;
     case operation_outcome::invalid_value: return cudaErrorInvalidValue;
@@ -160,7 +166,8 @@ cudaError_t to_cuda_error(operation_outcome outcome) {
 
 // The runtime's names for the driver's answers (those the driver double gives;
 // anything else is cudaErrorUnknown).
-cudaError_t from_cu_result(CUresult r) {
+cudaError_t from_cu_result(CUresult r)
+{
   switch (r) {
     case CUDA_SUCCESS: return cudaSuccess;
     case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
@@ -232,24 +239,27 @@ struct driver_entry_points {
 };
 
 template <class F>
-void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot) {
+void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot)
+{
   void* pfn = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   if (get(name, &pfn, lookup_version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
-      status == CU_GET_PROC_ADDRESS_SUCCESS)
+      status == CU_GET_PROC_ADDRESS_SUCCESS) {
     slot = reinterpret_cast<F>(pfn);
+  }
 }
 
 // Looks every entry point up, once (thread-safe: a function-local static), on
 // the libcuda.so.1 already loaded (this library needs it); an entry point that
 // cannot be found stays null.
-driver_entry_points const& driver() {
+driver_entry_points const& driver()
+{
   static driver_entry_points const d = [] {
     driver_entry_points out;
     void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);  // kept for the life of the process
-    if (handle == nullptr) return out;
+    if (handle == nullptr) { return out; }
     auto const get = reinterpret_cast<decltype(&::cuGetProcAddress_v2)>(dlsym(handle, "cuGetProcAddress_v2"));
-    if (get == nullptr) return out;
+    if (get == nullptr) { return out; }
     fetch(get, "cuStreamCreate", out.stream_create);
     fetch(get, "cuMemGetInfo", out.mem_get_info);
     fetch(get, "cuStreamCreateWithPriority", out.stream_create_with_priority);
@@ -288,9 +298,10 @@ driver_entry_points const& driver() {
 // Calls a driver entry point of driver() and maps its answer; a missing one
 // (a driver without it) is cudaErrorCallRequiresNewerDriver.
 template <class F, class... Args>
-cudaError_t call(F driver_entry_points::*entry, Args... args) {
+cudaError_t call(F driver_entry_points::*entry, Args... args)
+{
   F const f = driver().*entry;
-  if (f == nullptr) return cudaErrorCallRequiresNewerDriver;
+  if (f == nullptr) { return cudaErrorCallRequiresNewerDriver; }
   return from_cu_result(f(args...));
 }
 
@@ -301,13 +312,17 @@ CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinte
 // the first time the runtime needs it, and kept for the life of the process.
 // Used for the peer device of cudaDeviceEnablePeerAccess /
 // cudaDeviceDisablePeerAccess.
-cudaError_t held_primary_context(int device, CUcontext& out) {
+cudaError_t held_primary_context(int device, CUcontext& out)
+{
   static std::mutex mu;
   static CUcontext held[cuda_double::max_devices] = {};  // trivially destructible: works during exit
   std::lock_guard<std::mutex> const lock(mu);
   CUcontext& slot = held[device];
-  if (slot == nullptr)
-    if (cudaError_t const e = call(&driver_entry_points::device_primary_ctx_retain, &slot, CUdevice{device})) return e;
+  if (slot == nullptr) {
+    if (cudaError_t const e = call(&driver_entry_points::device_primary_ctx_retain, &slot, CUdevice{device})) {
+      return e;
+    }
+  }
   out = slot;
   return cudaSuccess;
 }
@@ -318,17 +333,19 @@ extern "C" {
 
 // ---------------------------------------------------------------- versions
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion)
+{
   return run_api(ungated_call, [&] {
-    if (driverVersion == nullptr) return cudaErrorInvalidValue;
+    if (driverVersion == nullptr) { return cudaErrorInvalidValue; }
     *driverVersion = config().no_driver ? 0 : cuda_double::driver_version;
     return cudaSuccess;
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion)
+{
   return run_api(ungated_call, [&] {
-    if (runtimeVersion == nullptr) return cudaErrorInvalidValue;
+    if (runtimeVersion == nullptr) { return cudaErrorInvalidValue; }
     *runtimeVersion = cuda_double::runtime_version;
     return cudaSuccess;
   });
@@ -336,7 +353,8 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion)
 
 // ---------------------------------------------------------------- errors
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetLastError(void) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetLastError(void)
+{
   cudaError_t const e = t_last_error;
   t_last_error = cudaSuccess;
   return e;
@@ -346,58 +364,63 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaPeekAtLastError(void) { return t_last_
 
 // ---------------------------------------------------------------- devices
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count)
+{
   return run_api(ungated_call, [&] {
-    if (count == nullptr) return cudaErrorInvalidValue;
+    if (count == nullptr) { return cudaErrorInvalidValue; }
     *count = 0;
-    if (cudaError_t e = available()) return e;
+    if (cudaError_t e = available()) { return e; }
     *count = config().devices;
     return cudaSuccess;
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device)
+{
   return run_api(gated_call, [&] {
-    if (device == nullptr) return cudaErrorInvalidValue;
+    if (device == nullptr) { return cudaErrorInvalidValue; }
     *device = reported_device();
     return cudaSuccess;
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaSetDevice(int device) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaSetDevice(int device)
+{
   return run_api(gated_call, [&] {
     model_state& m = model();
-    if (!m.valid_device(device)) return cudaErrorInvalidDevice;
+    if (!m.valid_device(device)) { return cudaErrorInvalidDevice; }
     t_runtime_device = device;
     cuda_double::set_current_context(m.primary_context(device));
     return cudaSuccess;
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
-  return run_api(gated_call, [&] {
-    return to_cuda_error(operations::device_attribute(device, attr, value));
-  });
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device)
+{
+  return run_api(gated_call, [&] { return to_cuda_error(operations::device_attribute(device, attr, value)); });
 }
 
 // As the real runtime: through the cuMemGetInfo it fetched (the driver's
 // answer, for the current context's device).
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total)
+{
   return run_api(gated_call, [&] {
     context_device();
-    if (free == nullptr || total == nullptr) return cudaErrorInvalidValue;
+    if (free == nullptr || total == nullptr) { return cudaErrorInvalidValue; }
     return call(&driver_entry_points::mem_get_info, free, total);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::ctx_synchronize);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceReset(void) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceReset(void)
+{
   return run_api(gated_call, [&] {
     // The current device, as cudaGetDevice reports it; no context is made
     // current for it.
@@ -407,27 +430,30 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceReset(void) {
 
 // ---------------------------------------------------------------- cudaMalloc / cudaFree
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size)
+{
   return run_api(gated_call, [&] {
     int const device = context_device();
-    if (devPtr == nullptr) return cudaErrorInvalidValue;
+    if (devPtr == nullptr) { return cudaErrorInvalidValue; }
     *devPtr = nullptr;
-    if (size == 0) return cudaSuccess;
+    if (size == 0) { return cudaSuccess; }
     return to_cuda_error(operations::allocate(device, size, allocation_kind::runtime, devPtr));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFree(void* devPtr) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFree(void* devPtr)
+{
   return run_api(gated_call, [&] {
     context_device();  // cudaFree(nullptr) is the customary way to initialize the runtime
-    if (devPtr == nullptr) return cudaSuccess;
+    if (devPtr == nullptr) { return cudaSuccess; }
     return to_cuda_error(operations::release(devPtr, allocation_kind::runtime));
   });
 }
 
 // ---------------------------------------------------------------- memcpy / memset
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
+{
   return run_api(gated_call, [&] {
     context_device();
     switch (kind) {
@@ -442,7 +468,8 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, siz
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count)
+{
   return run_api(gated_call, [&] {
     context_device();
     // memset's conversion: only the low byte of value is written.
@@ -455,14 +482,16 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
 // Each makes the runtime device's primary context current first (so the
 // special streams stand for its device), then calls the driver.
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_create, pStream, flags);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream)
+{
   // Not through cudaStreamCreateWithFlags: a failure must be recorded once.
   return run_api(gated_call, [&] {
     context_device();
@@ -471,42 +500,48 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags,
-                                                                  int priority) {
+                                                                   int priority)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_create_with_priority, pStream, flags, priority);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_destroy, stream);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_get_flags, hStream, flags);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_synchronize, stream);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_query, stream);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_wait_event, stream, event, flags);
@@ -515,42 +550,48 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, c
 
 // ---------------------------------------------------------------- events (through the driver)
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::event_create, event, unsigned{CU_EVENT_DEFAULT});
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::event_create, event, flags);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::event_destroy, event);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::event_record, event, stream);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::event_query, event);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::event_synchronize, event);
@@ -559,14 +600,16 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
 
 // ---------------------------------------------------------------- stream capture, graphs (through the driver)
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_begin_capture, stream, static_cast<CUstreamCaptureMode>(mode));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_end_capture, stream, pGraph);
@@ -574,29 +617,35 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, 
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
-                                                           enum cudaStreamCaptureStatus* pCaptureStatus) {
+                                                            enum cudaStreamCaptureStatus* pCaptureStatus)
+{
   return run_api(gated_call, [&] {
     context_device();
     // The two enumerations have the same values (and the same size).
-    return call(&driver_entry_points::stream_is_capturing, stream, reinterpret_cast<CUstreamCaptureStatus*>(pCaptureStatus));
+    return call(&driver_entry_points::stream_is_capturing, stream,
+                reinterpret_cast<CUstreamCaptureStatus*>(pCaptureStatus));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode)
+{
   return run_api(gated_call, [&] {
     context_device();
-    return call(&driver_entry_points::thread_exchange_stream_capture_mode, reinterpret_cast<CUstreamCaptureMode*>(mode));
+    return call(&driver_entry_points::thread_exchange_stream_capture_mode,
+                reinterpret_cast<CUstreamCaptureMode*>(mode));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::graph_destroy, graph);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::graph_get_nodes, graph, nodes, numNodes);
@@ -605,50 +654,60 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaG
 
 // ---------------------------------------------------------------- pools
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device)
+{
   return run_api(gated_call, [&] {
     context_device();
-    if (operation_outcome o = operations::pools_supported(); o != operation_outcome::ok) return to_cuda_error(o);
-    if (memPool == nullptr) return cudaErrorInvalidValue;
+    if (operation_outcome o = operations::pools_supported(); o != operation_outcome::ok) { return to_cuda_error(o); }
+    if (memPool == nullptr) { return cudaErrorInvalidValue; }
     model_state& m = model();
-    if (!m.valid_device(device)) return cudaErrorInvalidDevice;
+    if (!m.valid_device(device)) { return cudaErrorInvalidDevice; }
     mutex_lock lock(m.mu);
     *memPool = reinterpret_cast<cudaMemPool_t>(m.device(device).default_pool);
     return cudaSuccess;
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, const struct cudaMemPoolProps* poolProps) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool,
+                                                        const struct cudaMemPoolProps* poolProps)
+{
   return run_api(gated_call, [&] {
     context_device();
-    if (poolProps == nullptr) return to_cuda_error(operations::create_pool(nullptr, memPool));
-    auto const properties = operations::pool_properties(*poolProps, cudaMemAllocationTypePinned, cudaMemLocationTypeDevice);
+    if (poolProps == nullptr) { return to_cuda_error(operations::create_pool(nullptr, memPool)); }
+    auto const properties =
+      operations::pool_properties(*poolProps, cudaMemAllocationTypePinned, cudaMemLocationTypeDevice);
     return to_cuda_error(operations::create_pool(&properties, memPool));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::destroy_pool(memPool));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                                              void* value)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::set_pool_attribute(memPool, attr, value));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::trim_pool(memPool, minBytesToKeep));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                                              void* value)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::get_pool_attribute(memPool, attr, value));
@@ -656,16 +715,19 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memP
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool,
-                                                          const struct cudaMemAccessDesc* descList, size_t count) {
+                                                           const struct cudaMemAccessDesc* descList, size_t count)
+{
   return run_api(gated_call, [&] {
     context_device();
     // The two descriptor types have the same layout and values (checked above).
-    return call(&driver_entry_points::mem_pool_set_access, memPool, reinterpret_cast<CUmemAccessDesc const*>(descList), count);
+    return call(&driver_entry_points::mem_pool_set_access, memPool, reinterpret_cast<CUmemAccessDesc const*>(descList),
+                count);
   });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags* flags, cudaMemPool_t memPool,
-                                                          struct cudaMemLocation* location) {
+                                                           struct cudaMemLocation* location)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::mem_pool_get_access, reinterpret_cast<CUmemAccess_flags*>(flags), memPool,
@@ -674,8 +736,9 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFla
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
-                                                                        enum cudaMemAllocationHandleType handleType,
-                                                                        unsigned int flags) {
+                                                                         enum cudaMemAllocationHandleType handleType,
+                                                                         unsigned int flags)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::mem_pool_export_to_shareable_handle, shareableHandle, memPool,
@@ -683,7 +746,8 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportToShareableHandle(void* s
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr)
+{
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::mem_pool_export_pointer, reinterpret_cast<CUmemPoolPtrExportData*>(exportData),
@@ -693,59 +757,68 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoo
 
 // ---------------------------------------------------------------- legacy IPC (through the driver)
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr)
+{
   return run_api(gated_call, [&] {
     context_device();
-    return call(&driver_entry_points::ipc_get_mem_handle, reinterpret_cast<CUipcMemHandle*>(handle), as_deviceptr(devPtr));
+    return call(&driver_entry_points::ipc_get_mem_handle, reinterpret_cast<CUipcMemHandle*>(handle),
+                as_deviceptr(devPtr));
   });
 }
 
 // ---------------------------------------------------------------- peer access (through the driver)
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice)
+{
   return run_api(gated_call, [&] {
     // A device query: makes no context current (like cudaDeviceGetAttribute).
     return call(&driver_entry_points::device_can_access_peer, canAccessPeer, CUdevice{device}, CUdevice{peerDevice});
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
   return run_api(gated_call, [&] {
     context_device();  // from the current device's context ...
-    if (!model().valid_device(peerDevice)) return cudaErrorInvalidDevice;
+    if (!model().valid_device(peerDevice)) { return cudaErrorInvalidDevice; }
     CUcontext peer = nullptr;  // ... to the peer device's primary context
-    if (cudaError_t const e = held_primary_context(peerDevice, peer)) return e;
+    if (cudaError_t const e = held_primary_context(peerDevice, peer)) { return e; }
     return call(&driver_entry_points::ctx_enable_peer_access, peer, flags);
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice)
+{
   return run_api(gated_call, [&] {
     context_device();
-    if (!model().valid_device(peerDevice)) return cudaErrorInvalidDevice;
+    if (!model().valid_device(peerDevice)) { return cudaErrorInvalidDevice; }
     CUcontext peer = nullptr;
-    if (cudaError_t const e = held_primary_context(peerDevice, peer)) return e;
+    if (cudaError_t const e = held_primary_context(peerDevice, peer)) { return e; }
     return call(&driver_entry_points::ctx_disable_peer_access, peer);
   });
 }
 
 // ---------------------------------------------------------------- stream-ordered allocation
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool,
+                                                              cudaStream_t stream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::allocate_from_pool_async(memPool, size, stream, ptr));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::allocate_async(size, hStream, devPtr));
   });
 }
 
-CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream)
+{
   return run_api(gated_call, [&] {
     context_device();
     return to_cuda_error(operations::free_async(devPtr, hStream, /*from_driver=*/false));

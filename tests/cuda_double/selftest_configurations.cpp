@@ -33,7 +33,8 @@ using byte_literals::MiB;
 
 // ------------------------------------------------------------ Defaults
 
-TEST(Defaults, OneDeviceEightGiBFabricAndPosixHandles) {
+TEST(Defaults, OneDeviceEightGiBFabricAndPosixHandles)
+{
   REQUIRE_CONFIG(only_env(), "a CUDA_DOUBLE_* variable is set");
   int n = 0;
   EXPECT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
@@ -51,12 +52,14 @@ TEST(Defaults, OneDeviceEightGiBFabricAndPosixHandles) {
 // ------------------------------------------------------------ DriverUninitialized
 
 // True while nothing in this process has initialized the driver.
-bool driver_uninitialized() {
+bool driver_uninitialized()
+{
   int n = 0;
   return cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED;
 }
 
-TEST(DriverUninitialized, OnlyCuInitWorksBeforeCuInit) {
+TEST(DriverUninitialized, OnlyCuInitWorksBeforeCuInit)
+{
   REQUIRE_CONFIG(only_env() && driver_uninitialized(),
                  "needs no CUDA_DOUBLE_* variable and a process of its own (run this test alone)");
   int v = 0;
@@ -114,7 +117,8 @@ TEST(DriverUninitialized, OnlyCuInitWorksBeforeCuInit) {
   EXPECT_EQ(cuda_double_get_counters().failed_calls, 26u);
 }
 
-TEST(DriverUninitialized, TheRuntimeInitializesTheDriver) {
+TEST(DriverUninitialized, TheRuntimeInitializesTheDriver)
+{
   REQUIRE_CONFIG(only_env() && driver_uninitialized(),
                  "needs no CUDA_DOUBLE_* variable and a process of its own (run this test alone)");
   int n = -1;
@@ -132,23 +136,47 @@ TEST(DriverUninitialized, TheRuntimeInitializesTheDriver) {
 // ------------------------------------------------------------ RuntimeLookups
 
 // What the runtime double fetches with cuGetProcAddress_v2 (base names).
-char const* const runtime_lookups[] = {
-    "cuStreamCreate",     "cuStreamCreateWithPriority",        "cuStreamDestroy",     "cuStreamGetFlags",
-    "cuStreamSynchronize", "cuStreamQuery",                     "cuStreamWaitEvent",   "cuEventCreate",
-    "cuEventDestroy",     "cuEventRecord",                     "cuEventQuery",        "cuEventSynchronize",
-    "cuStreamBeginCapture", "cuStreamEndCapture",              "cuStreamIsCapturing",
-    "cuThreadExchangeStreamCaptureMode", "cuGraphDestroy",     "cuGraphGetNodes",     "cuCtxSynchronize",
-    "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRetain",        "cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess",
-    "cuCtxDisablePeerAccess", "cuMemPoolSetAccess",               "cuMemPoolGetAccess",
-    "cuMemPoolExportToShareableHandle", "cuMemPoolExportPointer", "cuIpcGetMemHandle", "cuMemGetInfo"};
+char const* const runtime_lookups[] = {"cuStreamCreate",
+                                       "cuStreamCreateWithPriority",
+                                       "cuStreamDestroy",
+                                       "cuStreamGetFlags",
+                                       "cuStreamSynchronize",
+                                       "cuStreamQuery",
+                                       "cuStreamWaitEvent",
+                                       "cuEventCreate",
+                                       "cuEventDestroy",
+                                       "cuEventRecord",
+                                       "cuEventQuery",
+                                       "cuEventSynchronize",
+                                       "cuStreamBeginCapture",
+                                       "cuStreamEndCapture",
+                                       "cuStreamIsCapturing",
+                                       "cuThreadExchangeStreamCaptureMode",
+                                       "cuGraphDestroy",
+                                       "cuGraphGetNodes",
+                                       "cuCtxSynchronize",
+                                       "cuDevicePrimaryCtxReset",
+                                       "cuDevicePrimaryCtxRetain",
+                                       "cuDeviceCanAccessPeer",
+                                       "cuCtxEnablePeerAccess",
+                                       "cuCtxDisablePeerAccess",
+                                       "cuMemPoolSetAccess",
+                                       "cuMemPoolGetAccess",
+                                       "cuMemPoolExportToShareableHandle",
+                                       "cuMemPoolExportPointer",
+                                       "cuIpcGetMemHandle",
+                                       "cuMemGetInfo"};
 
-bool runtime_lookups_are(unsigned long long expected) {
-  for (char const* name : runtime_lookups)
-    if (cuda_double_proc_lookups(name) != expected) return false;
+bool runtime_lookups_are(unsigned long long expected)
+{
+  for (char const* name : runtime_lookups) {
+    if (cuda_double_proc_lookups(name) != expected) { return false; }
+  }
   return true;
 }
 
-TEST(RuntimeLookups, TheRuntimeFetchesItsDriverEntryPointsOnceThroughGetProcAddress) {
+TEST(RuntimeLookups, TheRuntimeFetchesItsDriverEntryPointsOnceThroughGetProcAddress)
+{
   REQUIRE_CONFIG(only_env() && runtime_lookups_are(0),
                  "needs no CUDA_DOUBLE_* variable and a process of its own (run this test alone)");
   // Allocation and pool calls go through the internal API: no lookups.
@@ -201,9 +229,13 @@ TEST(RuntimeLookups, TheRuntimeFetchesItsDriverEntryPointsOnceThroughGetProcAddr
     });
   }
   go.set_value();
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
   EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
-  for (char const* name : runtime_lookups) EXPECT_EQ(cuda_double_proc_lookups(name), 1u) << name;
+  for (char const* name : runtime_lookups) {
+    EXPECT_EQ(cuda_double_proc_lookups(name), 1u) << name;
+  }
   // Nothing else was looked up (the memory calls are not the driver's).
   EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 0u);
   EXPECT_EQ(cuda_double_proc_lookups("cuMemAllocFromPoolAsync"), 0u);
@@ -223,7 +255,8 @@ TEST(RuntimeLookups, TheRuntimeFetchesItsDriverEntryPointsOnceThroughGetProcAddr
 
 // ------------------------------------------------------------ NoDevice / NoDriver
 
-void expect_unavailable(cudaError_t why) {
+void expect_unavailable(cudaError_t why)
+{
   int n = -1;
   EXPECT_EQ(cudaGetDeviceCount(&n), why);
   EXPECT_EQ(n, 0);
@@ -262,7 +295,8 @@ void expect_unavailable(cudaError_t why) {
   EXPECT_GE(cuda_double_get_counters().failed_calls, 12u);
 }
 
-TEST(NoDevice, EverythingFailsWithNoDevice) {
+TEST(NoDevice, EverythingFailsWithNoDevice)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_DEVICES", "0"), "needs CUDA_DOUBLE_DEVICES=0 alone");
   expect_unavailable(cudaErrorNoDevice);
   int v = 0;
@@ -270,7 +304,8 @@ TEST(NoDevice, EverythingFailsWithNoDevice) {
   EXPECT_EQ(v, 13000);
 }
 
-TEST(NoDriver, EverythingFailsWithInsufficientDriver) {
+TEST(NoDriver, EverythingFailsWithInsufficientDriver)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_DRIVER", "1"), "needs CUDA_DOUBLE_NO_DRIVER=1 alone");
   expect_unavailable(cudaErrorInsufficientDriver);
   int v = -1;
@@ -278,7 +313,8 @@ TEST(NoDriver, EverythingFailsWithInsufficientDriver) {
   EXPECT_EQ(v, 0);
 }
 
-TEST(NoDevice, DriverInitFailsWithNoDevice) {
+TEST(NoDevice, DriverInitFailsWithNoDevice)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_DEVICES", "0"), "needs CUDA_DOUBLE_DEVICES=0 alone");
   EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
   int v = 0;
@@ -291,7 +327,8 @@ TEST(NoDevice, DriverInitFailsWithNoDevice) {
   EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
 }
 
-TEST(NoDriver, TheDriverIsAStubLibrary) {
+TEST(NoDriver, TheDriverIsAStubLibrary)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_DRIVER", "1"), "needs CUDA_DOUBLE_NO_DRIVER=1 alone");
   EXPECT_EQ(cuInit(0), CUDA_ERROR_STUB_LIBRARY);
   int v = -1;
@@ -319,7 +356,8 @@ TEST(NoDriver, TheDriverIsAStubLibrary) {
 
 // ------------------------------------------------------------ NoPools
 
-TEST(NoPools, PoolCallsAreNotSupported) {
+TEST(NoPools, PoolCallsAreNotSupported)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_POOLS", "1"), "needs CUDA_DOUBLE_NO_POOLS=1 alone");
   int v = -1;
   EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMemoryPoolsSupported, 0), cudaSuccess);
@@ -336,7 +374,8 @@ TEST(NoPools, PoolCallsAreNotSupported) {
   EXPECT_EQ(cudaFree(p), cudaSuccess);
 }
 
-TEST(NoPools, DriverPoolCallsAreNotSupported) {
+TEST(NoPools, DriverPoolCallsAreNotSupported)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_POOLS", "1"), "needs CUDA_DOUBLE_NO_POOLS=1 alone");
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
@@ -379,7 +418,8 @@ TEST(NoPools, DriverPoolCallsAreNotSupported) {
 
 // ------------------------------------------------------------ SmallMemory
 
-TEST(SmallMemory, AccountingCoversMallocAndPoolReservations) {
+TEST(SmallMemory, AccountingCoversMallocAndPoolReservations)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_MEMORY", "16777216"), "needs CUDA_DOUBLE_MEMORY=16777216 alone");
   std::size_t free = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
@@ -427,7 +467,8 @@ TEST(SmallMemory, AccountingCoversMallocAndPoolReservations) {
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
 
-TEST(SmallMemory, DriverAndRuntimeShareTheAccounting) {
+TEST(SmallMemory, DriverAndRuntimeShareTheAccounting)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_MEMORY", "16777216"), "needs CUDA_DOUBLE_MEMORY=16777216 alone");
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
@@ -449,7 +490,8 @@ TEST(SmallMemory, DriverAndRuntimeShareTheAccounting) {
 
 // ------------------------------------------------------------ HandleTypes
 
-TEST(HandleTypes, PoolsRefuseHandleTypesTheDeviceLacks) {
+TEST(HandleTypes, PoolsRefuseHandleTypesTheDeviceLacks)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_POOL_HANDLE_TYPES", "1"), "needs CUDA_DOUBLE_POOL_HANDLE_TYPES=1 alone");
   int v = -1;
   EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrMemoryPoolSupportedHandleTypes, 0), cudaSuccess);
@@ -464,7 +506,8 @@ TEST(HandleTypes, PoolsRefuseHandleTypesTheDeviceLacks) {
 
 // ------------------------------------------------------------ NoPeer
 
-TEST(NoPeer, NoPairOfDevicesArePeers) {
+TEST(NoPeer, NoPairOfDevicesArePeers)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NO_PEER", "1", "CUDA_DOUBLE_DEVICES", "2"),
                  "needs CUDA_DOUBLE_NO_PEER=1 and CUDA_DOUBLE_DEVICES=2 alone");
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -479,7 +522,7 @@ TEST(NoPeer, NoPairOfDevicesArePeers) {
   EXPECT_EQ(can, 0);
   CUcontext const c0 = primary_context(0), c1 = primary_context(1);
   EXPECT_EQ(cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
-  EXPECT_EQ(cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);  // the flags first
+  EXPECT_EQ(cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);   // the flags first
   EXPECT_EQ(cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_INVALID_DEVICE);  // its own context first
   EXPECT_EQ(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessUnsupported);
@@ -510,7 +553,8 @@ TEST(NoPeer, NoPairOfDevicesArePeers) {
 
 // ------------------------------------------------------------ FabricOk
 
-TEST(FabricOk, FabricHandlesCanBeExported) {
+TEST(FabricOk, FabricHandlesCanBeExported)
+{
   REQUIRE_CONFIG(only_env("CUDA_DOUBLE_FABRIC_OK", "1"), "needs CUDA_DOUBLE_FABRIC_OK=1 alone");
   cudaMemPool_t pool = nullptr, other = nullptr;
   auto const props = device_pool_props(0, cudaMemHandleTypeFabric);
@@ -523,7 +567,8 @@ TEST(FabricOk, FabricHandlesCanBeExported) {
   std::thread([&] {  // needs no context
     EXPECT_EQ(cuMemPoolExportToShareableHandle(&b, reinterpret_cast<CUmemoryPool>(pool), CU_MEM_HANDLE_TYPE_FABRIC, 0),
               CUDA_SUCCESS);
-  }).join();
+  })
+    .join();
   EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);  // names the pool
   EXPECT_EQ(cudaMemPoolExportToShareableHandle(&c, other, cudaMemHandleTypeFabric, 0), cudaSuccess);
   EXPECT_NE(std::memcmp(&a, &c, sizeof a), 0);

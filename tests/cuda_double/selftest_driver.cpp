@@ -32,7 +32,8 @@ using namespace selftest;
 using byte_literals::MiB;
 using byte_literals::PiB;
 
-TEST_F(CudaDouble, DriverIsTheDoubleLoadedWithTheRuntime) {
+TEST_F(CudaDouble, DriverIsTheDoubleLoadedWithTheRuntime)
+{
   ASSERT_NE(driver_symbol("cuda_double_get_counters"), nullptr) << "libcuda.so.1 is not the driver double";
   EXPECT_EQ(driver_symbol("cuMemAlloc_v2"), reinterpret_cast<void*>(&cuMemAlloc_v2));
   // The runtime has initialized the driver (SetUp called cudaSetDevice).
@@ -47,7 +48,8 @@ TEST_F(CudaDouble, DriverIsTheDoubleLoadedWithTheRuntime) {
   EXPECT_EQ(CU_STREAM_PER_THREAD, cudaStreamPerThread);
 }
 
-TEST_F(CudaDouble, DriverDeviceQueries) {
+TEST_F(CudaDouble, DriverDeviceQueries)
+{
   int n = -1;
   EXPECT_EQ(cuDeviceGetCount(&n), CUDA_SUCCESS);
   EXPECT_EQ(n, devices_);
@@ -81,7 +83,8 @@ TEST_F(CudaDouble, DriverDeviceQueries) {
   EXPECT_EQ(cuda_double_get_counters().failed_calls, 8u);
 }
 
-TEST_F(CudaDouble, DriverErrorNamesAndStrings) {
+TEST_F(CudaDouble, DriverErrorNamesAndStrings)
+{
   char const* s = "unchanged";
   EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, &s), CUDA_SUCCESS);
   EXPECT_STREQ(s, "CUDA_SUCCESS");
@@ -103,7 +106,8 @@ TEST_F(CudaDouble, DriverErrorNamesAndStrings) {
   EXPECT_EQ(cuGetErrorName(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(CudaDouble, DriverContextStackIsPerThread) {
+TEST_F(CudaDouble, DriverContextStackIsPerThread)
+{
   std::thread([this] {
     // A new thread has no current context, so nothing that needs one works.
     EXPECT_EQ(current_context(), nullptr);
@@ -169,7 +173,8 @@ TEST_F(CudaDouble, DriverContextStackIsPerThread) {
   EXPECT_EQ(current_context(), primary_context(0));
 }
 
-TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent) {
+TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent)
+{
   std::thread([this] {
     EXPECT_EQ(current_context(), nullptr);
     void* p = nullptr;
@@ -188,7 +193,7 @@ TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent) {
     EXPECT_EQ(current_context(), primary_context(0));
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 
-    if (devices_ < 2) return;
+    if (devices_ < 2) { return; }
     CUcontext const c0 = primary_context(0), c1 = primary_context(1);
     EXPECT_NE(c0, c1);
     ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
@@ -222,7 +227,8 @@ TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent) {
   }).join();
 }
 
-TEST_F(CudaDouble, DriverMemAllocAndFree) {
+TEST_F(CudaDouble, DriverMemAllocAndFree)
+{
   std::size_t const free0 = driver_free_memory();
   EXPECT_EQ(free0, free_memory());  // one model
   CUdeviceptr p = 0;
@@ -260,7 +266,8 @@ TEST_F(CudaDouble, DriverMemAllocAndFree) {
   EXPECT_EQ(c.failed_calls, 7u);
 }
 
-TEST_F(CudaDouble, MemoryCanBeFreedThroughTheOtherLibrary) {
+TEST_F(CudaDouble, MemoryCanBeFreedThroughTheOtherLibrary)
+{
   std::size_t const free0 = free_memory();
   void* runtime = nullptr;
   ASSERT_EQ(cudaMalloc(&runtime, 4096), cudaSuccess);
@@ -300,7 +307,8 @@ TEST_F(CudaDouble, MemoryCanBeFreedThroughTheOtherLibrary) {
   EXPECT_EQ(c.failed_calls, 2u);
 }
 
-TEST_F(CudaDouble, DriverMemcpyAndMemset) {
+TEST_F(CudaDouble, DriverMemcpyAndMemset)
+{
   CUdeviceptr d = 0;
   ASSERT_EQ(cuMemAlloc_v2(&d, 64), CUDA_SUCCESS);
   EXPECT_EQ(cuMemsetD8_v2(d, 0x5a, 64), CUDA_SUCCESS);
@@ -315,7 +323,7 @@ TEST_F(CudaDouble, DriverMemcpyAndMemset) {
   EXPECT_EQ(cudaMemcpy(back, as_pointer(d + 10), 6, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_STREQ(back, "hello");
 
-  EXPECT_EQ(cuMemsetD8_v2(d + 60, 0, 5), CUDA_ERROR_INVALID_VALUE);  // runs past the end
+  EXPECT_EQ(cuMemsetD8_v2(d + 60, 0, 5), CUDA_ERROR_INVALID_VALUE);           // runs past the end
   EXPECT_EQ(cuMemsetD8_v2(as_deviceptr(h), 0, 4), CUDA_ERROR_INVALID_VALUE);  // host memory
   EXPECT_EQ(cuMemcpyDtoH_v2(h, d + 32, 33), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemcpyHtoD_v2(as_deviceptr(h), back, 4), CUDA_ERROR_INVALID_VALUE);  // not device memory
@@ -326,7 +334,8 @@ TEST_F(CudaDouble, DriverMemcpyAndMemset) {
   EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, DriverPointerAttributes) {
+TEST_F(CudaDouble, DriverPointerAttributes)
+{
   CUdeviceptr d = 0;
   ASSERT_EQ(cuMemAlloc_v2(&d, 1000), CUDA_SUCCESS);
   int ordinal = -1;
@@ -361,7 +370,8 @@ TEST_F(CudaDouble, DriverPointerAttributes) {
   EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, DriverPools) {
+TEST_F(CudaDouble, DriverPools)
+{
   std::size_t const free0 = driver_free_memory();
   CUmemoryPool pool = nullptr;
   auto props = driver_pool_props(0);
@@ -451,8 +461,9 @@ TEST_F(CudaDouble, DriverPools) {
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
-  for (CUstream special : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD})
+  for (CUstream special : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
     EXPECT_EQ(cuStreamDestroy_v2(special), CUDA_ERROR_INVALID_HANDLE);
+  }
   EXPECT_EQ(driver_free_memory(), free0);
 
   auto const counters = cuda_double_get_counters();
@@ -462,7 +473,8 @@ TEST_F(CudaDouble, DriverPools) {
   EXPECT_EQ(counters.pool_frees, 2u);
 }
 
-TEST_F(CudaDouble, DriverMallocAsyncUsesTheStreamsDevicesDefaultPool) {
+TEST_F(CudaDouble, DriverMallocAsyncUsesTheStreamsDevicesDefaultPool)
+{
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
   CUdeviceptr p = 0;
@@ -473,7 +485,7 @@ TEST_F(CudaDouble, DriverMallocAsyncUsesTheStreamsDevicesDefaultPool) {
   EXPECT_EQ(cuda_double_last_free_stream(), nullptr);
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);
   EXPECT_EQ(driver_pool_attr(default_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
-  if (devices_ < 2) return;
+  if (devices_ < 2) { return; }
   // A stream created in device 1's context: its allocations go to device 1's
   // default pool whatever context is current, and no context is needed.
   ASSERT_EQ(cuCtxSetCurrent(primary_context(1)), CUDA_SUCCESS);
@@ -495,7 +507,8 @@ TEST_F(CudaDouble, DriverMallocAsyncUsesTheStreamsDevicesDefaultPool) {
   }).join();
 }
 
-TEST_F(CudaDouble, DriverPerThreadStreamEntryPoints) {
+TEST_F(CudaDouble, DriverPerThreadStreamEntryPoints)
+{
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
   CUstream s = nullptr;

@@ -42,7 +42,8 @@ class context_scope {
   context_scope& operator=(context_scope const&) = delete;
 };
 
-TEST_F(CudaDouble, DriverCanAccessPeer) {
+TEST_F(CudaDouble, DriverCanAccessPeer)
+{
   int can = -1;
   EXPECT_EQ(cuDeviceCanAccessPeer(nullptr, 0, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuDeviceCanAccessPeer(&can, devices_, 0), CUDA_ERROR_INVALID_DEVICE);
@@ -53,16 +54,19 @@ TEST_F(CudaDouble, DriverCanAccessPeer) {
     int self = -1;
     EXPECT_EQ(cuDeviceCanAccessPeer(&self, 0, 0), CUDA_SUCCESS);
     EXPECT_EQ(self, 0);  // a device is not its own peer
-  }).join();
-  for (int d = 0; d < devices_; ++d)
+  })
+    .join();
+  for (int d = 0; d < devices_; ++d) {
     for (int peer = 0; peer < devices_; ++peer) {
       EXPECT_EQ(cuDeviceCanAccessPeer(&can, d, peer), CUDA_SUCCESS);
       EXPECT_EQ(can, d == peer ? 0 : 1) << d << " -> " << peer;  // every pair of distinct devices
     }
+  }
   EXPECT_EQ(cuda_double_get_counters().failed_calls, 4u);
 }
 
-TEST_F(CudaDouble, DriverPeerAccessRules) {
+TEST_F(CudaDouble, DriverPeerAccessRules)
+{
   CUcontext const c0 = primary_context(0);
   ASSERT_EQ(current_context(), c0);
   int const not_a_context = 0;
@@ -79,11 +83,12 @@ TEST_F(CudaDouble, DriverPeerAccessRules) {
   std::thread([c0] {  // both need a current context
     EXPECT_EQ(cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_INVALID_CONTEXT);
     EXPECT_EQ(cuCtxDisablePeerAccess(c0), CUDA_ERROR_INVALID_CONTEXT);
-  }).join();
+  })
+    .join();
   auto c = cuda_double_get_counters();
   EXPECT_EQ(c.failed_calls, 10u);
   EXPECT_EQ(c.peer_access_enables + c.peer_access_disables, 0u);
-  if (devices_ < 2) GTEST_SKIP() << "the rest needs two devices";
+  if (devices_ < 2) { GTEST_SKIP() << "the rest needs two devices"; }
 
   CUcontext const c1 = primary_context(1);
   void* native0 = nullptr;
@@ -108,8 +113,8 @@ TEST_F(CudaDouble, DriverPeerAccessRules) {
   EXPECT_EQ(cuda_double_can_access(0, inside1), 1);
   EXPECT_EQ(cuda_double_can_access(0, as_pointer(driver1)), 1);
   EXPECT_EQ(cuda_double_can_access(0, as_pointer(pooled1)), 0);  // pools do not follow peer access
-  EXPECT_EQ(cuda_double_can_access(1, native0), 0);               // one direction only
-  EXPECT_EQ(cuda_double_can_access(2, native1), 0);               // no such device (or not a peer)
+  EXPECT_EQ(cuda_double_can_access(1, native0), 0);              // one direction only
+  EXPECT_EQ(cuda_double_can_access(2, native1), 0);              // no such device (or not a peer)
   int host = 0;
   EXPECT_EQ(cuda_double_can_access(0, &host), 0);
   {
@@ -144,7 +149,8 @@ TEST_F(CudaDouble, DriverPeerAccessRules) {
   EXPECT_EQ(cudaFree(native0), cudaSuccess);
 }
 
-TEST_F(CudaDouble, RuntimePeerAccessReachesTheDriver) {
+TEST_F(CudaDouble, RuntimePeerAccessReachesTheDriver)
+{
   int can = -1;
   EXPECT_EQ(cudaDeviceCanAccessPeer(nullptr, 0, 0), cudaErrorInvalidValue);
   EXPECT_EQ(cudaDeviceCanAccessPeer(&can, 0, devices_), cudaErrorInvalidDevice);
@@ -165,7 +171,7 @@ TEST_F(CudaDouble, RuntimePeerAccessReachesTheDriver) {
     EXPECT_EQ(cudaDeviceDisablePeerAccess(0), cudaErrorPeerAccessNotEnabled);
     EXPECT_EQ(current_context(), primary_context(0));  // works from the runtime device's context
   }).join();
-  if (devices_ < 2) GTEST_SKIP() << "the rest needs two devices";
+  if (devices_ < 2) { GTEST_SKIP() << "the rest needs two devices"; }
 
   EXPECT_EQ(cudaDeviceCanAccessPeer(&can, 0, 1), cudaSuccess);
   EXPECT_EQ(can, 1);
@@ -199,7 +205,8 @@ TEST_F(CudaDouble, RuntimePeerAccessReachesTheDriver) {
   (void)cudaGetLastError();
 }
 
-TEST_F(CudaDouble, DriverPoolAccess) {
+TEST_F(CudaDouble, DriverPoolAccess)
+{
   CUmemoryPool pool = nullptr;
   auto const props = driver_pool_props(0);
   ASSERT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
@@ -220,16 +227,16 @@ TEST_F(CudaDouble, DriverPoolAccess) {
   EXPECT_EQ(cuMemPoolSetAccess(default_pool, &owner_none, 1), CUDA_ERROR_INVALID_DEVICE);
   EXPECT_EQ(driver_pool_access(pool, 0), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   // Bad descriptors: INVALID_VALUE.
-  for (auto const& bad : {access_desc(0, CU_MEM_ACCESS_FLAGS_PROT_READ),  // read-only: not for device memory
-                          access_desc(devices_ > 1 ? 1 : 0, CU_MEM_ACCESS_FLAGS_PROT_READ),
-                          access_desc(0, static_cast<CUmemAccess_flags>(2)),
-                          access_desc(0, static_cast<CUmemAccess_flags>(7)),
-                          access_desc(devices_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
-                          access_desc(-1, CU_MEM_ACCESS_FLAGS_PROT_NONE),
-                          access_desc(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, CU_MEM_LOCATION_TYPE_HOST),
-                          access_desc(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, CU_MEM_LOCATION_TYPE_INVALID)})
+  for (auto const& bad :
+       {access_desc(0, CU_MEM_ACCESS_FLAGS_PROT_READ),  // read-only: not for device memory
+        access_desc(devices_ > 1 ? 1 : 0, CU_MEM_ACCESS_FLAGS_PROT_READ),
+        access_desc(0, static_cast<CUmemAccess_flags>(2)), access_desc(0, static_cast<CUmemAccess_flags>(7)),
+        access_desc(devices_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), access_desc(-1, CU_MEM_ACCESS_FLAGS_PROT_NONE),
+        access_desc(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, CU_MEM_LOCATION_TYPE_HOST),
+        access_desc(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, CU_MEM_LOCATION_TYPE_INVALID)}) {
     EXPECT_EQ(cuMemPoolSetAccess(pool, &bad, 1), CUDA_ERROR_INVALID_VALUE)
-        << bad.location.type << " " << bad.location.id << " " << bad.flags;
+      << bad.location.type << " " << bad.location.id << " " << bad.flags;
+  }
   EXPECT_EQ(cuMemPoolSetAccess(pool, nullptr, 1), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPoolSetAccess(pool, nullptr, 0), CUDA_SUCCESS);  // nothing to do
   int const not_a_pool = 0;
@@ -252,7 +259,7 @@ TEST_F(CudaDouble, DriverPoolAccess) {
   EXPECT_EQ(cuda_double_pool_access(pool, devices_), 0);
   EXPECT_EQ(cuda_double_pool_access(nullptr, 0), 0);
   auto c = cuda_double_get_counters();
-  EXPECT_EQ(c.pool_access_sets, 2u);           // owner read-write, and count 0
+  EXPECT_EQ(c.pool_access_sets, 2u);  // owner read-write, and count 0
   // owner_rw, owner_none twice, and the bad descriptors naming device 0 as a device.
   EXPECT_EQ(c.pool_access_owner_entries, devices_ > 1 ? 6u : 7u);
   EXPECT_EQ(c.failed_calls, 2u + 8u + 3u + 5u);
@@ -318,7 +325,8 @@ TEST_F(CudaDouble, DriverPoolAccess) {
   EXPECT_EQ(cuda_double_pool_access(pool, 0), 0);
 }
 
-TEST_F(CudaDouble, RuntimePoolAccessReachesTheDriver) {
+TEST_F(CudaDouble, RuntimePoolAccessReachesTheDriver)
+{
   cudaMemPool_t pool = nullptr;
   auto const props = device_pool_props(0);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
@@ -357,14 +365,15 @@ TEST_F(CudaDouble, RuntimePoolAccessReachesTheDriver) {
   EXPECT_EQ(c.failed_calls, 4u);
 }
 
-TEST_F(CudaDouble, DriverPoolExports) {
+TEST_F(CudaDouble, DriverPoolExports)
+{
   CUmemoryPool posix = nullptr, fabric = nullptr, both = nullptr, plain = nullptr;
   auto props = driver_pool_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   ASSERT_EQ(cuMemPoolCreate(&posix, &props), CUDA_SUCCESS);
   props = driver_pool_props(0, CU_MEM_HANDLE_TYPE_FABRIC);
   ASSERT_EQ(cuMemPoolCreate(&fabric, &props), CUDA_SUCCESS);
-  props = driver_pool_props(0, static_cast<CUmemAllocationHandleType>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
-                                                                       CU_MEM_HANDLE_TYPE_FABRIC));
+  props = driver_pool_props(
+    0, static_cast<CUmemAllocationHandleType>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC));
   ASSERT_EQ(cuMemPoolCreate(&both, &props), CUDA_SUCCESS);
   props = driver_pool_props(0);
   ASSERT_EQ(cuMemPoolCreate(&plain, &props), CUDA_SUCCESS);
@@ -386,7 +395,8 @@ TEST_F(CudaDouble, DriverPoolExports) {
       EXPECT_EQ(close(fd), 0);
       EXPECT_EQ(close(fd2), 0);
     }
-  }).join();
+  })
+    .join();
   // Fabric: not permitted without IMEX (CUDA_DOUBLE_FABRIC_OK unset).
   CUmemFabricHandle fh{};
   EXPECT_EQ(cuMemPoolExportToShareableHandle(&fh, fabric, CU_MEM_HANDLE_TYPE_FABRIC, 0), CUDA_ERROR_NOT_PERMITTED);
@@ -401,11 +411,11 @@ TEST_F(CudaDouble, DriverPoolExports) {
   EXPECT_EQ(cuMemPoolExportToShareableHandle(&fd, default_pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPoolExportToShareableHandle(&fd, posix, CU_MEM_HANDLE_TYPE_NONE, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuMemPoolExportToShareableHandle(&fd, both,
-                                             static_cast<CUmemAllocationHandleType>(
-                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC),
-                                             0),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+    cuMemPoolExportToShareableHandle(
+      &fd, both,
+      static_cast<CUmemAllocationHandleType>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC), 0),
+    CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPoolExportToShareableHandle(&fd, posix, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPoolExportToShareableHandle(nullptr, posix, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
@@ -427,15 +437,17 @@ TEST_F(CudaDouble, DriverPoolExports) {
   CUmemPoolPtrExportData da{}, da2{}, db{}, zero{};
   std::thread([&] {  // needs no context
     EXPECT_EQ(cuMemPoolExportPointer(&da, a), CUDA_SUCCESS);
-  }).join();
+  })
+    .join();
   EXPECT_EQ(cuMemPoolExportPointer(&da2, a), CUDA_SUCCESS);
   EXPECT_EQ(cuMemPoolExportPointer(&db, b), CUDA_SUCCESS);
   EXPECT_NE(std::memcmp(&da, &zero, sizeof da), 0);
   EXPECT_EQ(std::memcmp(&da, &da2, sizeof da), 0);  // the same allocation: the same data
   EXPECT_NE(std::memcmp(&da, &db, sizeof da), 0);
   CUmemPoolPtrExportData untouched{};
-  for (CUdeviceptr bad : {a + 1, a + 256, from_plain, from_default, native, CUdeviceptr{0}})
+  for (CUdeviceptr bad : {a + 1, a + 256, from_plain, from_default, native, CUdeviceptr{0}}) {
     EXPECT_EQ(cuMemPoolExportPointer(&untouched, bad), CUDA_ERROR_INVALID_VALUE) << bad;
+  }
   EXPECT_EQ(std::memcmp(&untouched, &zero, sizeof zero), 0);
   EXPECT_EQ(cuMemPoolExportPointer(nullptr, a), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemFreeAsync(a, nullptr), CUDA_SUCCESS);
@@ -448,13 +460,16 @@ TEST_F(CudaDouble, DriverPoolExports) {
   EXPECT_EQ(cuMemFreeAsync(from_plain, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFreeAsync(from_default, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree_v2(native), CUDA_SUCCESS);
-  for (CUmemoryPool pool : {posix, fabric, both, plain}) EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  for (CUmemoryPool pool : {posix, fabric, both, plain}) {
+    EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  }
   EXPECT_EQ(cuMemPoolExportToShareableHandle(&fd, posix, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-            CUDA_ERROR_INVALID_VALUE);  // destroyed
+            CUDA_ERROR_INVALID_VALUE);                    // destroyed
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_SUCCESS);  // leave the default pool as found
 }
 
-TEST_F(CudaDouble, RuntimePoolExportsReachTheDriver) {
+TEST_F(CudaDouble, RuntimePoolExportsReachTheDriver)
+{
   cudaMemPool_t pool = nullptr, fabric = nullptr;
   auto props = device_pool_props(0, cudaMemHandleTypePosixFileDescriptor);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
@@ -485,7 +500,8 @@ TEST_F(CudaDouble, RuntimePoolExportsReachTheDriver) {
   EXPECT_EQ(c.failed_calls, 4u);
 }
 
-TEST_F(CudaDouble, IpcMemHandles) {
+TEST_F(CudaDouble, IpcMemHandles)
+{
   void* rt = nullptr;
   ASSERT_EQ(cudaMalloc(&rt, 512), cudaSuccess);
   CUdeviceptr drv = 0, pooled = 0, exportable = 0;
@@ -506,8 +522,9 @@ TEST_F(CudaDouble, IpcMemHandles) {
   EXPECT_NE(std::memcmp(&h_rt, &h_drv, sizeof zero), 0);
   // Pool memory (any pool), interior, unknown pointers: INVALID_VALUE.
   CUipcMemHandle untouched{};
-  for (CUdeviceptr bad : {pooled, exportable, drv + 1, as_deviceptr(rt) + 256, CUdeviceptr{0}, CUdeviceptr{256}})
+  for (CUdeviceptr bad : {pooled, exportable, drv + 1, as_deviceptr(rt) + 256, CUdeviceptr{0}, CUdeviceptr{256}}) {
     EXPECT_EQ(cuIpcGetMemHandle(&untouched, bad), CUDA_ERROR_INVALID_VALUE) << bad;
+  }
   EXPECT_EQ(std::memcmp(&untouched, &zero, sizeof zero), 0);
   EXPECT_EQ(cuIpcGetMemHandle(nullptr, drv), CUDA_ERROR_INVALID_VALUE);
   // The runtime's, through the driver.

@@ -29,7 +29,8 @@ namespace {
 
 using namespace selftest;
 
-TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
+TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions)
+{
   // Every base name the double knows, and the symbol it stands for (CUDA 13.0,
   // default flags: the legacy-stream variants).
   struct lookup_row {
@@ -37,64 +38,64 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
     char const* symbol;
   };
   lookup_row const rows[] = {
-      {"cuInit", "cuInit"},
-      {"cuDriverGetVersion", "cuDriverGetVersion"},
-      {"cuDeviceGet", "cuDeviceGet"},
-      {"cuDeviceGetCount", "cuDeviceGetCount"},
-      {"cuDeviceGetName", "cuDeviceGetName"},
-      {"cuDeviceGetAttribute", "cuDeviceGetAttribute"},
-      {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"},
-      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"},
-      {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2"},
-      {"cuCtxGetCurrent", "cuCtxGetCurrent"},
-      {"cuCtxSetCurrent", "cuCtxSetCurrent"},
-      {"cuCtxGetDevice", "cuCtxGetDevice"},
-      {"cuCtxPushCurrent", "cuCtxPushCurrent_v2"},
-      {"cuCtxPopCurrent", "cuCtxPopCurrent_v2"},
-      {"cuCtxSynchronize", "cuCtxSynchronize"},
-      {"cuMemAlloc", "cuMemAlloc_v2"},
-      {"cuMemFree", "cuMemFree_v2"},
-      {"cuMemGetInfo", "cuMemGetInfo_v2"},
-      {"cuMemcpyHtoD", "cuMemcpyHtoD_v2"},
-      {"cuMemcpyDtoH", "cuMemcpyDtoH_v2"},
-      {"cuMemsetD8", "cuMemsetD8_v2"},
-      {"cuMemAllocAsync", "cuMemAllocAsync"},
-      {"cuMemFreeAsync", "cuMemFreeAsync"},
-      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"},
-      {"cuMemPoolCreate", "cuMemPoolCreate"},
-      {"cuMemPoolDestroy", "cuMemPoolDestroy"},
-      {"cuMemPoolSetAttribute", "cuMemPoolSetAttribute"},
-      {"cuMemPoolGetAttribute", "cuMemPoolGetAttribute"},
-      {"cuStreamCreate", "cuStreamCreate"},
-      {"cuStreamCreateWithPriority", "cuStreamCreateWithPriority"},
-      {"cuStreamDestroy", "cuStreamDestroy_v2"},
-      {"cuStreamGetFlags", "cuStreamGetFlags"},
-      {"cuStreamSynchronize", "cuStreamSynchronize"},
-      {"cuStreamQuery", "cuStreamQuery"},
-      {"cuStreamWaitEvent", "cuStreamWaitEvent"},
-      {"cuEventCreate", "cuEventCreate"},
-      {"cuEventDestroy", "cuEventDestroy_v2"},
-      {"cuEventRecord", "cuEventRecord"},
-      {"cuEventQuery", "cuEventQuery"},
-      {"cuEventSynchronize", "cuEventSynchronize"},
-      {"cuStreamBeginCapture", "cuStreamBeginCapture_v2"},
-      {"cuStreamEndCapture", "cuStreamEndCapture"},
-      {"cuStreamIsCapturing", "cuStreamIsCapturing"},
-      {"cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode"},
-      {"cuGraphDestroy", "cuGraphDestroy"},
-      {"cuGraphGetNodes", "cuGraphGetNodes"},
-      {"cuPointerGetAttribute", "cuPointerGetAttribute"},
-      {"cuGetErrorName", "cuGetErrorName"},
-      {"cuGetErrorString", "cuGetErrorString"},
-      {"cuGetProcAddress", "cuGetProcAddress_v2"},
-      {"cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer"},
-      {"cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess"},
-      {"cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess"},
-      {"cuMemPoolSetAccess", "cuMemPoolSetAccess"},
-      {"cuMemPoolGetAccess", "cuMemPoolGetAccess"},
-      {"cuMemPoolExportToShareableHandle", "cuMemPoolExportToShareableHandle"},
-      {"cuMemPoolExportPointer", "cuMemPoolExportPointer"},
-      {"cuIpcGetMemHandle", "cuIpcGetMemHandle"},
+    {"cuInit", "cuInit"},
+    {"cuDriverGetVersion", "cuDriverGetVersion"},
+    {"cuDeviceGet", "cuDeviceGet"},
+    {"cuDeviceGetCount", "cuDeviceGetCount"},
+    {"cuDeviceGetName", "cuDeviceGetName"},
+    {"cuDeviceGetAttribute", "cuDeviceGetAttribute"},
+    {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"},
+    {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"},
+    {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2"},
+    {"cuCtxGetCurrent", "cuCtxGetCurrent"},
+    {"cuCtxSetCurrent", "cuCtxSetCurrent"},
+    {"cuCtxGetDevice", "cuCtxGetDevice"},
+    {"cuCtxPushCurrent", "cuCtxPushCurrent_v2"},
+    {"cuCtxPopCurrent", "cuCtxPopCurrent_v2"},
+    {"cuCtxSynchronize", "cuCtxSynchronize"},
+    {"cuMemAlloc", "cuMemAlloc_v2"},
+    {"cuMemFree", "cuMemFree_v2"},
+    {"cuMemGetInfo", "cuMemGetInfo_v2"},
+    {"cuMemcpyHtoD", "cuMemcpyHtoD_v2"},
+    {"cuMemcpyDtoH", "cuMemcpyDtoH_v2"},
+    {"cuMemsetD8", "cuMemsetD8_v2"},
+    {"cuMemAllocAsync", "cuMemAllocAsync"},
+    {"cuMemFreeAsync", "cuMemFreeAsync"},
+    {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"},
+    {"cuMemPoolCreate", "cuMemPoolCreate"},
+    {"cuMemPoolDestroy", "cuMemPoolDestroy"},
+    {"cuMemPoolSetAttribute", "cuMemPoolSetAttribute"},
+    {"cuMemPoolGetAttribute", "cuMemPoolGetAttribute"},
+    {"cuStreamCreate", "cuStreamCreate"},
+    {"cuStreamCreateWithPriority", "cuStreamCreateWithPriority"},
+    {"cuStreamDestroy", "cuStreamDestroy_v2"},
+    {"cuStreamGetFlags", "cuStreamGetFlags"},
+    {"cuStreamSynchronize", "cuStreamSynchronize"},
+    {"cuStreamQuery", "cuStreamQuery"},
+    {"cuStreamWaitEvent", "cuStreamWaitEvent"},
+    {"cuEventCreate", "cuEventCreate"},
+    {"cuEventDestroy", "cuEventDestroy_v2"},
+    {"cuEventRecord", "cuEventRecord"},
+    {"cuEventQuery", "cuEventQuery"},
+    {"cuEventSynchronize", "cuEventSynchronize"},
+    {"cuStreamBeginCapture", "cuStreamBeginCapture_v2"},
+    {"cuStreamEndCapture", "cuStreamEndCapture"},
+    {"cuStreamIsCapturing", "cuStreamIsCapturing"},
+    {"cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode"},
+    {"cuGraphDestroy", "cuGraphDestroy"},
+    {"cuGraphGetNodes", "cuGraphGetNodes"},
+    {"cuPointerGetAttribute", "cuPointerGetAttribute"},
+    {"cuGetErrorName", "cuGetErrorName"},
+    {"cuGetErrorString", "cuGetErrorString"},
+    {"cuGetProcAddress", "cuGetProcAddress_v2"},
+    {"cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer"},
+    {"cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess"},
+    {"cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess"},
+    {"cuMemPoolSetAccess", "cuMemPoolSetAccess"},
+    {"cuMemPoolGetAccess", "cuMemPoolGetAccess"},
+    {"cuMemPoolExportToShareableHandle", "cuMemPoolExportToShareableHandle"},
+    {"cuMemPoolExportPointer", "cuMemPoolExportPointer"},
+    {"cuIpcGetMemHandle", "cuIpcGetMemHandle"},
   };
   for (lookup_row const& row : rows) {
     void* const own = driver_symbol(row.symbol);
@@ -103,9 +104,9 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
     EXPECT_EQ(proc(row.base, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM), own) << row.base;
   }
   // The stream-ordered entry points have per-thread-default-stream variants.
-  for (char const* base : {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cuStreamSynchronize",
-                           "cuStreamQuery", "cuStreamWaitEvent", "cuStreamGetFlags", "cuEventRecord",
-                           "cuStreamEndCapture", "cuStreamIsCapturing"}) {
+  for (char const* base :
+       {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cuStreamSynchronize", "cuStreamQuery",
+        "cuStreamWaitEvent", "cuStreamGetFlags", "cuEventRecord", "cuStreamEndCapture", "cuStreamIsCapturing"}) {
     std::string const ptsz = std::string(base) + "_ptsz";
     ASSERT_NE(driver_symbol(ptsz.c_str()), nullptr) << ptsz;
     EXPECT_EQ(proc(base, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), driver_symbol(ptsz.c_str())) << base;
@@ -113,8 +114,9 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
   EXPECT_EQ(proc("cuStreamBeginCapture", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
             driver_symbol("cuStreamBeginCapture_v2_ptsz"));
   // Those without a _ptsz variant ignore the flag.
-  for (char const* base : {"cuStreamCreateWithPriority", "cuEventQuery", "cuEventSynchronize", "cuCtxSynchronize"})
+  for (char const* base : {"cuStreamCreateWithPriority", "cuEventQuery", "cuEventSynchronize", "cuCtxSynchronize"}) {
     EXPECT_EQ(proc(base, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), driver_symbol(base)) << base;
+  }
   EXPECT_EQ(proc("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
             reinterpret_cast<void*>(&cuMemAllocAsync_ptsz));
   // Others ignore that flag.
@@ -131,10 +133,12 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions) {
   EXPECT_EQ(cuda_double_get_counters().failed_calls, 0u);
 }
 
-TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi) {
+TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi)
+{
   // cuMemAlloc's _v2 ABI is that of CUDA 3.2; the older one is not provided.
   EXPECT_EQ(proc("cuMemAlloc", 3020), driver_symbol("cuMemAlloc_v2"));
-  proc("cuMemAlloc", 3010, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  proc("cuMemAlloc", 3010, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   proc("cuMemAllocAsync", 11010, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
        CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   EXPECT_EQ(proc("cuMemAllocAsync", 11020), driver_symbol("cuMemAllocAsync"));
@@ -157,27 +161,27 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi) {
     char const* symbol;
   };
   since_row const since[] = {
-      {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
-      {"cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2"},
-      {"cuStreamWaitEvent", 3020, "cuStreamWaitEvent"},
-      {"cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority"},
-      {"cuStreamGetFlags", 5050, "cuStreamGetFlags"},
-      {"cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2"},  // the 10.0 ABI (no mode) is not provided
-      {"cuStreamEndCapture", 10000, "cuStreamEndCapture"},
-      {"cuStreamIsCapturing", 10000, "cuStreamIsCapturing"},
-      {"cuThreadExchangeStreamCaptureMode", 10010, "cuThreadExchangeStreamCaptureMode"},
-      {"cuGraphDestroy", 10000, "cuGraphDestroy"},
-      {"cuGraphGetNodes", 10000, "cuGraphGetNodes"},
-      {"cuEventCreate", 2000, "cuEventCreate"},
-      {"cuStreamQuery", 2000, "cuStreamQuery"},
-      {"cuDeviceCanAccessPeer", 4000, "cuDeviceCanAccessPeer"},
-      {"cuCtxEnablePeerAccess", 4000, "cuCtxEnablePeerAccess"},
-      {"cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess"},
-      {"cuIpcGetMemHandle", 4010, "cuIpcGetMemHandle"},
-      {"cuMemPoolSetAccess", 11020, "cuMemPoolSetAccess"},
-      {"cuMemPoolGetAccess", 11020, "cuMemPoolGetAccess"},
-      {"cuMemPoolExportToShareableHandle", 11020, "cuMemPoolExportToShareableHandle"},
-      {"cuMemPoolExportPointer", 11020, "cuMemPoolExportPointer"},
+    {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
+    {"cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2"},
+    {"cuStreamWaitEvent", 3020, "cuStreamWaitEvent"},
+    {"cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority"},
+    {"cuStreamGetFlags", 5050, "cuStreamGetFlags"},
+    {"cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2"},  // the 10.0 ABI (no mode) is not provided
+    {"cuStreamEndCapture", 10000, "cuStreamEndCapture"},
+    {"cuStreamIsCapturing", 10000, "cuStreamIsCapturing"},
+    {"cuThreadExchangeStreamCaptureMode", 10010, "cuThreadExchangeStreamCaptureMode"},
+    {"cuGraphDestroy", 10000, "cuGraphDestroy"},
+    {"cuGraphGetNodes", 10000, "cuGraphGetNodes"},
+    {"cuEventCreate", 2000, "cuEventCreate"},
+    {"cuStreamQuery", 2000, "cuStreamQuery"},
+    {"cuDeviceCanAccessPeer", 4000, "cuDeviceCanAccessPeer"},
+    {"cuCtxEnablePeerAccess", 4000, "cuCtxEnablePeerAccess"},
+    {"cuCtxDisablePeerAccess", 4000, "cuCtxDisablePeerAccess"},
+    {"cuIpcGetMemHandle", 4010, "cuIpcGetMemHandle"},
+    {"cuMemPoolSetAccess", 11020, "cuMemPoolSetAccess"},
+    {"cuMemPoolGetAccess", 11020, "cuMemPoolGetAccess"},
+    {"cuMemPoolExportToShareableHandle", 11020, "cuMemPoolExportToShareableHandle"},
+    {"cuMemPoolExportPointer", 11020, "cuMemPoolExportPointer"},
   };
   for (since_row const& row : since) {
     EXPECT_EQ(proc(row.base, row.version), driver_symbol(row.symbol)) << row.base;
@@ -217,7 +221,8 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi) {
   EXPECT_EQ(pfn, nullptr);
 }
 
-TEST_F(CudaDouble, GetProcAddressUnknownNamesAndBadArguments) {
+TEST_F(CudaDouble, GetProcAddressUnknownNamesAndBadArguments)
+{
   proc("cuNoSuchFunction", 13000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
        CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   // Exported names with a suffix are not base names.
@@ -244,10 +249,13 @@ TEST_F(CudaDouble, GetProcAddressUnknownNamesAndBadArguments) {
   EXPECT_EQ(cuda_double_get_counters().failed_calls, 11u);
 }
 
-TEST_F(CudaDouble, GetProcAddressCountsLookupsByName) {
+TEST_F(CudaDouble, GetProcAddressCountsLookupsByName)
+{
   EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 0u);  // SetUp reset the counters
   void* pfn = nullptr;
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 13000, 0, nullptr), CUDA_SUCCESS);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 13000, 0, nullptr), CUDA_SUCCESS);
+  }
   EXPECT_EQ(cuGetProcAddress_v1("cuMemAlloc", &pfn, 11030, 0), CUDA_SUCCESS);
   EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &pfn, 1000, 0, nullptr), CUDA_ERROR_NOT_FOUND);  // counted too
   EXPECT_EQ(cuGetProcAddress_v2("cuNoSuchFunction", &pfn, 13000, 0, nullptr), CUDA_ERROR_NOT_FOUND);
@@ -259,7 +267,8 @@ TEST_F(CudaDouble, GetProcAddressCountsLookupsByName) {
   EXPECT_EQ(cuda_double_proc_lookups("cuMemAlloc"), 0u);
 }
 
-TEST_F(CudaDouble, DriverCountersAreResetWithTheOthers) {
+TEST_F(CudaDouble, DriverCountersAreResetWithTheOthers)
+{
   CUdeviceptr p = 0;
   ASSERT_EQ(cuMemAlloc_v2(&p, 16), CUDA_SUCCESS);
   ASSERT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);

@@ -31,7 +31,8 @@ using namespace selftest;
 using byte_literals::MiB;
 using byte_literals::PiB;
 
-TEST_F(CudaDouble, Versions) {
+TEST_F(CudaDouble, Versions)
+{
   int v = 0;
   EXPECT_EQ(cudaRuntimeGetVersion(&v), cudaSuccess);
   EXPECT_EQ(v, 13000);
@@ -41,7 +42,8 @@ TEST_F(CudaDouble, Versions) {
   EXPECT_EQ(cudaDriverGetVersion(nullptr), cudaErrorInvalidValue);
 }
 
-TEST_F(CudaDouble, ErrorNamesAndStrings) {
+TEST_F(CudaDouble, ErrorNamesAndStrings)
+{
   EXPECT_STREQ(cudaGetErrorName(cudaSuccess), "cudaSuccess");
   EXPECT_STREQ(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue");
   EXPECT_STREQ(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation");
@@ -59,7 +61,8 @@ TEST_F(CudaDouble, ErrorNamesAndStrings) {
   EXPECT_STRNE(cudaGetErrorString(static_cast<cudaError_t>(12345)), "");
 }
 
-TEST_F(CudaDouble, LastErrorIsPerThreadAndKeptUntilRead) {
+TEST_F(CudaDouble, LastErrorIsPerThreadAndKeptUntilRead)
+{
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_EQ(cudaSetDevice(4096), cudaErrorInvalidDevice);
   EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice);
@@ -77,7 +80,8 @@ TEST_F(CudaDouble, LastErrorIsPerThreadAndKeptUntilRead) {
   EXPECT_EQ(cuda_double_get_counters().failed_calls, 2u);
 }
 
-TEST_F(CudaDouble, CurrentDeviceIsPerThread) {
+TEST_F(CudaDouble, CurrentDeviceIsPerThread)
+{
   int d = -1;
   EXPECT_EQ(cudaGetDevice(&d), cudaSuccess);
   EXPECT_EQ(d, 0);
@@ -86,7 +90,7 @@ TEST_F(CudaDouble, CurrentDeviceIsPerThread) {
   EXPECT_EQ(cudaSetDevice(devices_), cudaErrorInvalidDevice);
   EXPECT_EQ(cudaGetDeviceCount(nullptr), cudaErrorInvalidValue);
   (void)cudaGetLastError();
-  if (devices_ < 2) GTEST_SKIP() << "one device";
+  if (devices_ < 2) { GTEST_SKIP() << "one device"; }
   EXPECT_EQ(cudaSetDevice(1), cudaSuccess);
   EXPECT_EQ(cudaGetDevice(&d), cudaSuccess);
   EXPECT_EQ(d, 1);
@@ -97,7 +101,8 @@ TEST_F(CudaDouble, CurrentDeviceIsPerThread) {
   }).join();
 }
 
-TEST_F(CudaDouble, DeviceAttributes) {
+TEST_F(CudaDouble, DeviceAttributes)
+{
   int v = -1;
   EXPECT_EQ(cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   EXPECT_EQ(v, 9);
@@ -111,7 +116,8 @@ TEST_F(CudaDouble, DeviceAttributes) {
   EXPECT_EQ(cudaDeviceGetAttribute(nullptr, cudaDevAttrMemoryPoolsSupported, 0), cudaErrorInvalidValue);
 }
 
-TEST_F(CudaDouble, MallocAndFree) {
+TEST_F(CudaDouble, MallocAndFree)
+{
   std::size_t const free0 = free_memory();
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
@@ -150,7 +156,8 @@ TEST_F(CudaDouble, MallocAndFree) {
   EXPECT_EQ(c.failed_calls, 6u);
 }
 
-TEST_F(CudaDouble, MemcpyAndMemset) {
+TEST_F(CudaDouble, MemcpyAndMemset)
+{
   char* d = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
   EXPECT_EQ(cudaMemset(d, 0x5a, 64), cudaSuccess);
@@ -172,7 +179,8 @@ TEST_F(CudaDouble, MemcpyAndMemset) {
   EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
 
-TEST_F(CudaDouble, Streams) {
+TEST_F(CudaDouble, Streams)
+{
   cudaStream_t s = nullptr, nb = nullptr;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   ASSERT_EQ(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
@@ -181,8 +189,9 @@ TEST_F(CudaDouble, Streams) {
   cudaStream_t bad = nullptr;
   EXPECT_EQ(cudaStreamCreateWithFlags(&bad, 0x10), cudaErrorInvalidValue);
   EXPECT_EQ(cudaStreamCreate(nullptr), cudaErrorInvalidValue);
-  for (cudaStream_t ok : {cudaStream_t{}, cudaStreamLegacy, cudaStreamPerThread, s, nb})
+  for (cudaStream_t ok : {cudaStream_t{}, cudaStreamLegacy, cudaStreamPerThread, s, nb}) {
     EXPECT_EQ(cudaStreamSynchronize(ok), cudaSuccess);
+  }
   auto const bogus = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1234});
   EXPECT_EQ(cudaStreamSynchronize(bogus), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
@@ -193,7 +202,8 @@ TEST_F(CudaDouble, Streams) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-TEST_F(CudaDouble, PoolCreateValidatesProperties) {
+TEST_F(CudaDouble, PoolCreateValidatesProperties)
+{
   cudaMemPool_t pool = nullptr;
   auto props = device_pool_props(0);
   EXPECT_EQ(cudaMemPoolCreate(nullptr, &props), cudaErrorInvalidValue);
@@ -208,9 +218,9 @@ TEST_F(CudaDouble, PoolCreateValidatesProperties) {
   props = device_pool_props(0, cudaMemHandleTypeWin32);
   EXPECT_EQ(cudaMemPoolCreate(&pool, &props), cudaErrorNotSupported);
 
-  for (auto handles : {cudaMemHandleTypeNone, cudaMemHandleTypePosixFileDescriptor,
-                       static_cast<cudaMemAllocationHandleType>(cudaMemHandleTypePosixFileDescriptor |
-                                                                cudaMemHandleTypeFabric)}) {
+  for (auto handles :
+       {cudaMemHandleTypeNone, cudaMemHandleTypePosixFileDescriptor,
+        static_cast<cudaMemAllocationHandleType>(cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric)}) {
     props = device_pool_props(0, handles);
     ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
     EXPECT_NE(pool, nullptr);
@@ -228,7 +238,8 @@ TEST_F(CudaDouble, PoolCreateValidatesProperties) {
   EXPECT_EQ(c.pools_destroyed, 3u);
 }
 
-TEST_F(CudaDouble, PoolAccounting) {
+TEST_F(CudaDouble, PoolAccounting)
+{
   std::size_t const free0 = free_memory();
   cudaMemPool_t pool = nullptr;
   auto const props = device_pool_props(0);
@@ -306,7 +317,8 @@ TEST_F(CudaDouble, PoolAccounting) {
   EXPECT_EQ(c.native_mallocs, 0u);
 }
 
-TEST_F(CudaDouble, PoolCallErrors) {
+TEST_F(CudaDouble, PoolCallErrors)
+{
   cudaMemPool_t pool = nullptr;
   auto const props = device_pool_props(0);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
@@ -344,7 +356,8 @@ TEST_F(CudaDouble, PoolCallErrors) {
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
 }
 
-TEST_F(CudaDouble, MallocAsyncUsesTheDefaultPool) {
+TEST_F(CudaDouble, MallocAsyncUsesTheDefaultPool)
+{
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
   ASSERT_NE(default_pool, nullptr);
@@ -360,13 +373,16 @@ TEST_F(CudaDouble, MallocAsyncUsesTheDefaultPool) {
   EXPECT_EQ(cuda_double_get_counters().pool_frees, 1u);
 }
 
-TEST_F(CudaDouble, DestroyingAPoolFreesItsAllocations) {
+TEST_F(CudaDouble, DestroyingAPoolFreesItsAllocations)
+{
   std::size_t const free0 = free_memory();
   cudaMemPool_t pool = nullptr;
   auto const props = device_pool_props(0);
   ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
   void* p[3] = {};
-  for (auto& q : p) ASSERT_EQ(cudaMallocFromPoolAsync(&q, MiB, pool, nullptr), cudaSuccess);
+  for (auto& q : p) {
+    ASSERT_EQ(cudaMallocFromPoolAsync(&q, MiB, pool, nullptr), cudaSuccess);
+  }
   EXPECT_EQ(cuda_double_live_allocations(), live_ + 3);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
   EXPECT_EQ(cuda_double_live_allocations(), live_);
@@ -377,8 +393,9 @@ TEST_F(CudaDouble, DestroyingAPoolFreesItsAllocations) {
   EXPECT_EQ(cudaMallocFromPoolAsync(&p[0], 16, pool, nullptr), cudaErrorInvalidValue);
 }
 
-TEST_F(CudaDouble, SynchronizationTrimsOnlyThatDevicesPools) {
-  if (devices_ < 2) GTEST_SKIP() << "one device";
+TEST_F(CudaDouble, SynchronizationTrimsOnlyThatDevicesPools)
+{
+  if (devices_ < 2) { GTEST_SKIP() << "one device"; }
   cudaMemPool_t pool1 = nullptr;
   auto const props = device_pool_props(1);
   ASSERT_EQ(cudaMemPoolCreate(&pool1, &props), cudaSuccess);
@@ -410,7 +427,8 @@ TEST_F(CudaDouble, SynchronizationTrimsOnlyThatDevicesPools) {
   EXPECT_EQ(cudaMemPoolDestroy(pool1), cudaSuccess);
 }
 
-TEST_F(CudaDouble, ManyThreads) {
+TEST_F(CudaDouble, ManyThreads)
+{
   constexpr int thread_count = 8;
   constexpr int iterations = 2000;
   cudaMemPool_t pool = nullptr;
@@ -432,14 +450,14 @@ TEST_F(CudaDouble, ManyThreads) {
         ASSERT_EQ(static_cast<unsigned char*>(a)[size - 1], t);
         ASSERT_EQ(cudaFreeAsync(b, s), cudaSuccess);
         ASSERT_EQ(cudaFree(a), cudaSuccess);
-        if (i % 100 == 0) {
-          ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-        }
+        if (i % 100 == 0) { ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess); }
       }
       ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
   EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 0u);
   auto const c = cuda_double_get_counters();
   EXPECT_EQ(c.native_mallocs, std::uint64_t{thread_count} * iterations);
@@ -450,7 +468,8 @@ TEST_F(CudaDouble, ManyThreads) {
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
 }
 
-TEST_F(CudaDouble, ResetCounters) {
+TEST_F(CudaDouble, ResetCounters)
+{
   void* p = nullptr;
   ASSERT_EQ(cudaMallocAsync(&p, 16, cudaStreamLegacy), cudaSuccess);
   ASSERT_EQ(cudaFreeAsync(p, cudaStreamLegacy), cudaSuccess);
@@ -458,8 +477,8 @@ TEST_F(CudaDouble, ResetCounters) {
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamLegacy);
   cuda_double_reset_counters();
   auto const c = cuda_double_get_counters();
-  EXPECT_EQ(c.native_mallocs + c.native_frees + c.pool_allocs + c.pool_frees + c.pools_created +
-                c.pools_destroyed + c.failed_calls,
+  EXPECT_EQ(c.native_mallocs + c.native_frees + c.pool_allocs + c.pool_frees + c.pools_created + c.pools_destroyed +
+              c.failed_calls,
             0u);
   EXPECT_EQ(cuda_double_last_alloc_stream(), CUDA_DOUBLE_NO_STREAM);
   EXPECT_EQ(cuda_double_last_free_stream(), CUDA_DOUBLE_NO_STREAM);

@@ -35,7 +35,8 @@ using byte_literals::MiB;
 // Sets the calling thread's capture mode (driver API) for its lifetime.
 class capture_mode_scope {
  public:
-  explicit capture_mode_scope(CUstreamCaptureMode mode) : previous_(mode) {
+  explicit capture_mode_scope(CUstreamCaptureMode mode) : previous_(mode)
+  {
     EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&previous_), CUDA_SUCCESS);
   }
   ~capture_mode_scope() { EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&previous_), CUDA_SUCCESS); }
@@ -46,25 +47,29 @@ class capture_mode_scope {
   CUstreamCaptureMode previous_;
 };
 
-CUstreamCaptureStatus capture_status(CUstream s) {
+CUstreamCaptureStatus capture_status(CUstream s)
+{
   auto status = static_cast<CUstreamCaptureStatus>(-1);
   EXPECT_EQ(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
   return status;
 }
 
-std::size_t graph_node_count(CUgraph g) {
+std::size_t graph_node_count(CUgraph g)
+{
   std::size_t n = ~std::size_t{0};
   EXPECT_EQ(cuGraphGetNodes(g, nullptr, &n), CUDA_SUCCESS);
   return n;
 }
 
-CUstream new_stream(unsigned flags = CU_STREAM_DEFAULT) {
+CUstream new_stream(unsigned flags = CU_STREAM_DEFAULT)
+{
   CUstream s = nullptr;
   EXPECT_EQ(cuStreamCreate(&s, flags), CUDA_SUCCESS);
   return s;
 }
 
-CUevent new_event(unsigned flags = CU_EVENT_DEFAULT) {
+CUevent new_event(unsigned flags = CU_EVENT_DEFAULT)
+{
   CUevent e = nullptr;
   EXPECT_EQ(cuEventCreate(&e, flags), CUDA_SUCCESS);
   return e;
@@ -72,9 +77,10 @@ CUevent new_event(unsigned flags = CU_EVENT_DEFAULT) {
 
 char const* const mode_names[] = {"global", "thread-local", "relaxed"};
 CUstreamCaptureMode const modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-                                      CU_STREAM_CAPTURE_MODE_RELAXED};
+                                     CU_STREAM_CAPTURE_MODE_RELAXED};
 
-TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy) {
+TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy)
+{
   CUstream s = nullptr, nb = nullptr;
   ASSERT_EQ(cuStreamCreateWithPriority(&s, CU_STREAM_DEFAULT, -100), CUDA_SUCCESS);  // clamped, not refused
   ASSERT_EQ(cuStreamCreateWithPriority(&nb, CU_STREAM_NON_BLOCKING, 3), CUDA_SUCCESS);
@@ -126,7 +132,8 @@ TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy) {
     CUevent e = nullptr;
     EXPECT_EQ(cuEventCreate(&e, 0), CUDA_ERROR_INVALID_CONTEXT);
     EXPECT_EQ(cuStreamQuery(nullptr), CUDA_ERROR_INVALID_CONTEXT);
-  }).join();
+  })
+    .join();
 
   auto const c = cuda_double_get_counters();
   EXPECT_EQ(c.streams_created, 2u);
@@ -135,7 +142,8 @@ TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy) {
   EXPECT_EQ(c.failed_calls, 13u);
 }
 
-TEST_F(CudaDouble, RuntimeStreamsReachTheDriver) {
+TEST_F(CudaDouble, RuntimeStreamsReachTheDriver)
+{
   cudaStream_t s = nullptr, nb = nullptr, prio = nullptr;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   ASSERT_EQ(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
@@ -156,7 +164,9 @@ TEST_F(CudaDouble, RuntimeStreamsReachTheDriver) {
   auto const bogus = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1234});
   EXPECT_EQ(cudaStreamQuery(bogus), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidResourceHandle);
-  for (cudaStream_t x : {s, nb, prio}) EXPECT_EQ(cudaStreamDestroy(x), cudaSuccess);
+  for (cudaStream_t x : {s, nb, prio}) {
+    EXPECT_EQ(cudaStreamDestroy(x), cudaSuccess);
+  }
   EXPECT_EQ(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle);
 
   auto const c = cuda_double_get_counters();
@@ -168,7 +178,8 @@ TEST_F(CudaDouble, RuntimeStreamsReachTheDriver) {
   EXPECT_EQ(c.failed_calls, 4u);
 }
 
-TEST_F(CudaDouble, DriverEvents) {
+TEST_F(CudaDouble, DriverEvents)
+{
   CUevent e = nullptr, timing_off = nullptr, ipc = nullptr;
   ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DEFAULT), CUDA_SUCCESS);
   ASSERT_EQ(cuEventCreate(&timing_off, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
@@ -181,8 +192,9 @@ TEST_F(CudaDouble, DriverEvents) {
   // Complete before the first record, and as soon as recorded.
   EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
   CUstream s = new_stream();
-  for (CUstream where : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, s})
+  for (CUstream where : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, s}) {
     EXPECT_EQ(cuEventRecord(e, where), CUDA_SUCCESS);
+  }
   EXPECT_EQ(cuEventRecord_ptsz(timing_off, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
   EXPECT_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
@@ -209,7 +221,8 @@ TEST_F(CudaDouble, DriverEvents) {
     EXPECT_EQ(cuEventSynchronize(timing_off), CUDA_SUCCESS);
     EXPECT_EQ(cuEventDestroy_v2(timing_off), CUDA_SUCCESS);
     EXPECT_EQ(cuEventRecord(e, nullptr), CUDA_ERROR_INVALID_CONTEXT);
-  }).join();
+  })
+    .join();
   EXPECT_EQ(cuEventDestroy_v2(timing_off), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
   EXPECT_EQ(cuEventDestroy_v2(ipc), CUDA_SUCCESS);
@@ -227,14 +240,15 @@ TEST_F(CudaDouble, DriverEvents) {
   EXPECT_EQ(c.failed_calls, 17u);
 }
 
-TEST_F(CudaDouble, EventsAcrossDevices) {
-  if (devices_ < 2) GTEST_SKIP() << "one device";
+TEST_F(CudaDouble, EventsAcrossDevices)
+{
+  if (devices_ < 2) { GTEST_SKIP() << "one device"; }
   CUstream s0 = new_stream();  // device 0 (SetUp made its context current)
   ASSERT_EQ(cuCtxSetCurrent(primary_context(1)), CUDA_SUCCESS);
   CUevent e1 = new_event();  // device 1
   CUstream s1 = new_stream();
   EXPECT_EQ(cuEventRecord(e1, s1), CUDA_SUCCESS);
-  EXPECT_EQ(cuEventRecord(e1, nullptr), CUDA_SUCCESS);  // device 1's legacy stream
+  EXPECT_EQ(cuEventRecord(e1, nullptr), CUDA_SUCCESS);          // device 1's legacy stream
   EXPECT_EQ(cuEventRecord(e1, s0), CUDA_ERROR_INVALID_HANDLE);  // event and stream of different devices
   ASSERT_EQ(cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
   EXPECT_EQ(cuEventRecord(e1, nullptr), CUDA_ERROR_INVALID_HANDLE);  // now device 0's legacy stream
@@ -258,7 +272,8 @@ TEST_F(CudaDouble, EventsAcrossDevices) {
   EXPECT_EQ(c.failed_calls, 4u);
 }
 
-TEST_F(CudaDouble, RuntimeEventsReachTheDriver) {
+TEST_F(CudaDouble, RuntimeEventsReachTheDriver)
+{
   cudaEvent_t e = nullptr, f = nullptr;
   ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
   ASSERT_EQ(cudaEventCreateWithFlags(&f, cudaEventDisableTiming), cudaSuccess);
@@ -286,7 +301,8 @@ TEST_F(CudaDouble, RuntimeEventsReachTheDriver) {
   EXPECT_EQ(c.failed_calls, 5u);  // once per failing runtime call
 }
 
-TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes) {
+TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes)
+{
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
   CUstream s = new_stream();
@@ -300,8 +316,7 @@ TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes) {
   EXPECT_EQ(cuStreamBeginCapture_v2(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_RELAXED),
             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   EXPECT_EQ(cuStreamBeginCapture_v2(s, static_cast<CUstreamCaptureMode>(3)), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamBeginCapture_v2(reinterpret_cast<CUstream>(std::uintptr_t{0x1234}),
-                                    CU_STREAM_CAPTURE_MODE_GLOBAL),
+  EXPECT_EQ(cuStreamBeginCapture_v2(reinterpret_cast<CUstream>(std::uintptr_t{0x1234}), CU_STREAM_CAPTURE_MODE_GLOBAL),
             CUDA_ERROR_INVALID_HANDLE);
   CUgraph g = reinterpret_cast<CUgraph>(std::uintptr_t{1});
   EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);  // not capturing
@@ -329,12 +344,12 @@ TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes) {
   EXPECT_EQ(cuda_double_pointer_pool(as_pointer(a)), default_pool);
   ASSERT_EQ(cuMemAllocFromPoolAsync(&b, 64, default_pool, s), CUDA_SUCCESS);  // 2
   EXPECT_EQ(cuda_double_last_alloc_stream(), s);
-  EXPECT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);                        // 3
-  EXPECT_EQ(cuStreamWaitEvent(s, e, 0), CUDA_SUCCESS);                 // 4
+  EXPECT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);                              // 3
+  EXPECT_EQ(cuStreamWaitEvent(s, e, 0), CUDA_SUCCESS);                       // 4
   EXPECT_EQ(cuStreamWaitEvent(s, e, CU_EVENT_WAIT_EXTERNAL), CUDA_SUCCESS);  // 5
-  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);                       // 6: frees nothing
-  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);           // not twice in one capture
-  EXPECT_EQ(cuMemFreeAsync(outside, s), CUDA_SUCCESS);                 // 7: frees nothing either
+  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);                             // 6: frees nothing
+  EXPECT_EQ(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);                 // not twice in one capture
+  EXPECT_EQ(cuMemFreeAsync(outside, s), CUDA_SUCCESS);                       // 7: frees nothing either
   EXPECT_EQ(cuda_double_last_free_stream(), s);
   EXPECT_EQ(cuda_double_pointer_kind(as_pointer(a)), 2);
   EXPECT_EQ(cuda_double_pointer_kind(as_pointer(outside)), 2);
@@ -371,7 +386,9 @@ TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes) {
   EXPECT_EQ(n, 7u);
   for (std::size_t i = 0; i < 7; ++i) {
     EXPECT_NE(nodes[i], nullptr);
-    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(nodes[i], nodes[j]);
+    for (std::size_t j = 0; j < i; ++j) {
+      EXPECT_NE(nodes[i], nodes[j]);
+    }
   }
   EXPECT_EQ(nodes[7], nullptr);
   EXPECT_EQ(nodes[8], nullptr);
@@ -406,7 +423,8 @@ TEST_F(CudaDouble, DriverCaptureTurnsWorkIntoNodes) {
   EXPECT_EQ(counters.events_recorded, 1u);
 }
 
-TEST_F(CudaDouble, CaptureModesOnTheCapturingThread) {
+TEST_F(CudaDouble, CaptureModesOnTheCapturingThread)
+{
   // A potentially unsafe call (cuMemAlloc_v2) on the thread that captures:
   // prohibited unless the capture or the thread is relaxed.
   CUstream s = new_stream(CU_STREAM_NON_BLOCKING);
@@ -453,7 +471,8 @@ TEST_F(CudaDouble, CaptureModesOnTheCapturingThread) {
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, CaptureModesOfOtherThreads) {
+TEST_F(CudaDouble, CaptureModesOfOtherThreads)
+{
   // A capture on this thread; a potentially unsafe call on another thread is
   // prohibited only when both the capture and that thread are in global mode.
   CUstream s = new_stream(CU_STREAM_NON_BLOCKING);
@@ -478,9 +497,7 @@ TEST_F(CudaDouble, CaptureModesOfOtherThreads) {
       }).join();
       CUgraph g = nullptr;
       EXPECT_EQ(cuStreamEndCapture(s, &g), prohibited ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
-      if (g != nullptr) {
-        EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
-      }
+      if (g != nullptr) { EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS); }
     }
   }
   auto const c = cuda_double_get_counters();
@@ -514,7 +531,8 @@ TEST_F(CudaDouble, CaptureModesOfOtherThreads) {
   EXPECT_EQ(cuStreamDestroy_v2(t), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture) {
+TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture)
+{
   CUstream capturing = new_stream(CU_STREAM_NON_BLOCKING);  // non-blocking: no IMPLICIT
   CUstream other = new_stream();
   CUevent e = new_event();
@@ -529,39 +547,39 @@ TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture) {
   struct call_case {
     char const* what;
     std::function<int()> call;  // a CUresult or a cudaError_t
-    int prohibited;              // what it returns then
+    int prohibited;             // what it returns then
   };
   CUdeviceptr out = 0;
   void* rout = nullptr;
   int const unsupported = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   int const rt_unsupported = cudaErrorStreamCaptureUnsupported;
   std::vector<call_case> const calls = {
-      {"cuMemAlloc_v2", [&] { return int(cuMemAlloc_v2(&out, 16)); }, unsupported},
-      {"cuMemFree_v2", [&] { return int(cuMemFree_v2(dp)); }, unsupported},
-      {"cuCtxSynchronize", [&] { return int(cuCtxSynchronize()); }, unsupported},
-      {"cuStreamSynchronize", [&] { return int(cuStreamSynchronize(other)); }, unsupported},
-      {"cuStreamSynchronize_ptsz", [&] { return int(cuStreamSynchronize_ptsz(nullptr)); }, unsupported},
-      {"cuStreamQuery", [&] { return int(cuStreamQuery(other)); }, unsupported},
-      {"cuEventSynchronize", [&] { return int(cuEventSynchronize(e)); }, unsupported},
-      {"cuEventQuery", [&] { return int(cuEventQuery(e)); }, unsupported},
-      {"cuMemAllocAsync legacy", [&] { return int(cuMemAllocAsync(&out, 16, nullptr)); }, unsupported},
-      {"cuMemAllocFromPoolAsync legacy",
-       [&] { return int(cuMemAllocFromPoolAsync(&out, 16, default_pool, CU_STREAM_LEGACY)); }, unsupported},
-      {"cuMemFreeAsync legacy", [&] { return int(cuMemFreeAsync(pp, nullptr)); }, unsupported},
-      {"cuMemFreeAsync_ptsz legacy", [&] { return int(cuMemFreeAsync_ptsz(pp, CU_STREAM_LEGACY)); }, unsupported},
-      {"cuEventRecord legacy", [&] { return int(cuEventRecord(e, nullptr)); }, unsupported},
-      {"cudaMalloc", [&] { return int(cudaMalloc(&rout, 16)); }, rt_unsupported},
-      {"cudaFree", [&] { return int(cudaFree(rp)); }, rt_unsupported},
-      {"cudaDeviceSynchronize", [&] { return int(cudaDeviceSynchronize()); }, rt_unsupported},
-      {"cudaStreamSynchronize", [&] { return int(cudaStreamSynchronize(other)); }, rt_unsupported},
-      {"cudaStreamQuery", [&] { return int(cudaStreamQuery(nullptr)); }, rt_unsupported},
-      {"cudaEventQuery", [&] { return int(cudaEventQuery(e)); }, rt_unsupported},
-      {"cudaEventSynchronize", [&] { return int(cudaEventSynchronize(e)); }, rt_unsupported},
-      {"cudaMallocAsync legacy", [&] { return int(cudaMallocAsync(&rout, 16, nullptr)); }, rt_unsupported},
-      {"cudaMallocFromPoolAsync legacy",
-       [&] { return int(cudaMallocFromPoolAsync(&rout, 16, default_pool, cudaStreamLegacy)); }, rt_unsupported},
-      {"cudaFreeAsync legacy", [&] { return int(cudaFreeAsync(as_pointer(pp), cudaStreamLegacy)); }, rt_unsupported},
-      {"cudaEventRecord legacy", [&] { return int(cudaEventRecord(e, nullptr)); }, rt_unsupported},
+    {"cuMemAlloc_v2", [&] { return int(cuMemAlloc_v2(&out, 16)); }, unsupported},
+    {"cuMemFree_v2", [&] { return int(cuMemFree_v2(dp)); }, unsupported},
+    {"cuCtxSynchronize", [&] { return int(cuCtxSynchronize()); }, unsupported},
+    {"cuStreamSynchronize", [&] { return int(cuStreamSynchronize(other)); }, unsupported},
+    {"cuStreamSynchronize_ptsz", [&] { return int(cuStreamSynchronize_ptsz(nullptr)); }, unsupported},
+    {"cuStreamQuery", [&] { return int(cuStreamQuery(other)); }, unsupported},
+    {"cuEventSynchronize", [&] { return int(cuEventSynchronize(e)); }, unsupported},
+    {"cuEventQuery", [&] { return int(cuEventQuery(e)); }, unsupported},
+    {"cuMemAllocAsync legacy", [&] { return int(cuMemAllocAsync(&out, 16, nullptr)); }, unsupported},
+    {"cuMemAllocFromPoolAsync legacy",
+     [&] { return int(cuMemAllocFromPoolAsync(&out, 16, default_pool, CU_STREAM_LEGACY)); }, unsupported},
+    {"cuMemFreeAsync legacy", [&] { return int(cuMemFreeAsync(pp, nullptr)); }, unsupported},
+    {"cuMemFreeAsync_ptsz legacy", [&] { return int(cuMemFreeAsync_ptsz(pp, CU_STREAM_LEGACY)); }, unsupported},
+    {"cuEventRecord legacy", [&] { return int(cuEventRecord(e, nullptr)); }, unsupported},
+    {"cudaMalloc", [&] { return int(cudaMalloc(&rout, 16)); }, rt_unsupported},
+    {"cudaFree", [&] { return int(cudaFree(rp)); }, rt_unsupported},
+    {"cudaDeviceSynchronize", [&] { return int(cudaDeviceSynchronize()); }, rt_unsupported},
+    {"cudaStreamSynchronize", [&] { return int(cudaStreamSynchronize(other)); }, rt_unsupported},
+    {"cudaStreamQuery", [&] { return int(cudaStreamQuery(nullptr)); }, rt_unsupported},
+    {"cudaEventQuery", [&] { return int(cudaEventQuery(e)); }, rt_unsupported},
+    {"cudaEventSynchronize", [&] { return int(cudaEventSynchronize(e)); }, rt_unsupported},
+    {"cudaMallocAsync legacy", [&] { return int(cudaMallocAsync(&rout, 16, nullptr)); }, rt_unsupported},
+    {"cudaMallocFromPoolAsync legacy",
+     [&] { return int(cudaMallocFromPoolAsync(&rout, 16, default_pool, cudaStreamLegacy)); }, rt_unsupported},
+    {"cudaFreeAsync legacy", [&] { return int(cudaFreeAsync(as_pointer(pp), cudaStreamLegacy)); }, rt_unsupported},
+    {"cudaEventRecord legacy", [&] { return int(cudaEventRecord(e, nullptr)); }, rt_unsupported},
   };
   int const live = cuda_double_live_allocations();
   for (call_case const& call : calls) {
@@ -582,21 +600,11 @@ TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture) {
     }
     ASSERT_EQ(cuStreamEndCapture(capturing, &g), CUDA_SUCCESS);
     EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
-    if (out != 0) {
-      EXPECT_EQ(cuMemFree_v2(out), CUDA_SUCCESS);
-    }
-    if (rout != nullptr) {
-      EXPECT_EQ(cudaFree(rout), cudaSuccess);
-    }
-    if (cuda_double_pointer_kind(as_pointer(dp)) == 0) {
-      ASSERT_EQ(cuMemAlloc_v2(&dp, 64), CUDA_SUCCESS);
-    }
-    if (cuda_double_pointer_kind(rp) == 0) {
-      ASSERT_EQ(cudaMalloc(&rp, 64), cudaSuccess);
-    }
-    if (cuda_double_pointer_kind(as_pointer(pp)) == 0) {
-      ASSERT_EQ(cuMemAllocAsync(&pp, 64, other), CUDA_SUCCESS);
-    }
+    if (out != 0) { EXPECT_EQ(cuMemFree_v2(out), CUDA_SUCCESS); }
+    if (rout != nullptr) { EXPECT_EQ(cudaFree(rout), cudaSuccess); }
+    if (cuda_double_pointer_kind(as_pointer(dp)) == 0) { ASSERT_EQ(cuMemAlloc_v2(&dp, 64), CUDA_SUCCESS); }
+    if (cuda_double_pointer_kind(rp) == 0) { ASSERT_EQ(cudaMalloc(&rp, 64), cudaSuccess); }
+    if (cuda_double_pointer_kind(as_pointer(pp)) == 0) { ASSERT_EQ(cuMemAllocAsync(&pp, 64, other), CUDA_SUCCESS); }
   }
   EXPECT_EQ(cuda_double_get_counters().captures_invalidated, calls.size());
   (void)cudaGetLastError();
@@ -633,7 +641,8 @@ TEST_F(CudaDouble, EveryPotentiallyUnsafeCallIsProhibitedInAGlobalCapture) {
   EXPECT_EQ(cuStreamDestroy_v2(other), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, LegacyStreamCallsDuringABlockingCaptureAreImplicit) {
+TEST_F(CudaDouble, LegacyStreamCallsDuringABlockingCaptureAreImplicit)
+{
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
   CUstream blocking = new_stream();
@@ -646,12 +655,12 @@ TEST_F(CudaDouble, LegacyStreamCallsDuringABlockingCaptureAreImplicit) {
   // A legacy-stream call, prohibited while a blocking stream of the device
   // captures: IMPLICIT; a call not on the legacy stream: UNSUPPORTED.
   auto const legacy_calls = std::vector<std::function<CUresult()>>{
-      [&] { return cuMemAllocAsync(&p, 16, nullptr); },
-      [&] { return cuMemAllocFromPoolAsync(&p, 16, default_pool, CU_STREAM_LEGACY); },
-      [&] { return cuMemFreeAsync(p, CU_STREAM_LEGACY); },
-      [&] { return cuEventRecord(e, nullptr); },
-      [&] { return cuStreamSynchronize(nullptr); },
-      [&] { return cuStreamQuery(CU_STREAM_LEGACY); },
+    [&] { return cuMemAllocAsync(&p, 16, nullptr); },
+    [&] { return cuMemAllocFromPoolAsync(&p, 16, default_pool, CU_STREAM_LEGACY); },
+    [&] { return cuMemFreeAsync(p, CU_STREAM_LEGACY); },
+    [&] { return cuEventRecord(e, nullptr); },
+    [&] { return cuStreamSynchronize(nullptr); },
+    [&] { return cuStreamQuery(CU_STREAM_LEGACY); },
   };
   for (std::size_t i = 0; i < legacy_calls.size(); ++i) {
     SCOPED_TRACE(i);
@@ -703,7 +712,8 @@ TEST_F(CudaDouble, LegacyStreamCallsDuringABlockingCaptureAreImplicit) {
   EXPECT_EQ(cuStreamDestroy_v2(nb), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, EndCaptureFromAnotherThread) {
+TEST_F(CudaDouble, EndCaptureFromAnotherThread)
+{
   CUstream s = new_stream();
   for (int cm = 0; cm < 3; ++cm) {
     SCOPED_TRACE(mode_names[cm]);
@@ -728,7 +738,8 @@ TEST_F(CudaDouble, EndCaptureFromAnotherThread) {
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, PerThreadDefaultStreamCapture) {
+TEST_F(CudaDouble, PerThreadDefaultStreamCapture)
+{
   ASSERT_EQ(cuStreamBeginCapture_v2_ptsz(nullptr, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
   EXPECT_EQ(cuda_double_stream_is_capturing(CU_STREAM_PER_THREAD), 1);
@@ -745,7 +756,8 @@ TEST_F(CudaDouble, PerThreadDefaultStreamCapture) {
     EXPECT_EQ(cuda_double_pointer_kind(as_pointer(p)), 0);
     CUgraph g = nullptr;
     EXPECT_EQ(cuStreamEndCapture_ptsz(nullptr, &g), CUDA_ERROR_ILLEGAL_STATE);
-  }).join();
+  })
+    .join();
   CUdeviceptr p = 0;
   ASSERT_EQ(cuMemAllocAsync_ptsz(&p, 16, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFreeAsync_ptsz(p, nullptr), CUDA_SUCCESS);
@@ -772,7 +784,8 @@ TEST_F(CudaDouble, PerThreadDefaultStreamCapture) {
   EXPECT_EQ(c.captured_operations, 5u);
 }
 
-TEST_F(CudaDouble, CapturesEndWithTheirStreamAndDoNotMerge) {
+TEST_F(CudaDouble, CapturesEndWithTheirStreamAndDoNotMerge)
+{
   CUstream s1 = new_stream(), s2 = new_stream(), plain = new_stream();
   ASSERT_EQ(cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamBeginCapture_v2(s2, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
@@ -798,23 +811,24 @@ TEST_F(CudaDouble, CapturesEndWithTheirStreamAndDoNotMerge) {
   EXPECT_EQ(cuStreamDestroy_v2(plain), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, FreeAsyncCountedByKindOfStream) {
+TEST_F(CudaDouble, FreeAsyncCountedByKindOfStream)
+{
   CUstream blocking = new_stream(), nb = new_stream(CU_STREAM_NON_BLOCKING);
   auto const round = [](CUstream alloc_on, auto free) {
     CUdeviceptr p = 0;
     ASSERT_EQ(cuMemAllocAsync(&p, 16, alloc_on), CUDA_SUCCESS);
     EXPECT_EQ(free(p), CUDA_SUCCESS);
   };
-  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync(p, nullptr); });                  // legacy
-  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync(p, CU_STREAM_LEGACY); });         // legacy
-  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync_ptsz(p, CU_STREAM_LEGACY); });    // legacy
-  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync_ptsz(p, nullptr); });             // per-thread
-  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync(p, CU_STREAM_PER_THREAD); });     // per-thread
-  round(nb, [&](CUdeviceptr p) { return cuMemFreeAsync(p, blocking); });                // blocking
-  round(nb, [&](CUdeviceptr p) { return cuMemFreeAsync_ptsz(p, nb); });                 // non-blocking
+  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync(p, nullptr); });                // legacy
+  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync(p, CU_STREAM_LEGACY); });       // legacy
+  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync_ptsz(p, CU_STREAM_LEGACY); });  // legacy
+  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync_ptsz(p, nullptr); });           // per-thread
+  round(nb, [](CUdeviceptr p) { return cuMemFreeAsync(p, CU_STREAM_PER_THREAD); });   // per-thread
+  round(nb, [&](CUdeviceptr p) { return cuMemFreeAsync(p, blocking); });              // blocking
+  round(nb, [&](CUdeviceptr p) { return cuMemFreeAsync_ptsz(p, nb); });               // non-blocking
   void* r = nullptr;
   ASSERT_EQ(cudaMallocAsync(&r, 16, nb), cudaSuccess);
-  EXPECT_EQ(cudaFreeAsync(r, nb), cudaSuccess);  // the runtime's: not counted by kind
+  EXPECT_EQ(cudaFreeAsync(r, nb), cudaSuccess);                // the runtime's: not counted by kind
   EXPECT_EQ(cuMemFreeAsync(0, nb), CUDA_ERROR_INVALID_VALUE);  // failures are not counted
   auto c = cuda_double_get_counters();
   EXPECT_EQ(c.free_async_legacy_stream, 3u);
@@ -825,13 +839,14 @@ TEST_F(CudaDouble, FreeAsyncCountedByKindOfStream) {
   cuda_double_reset_counters();
   c = cuda_double_get_counters();
   EXPECT_EQ(c.free_async_legacy_stream + c.free_async_per_thread_stream + c.free_async_blocking_stream +
-                c.free_async_non_blocking_stream,
+              c.free_async_non_blocking_stream,
             0u);
   EXPECT_EQ(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamDestroy_v2(nb), CUDA_SUCCESS);
 }
 
-TEST_F(CudaDouble, CaptureModeIsPerThread) {
+TEST_F(CudaDouble, CaptureModeIsPerThread)
+{
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
   EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);  // the default
@@ -853,7 +868,8 @@ TEST_F(CudaDouble, CaptureModeIsPerThread) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
 }
 
-TEST_F(CudaDouble, ThreadLocalCapturesOnManyThreads) {
+TEST_F(CudaDouble, ThreadLocalCapturesOnManyThreads)
+{
   // Threads capturing in thread-local mode do not disturb each other, nor a
   // global-mode thread's potentially unsafe calls.
   constexpr int thread_count = 6;
@@ -881,7 +897,9 @@ TEST_F(CudaDouble, ThreadLocalCapturesOnManyThreads) {
     ASSERT_EQ(cuMemAlloc_v2(&p, 64), CUDA_SUCCESS);
     ASSERT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    t.join();
+  }
   auto const c = cuda_double_get_counters();
   EXPECT_EQ(c.captures_begun, std::uint64_t{thread_count} * iterations);
   EXPECT_EQ(c.captured_operations, 2 * std::uint64_t{thread_count} * iterations);
@@ -889,7 +907,8 @@ TEST_F(CudaDouble, ThreadLocalCapturesOnManyThreads) {
   EXPECT_EQ(c.failed_calls, 0u);
 }
 
-TEST_F(CudaDouble, RuntimeCaptures) {
+TEST_F(CudaDouble, RuntimeCaptures)
+{
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);
   cudaStream_t s = nullptr;
@@ -983,7 +1002,8 @@ TEST_F(CudaDouble, RuntimeCaptures) {
   EXPECT_EQ(c.failed_calls, 14u);  // every failing runtime call once
 }
 
-TEST_F(CudaDouble, PrimaryContextResetDestroysTheDevicesState) {
+TEST_F(CudaDouble, PrimaryContextResetDestroysTheDevicesState)
+{
   int const d = devices_ - 1;  // with two devices, device 0 must be left alone
   ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
   CUcontext const ctx = current_context();
@@ -1026,8 +1046,9 @@ TEST_F(CudaDouble, PrimaryContextResetDestroysTheDevicesState) {
 
   // Every allocation of the device is gone, whatever made it ...
   EXPECT_EQ(cuda_double_live_allocations(), live_before - 5);
-  for (CUdeviceptr p : {as_deviceptr(rt), drv, from_default, from_created, captured})
+  for (CUdeviceptr p : {as_deviceptr(rt), drv, from_default, from_created, captured}) {
     EXPECT_EQ(cuda_double_pointer_kind(as_pointer(p)), 0);
+  }
   EXPECT_EQ(cuMemFree_v2(drv), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cudaFree(rt), cudaErrorInvalidValue);
   EXPECT_EQ(cuMemFreeAsync(from_default, CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_VALUE);
@@ -1069,7 +1090,8 @@ TEST_F(CudaDouble, PrimaryContextResetDestroysTheDevicesState) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
-TEST_F(CudaDouble, DeviceResetResetsTheCurrentDevice) {
+TEST_F(CudaDouble, DeviceResetResetsTheCurrentDevice)
+{
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
   cudaStream_t s = nullptr;
@@ -1091,16 +1113,15 @@ TEST_F(CudaDouble, DeviceResetResetsTheCurrentDevice) {
     }
     EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
     EXPECT_EQ(current_context(), nullptr);
-    if (q != nullptr) {
-      EXPECT_EQ(cuda_double_pointer_kind(q), 0);
-    }
+    if (q != nullptr) { EXPECT_EQ(cuda_double_pointer_kind(q), 0); }
   }).join();
   auto const c = cuda_double_get_counters();
   EXPECT_EQ(c.primary_context_resets, 2u);
   EXPECT_EQ(c.failed_calls, 2u);
 }
 
-TEST_F(CudaDouble, NewCountersAreResetWithTheOthers) {
+TEST_F(CudaDouble, NewCountersAreResetWithTheOthers)
+{
   CUstream s = new_stream();
   CUevent e = new_event();
   EXPECT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
@@ -1129,7 +1150,9 @@ TEST_F(CudaDouble, NewCountersAreResetWithTheOthers) {
   cuda_double_reset_counters();
   c = cuda_double_get_counters();
   unsigned long long const* const fields = &c.native_mallocs;
-  for (std::size_t i = 0; i < sizeof c / sizeof *fields; ++i) EXPECT_EQ(fields[i], 0u) << "field " << i;
+  for (std::size_t i = 0; i < sizeof c / sizeof *fields; ++i) {
+    EXPECT_EQ(fields[i], 0u) << "field " << i;
+  }
   EXPECT_EQ(cuda_double_last_wait_stream(), CUDA_DOUBLE_NO_STREAM);
 }
 

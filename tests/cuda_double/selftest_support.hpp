@@ -42,20 +42,21 @@ namespace selftest {
 
 // The environment controls of the doubles that the suites are about.
 inline constexpr char const* control_variables[] = {
-    "CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY", "CUDA_DOUBLE_NO_POOLS",
-    "CUDA_DOUBLE_POOL_HANDLE_TYPES", "CUDA_DOUBLE_NO_PEER",   "CUDA_DOUBLE_FABRIC_OK"};
+  "CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",   "CUDA_DOUBLE_NO_POOLS",
+  "CUDA_DOUBLE_POOL_HANDLE_TYPES", "CUDA_DOUBLE_NO_PEER",   "CUDA_DOUBLE_FABRIC_OK"};
 
 // True when exactly the given variables are set (to their values) among the
 // controls; with name == nullptr, when none is set.
 inline bool only_env(char const* name = nullptr, char const* value = nullptr, char const* name2 = nullptr,
-                     char const* value2 = nullptr) {
+                     char const* value2 = nullptr)
+{
   for (char const* var : control_variables) {
     char const* v = std::getenv(var);
     char const* wanted = name != nullptr && std::strcmp(var, name) == 0     ? value
                          : name2 != nullptr && std::strcmp(var, name2) == 0 ? value2
                                                                             : nullptr;
     if (wanted != nullptr) {
-      if (v == nullptr || std::strcmp(v, wanted) != 0) return false;
+      if (v == nullptr || std::strcmp(v, wanted) != 0) { return false; }
     } else if (v != nullptr) {
       return false;
     }
@@ -67,15 +68,16 @@ inline bool strict() { return std::getenv("CUDA_DOUBLE_SELFTEST_STRICT") != null
 
 // Skips the test (fails it, when strict) unless the process is in the
 // configuration the test is about.
-#define REQUIRE_CONFIG(condition, why)  \
-  do {                                  \
-    if (!(condition)) {                 \
+#define REQUIRE_CONFIG(condition, why)               \
+  do {                                               \
+    if (!(condition)) {                              \
       if (::selftest::strict()) GTEST_FAIL() << why; \
-      GTEST_SKIP() << why;              \
-    }                                   \
+      GTEST_SKIP() << why;                           \
+    }                                                \
   } while (false)
 
-inline cudaMemPoolProps device_pool_props(int device, cudaMemAllocationHandleType handles = cudaMemHandleTypeNone) {
+inline cudaMemPoolProps device_pool_props(int device, cudaMemAllocationHandleType handles = cudaMemHandleTypeNone)
+{
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = handles;
@@ -84,13 +86,15 @@ inline cudaMemPoolProps device_pool_props(int device, cudaMemAllocationHandleTyp
   return props;
 }
 
-inline std::uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
+inline std::uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr)
+{
   std::uint64_t value = ~0ULL;
   EXPECT_EQ(cudaMemPoolGetAttribute(pool, attr, &value), cudaSuccess);
   return value;
 }
 
-inline std::size_t free_memory() {
+inline std::size_t free_memory()
+{
   std::size_t free = 0, total = 0;
   EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
   return free;
@@ -100,13 +104,13 @@ inline std::size_t free_memory() {
 
 class CudaDouble : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override
+  {
     int pools = 0;
     char const* devices = std::getenv("CUDA_DOUBLE_DEVICES");
     bool const usable = only_env(devices != nullptr ? "CUDA_DOUBLE_DEVICES" : nullptr, devices) &&
                         cudaGetDeviceCount(&devices_) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0) == cudaSuccess &&
-                        pools == 1;
+                        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0) == cudaSuccess && pools == 1;
     (void)cudaGetLastError();
     REQUIRE_CONFIG(usable, "needs the default configuration, except perhaps CUDA_DOUBLE_DEVICES (not 0)");
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
@@ -114,8 +118,9 @@ class CudaDouble : public ::testing::Test {
     live_ = cuda_double_live_allocations();
     cuda_double_reset_counters();
   }
-  void TearDown() override {
-    if (IsSkipped() || HasFatalFailure()) return;
+  void TearDown() override
+  {
+    if (IsSkipped() || HasFatalFailure()) { return; }
     EXPECT_EQ(cuda_double_live_allocations(), live_) << "a test leaked allocations";
     (void)cudaSetDevice(0);
     (void)cudaDeviceSynchronize();
@@ -129,7 +134,8 @@ class CudaDouble : public ::testing::Test {
 
 // The driver double's own definition of an exported symbol (what its
 // cuGetProcAddress must hand out), found through the loaded libcuda.so.1.
-inline void* driver_symbol(char const* name) {
+inline void* driver_symbol(char const* name)
+{
   static void* const handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   return handle == nullptr ? nullptr : dlsym(handle, name);
 }
@@ -137,20 +143,23 @@ inline void* driver_symbol(char const* name) {
 inline void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
 inline CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
 
-inline CUcontext primary_context(int device) {
+inline CUcontext primary_context(int device)
+{
   CUcontext c = nullptr;
   EXPECT_EQ(cuDevicePrimaryCtxRetain(&c, device), CUDA_SUCCESS);
   EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(device), CUDA_SUCCESS);
   return c;
 }
 
-inline CUcontext current_context() {
+inline CUcontext current_context()
+{
   CUcontext c = reinterpret_cast<CUcontext>(std::uintptr_t{1});
   EXPECT_EQ(cuCtxGetCurrent(&c), CUDA_SUCCESS);
   return c;
 }
 
-inline CUmemPoolProps driver_pool_props(int device, CUmemAllocationHandleType handles = CU_MEM_HANDLE_TYPE_NONE) {
+inline CUmemPoolProps driver_pool_props(int device, CUmemAllocationHandleType handles = CU_MEM_HANDLE_TYPE_NONE)
+{
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = handles;
@@ -159,13 +168,15 @@ inline CUmemPoolProps driver_pool_props(int device, CUmemAllocationHandleType ha
   return props;
 }
 
-inline std::uint64_t driver_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr) {
+inline std::uint64_t driver_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+{
   std::uint64_t value = ~0ULL;
   EXPECT_EQ(cuMemPoolGetAttribute(pool, attr, &value), CUDA_SUCCESS);
   return value;
 }
 
-inline std::size_t driver_free_memory() {
+inline std::size_t driver_free_memory()
+{
   std::size_t free = 0, total = 0;
   EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
   return free;
@@ -174,19 +185,19 @@ inline std::size_t driver_free_memory() {
 // cuGetProcAddress_v2 for one name; checks the status it reports.
 inline void* proc(char const* name, int version = 13000, cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT,
                   CUresult expected = CUDA_SUCCESS,
-                  CUdriverProcAddressQueryResult expected_status = CU_GET_PROC_ADDRESS_SUCCESS) {
+                  CUdriverProcAddressQueryResult expected_status = CU_GET_PROC_ADDRESS_SUCCESS)
+{
   void* pfn = reinterpret_cast<void*>(std::uintptr_t{1});
   auto status = static_cast<CUdriverProcAddressQueryResult>(-1);
   EXPECT_EQ(cuGetProcAddress_v2(name, &pfn, version, flags, &status), expected) << name << " " << version;
   EXPECT_EQ(status, expected_status) << name << " " << version;
-  if (expected != CUDA_SUCCESS) {
-    EXPECT_EQ(pfn, nullptr) << name;
-  }
+  if (expected != CUDA_SUCCESS) { EXPECT_EQ(pfn, nullptr) << name; }
   return pfn;
 }
 
 inline CUmemAccessDesc access_desc(int device, CUmemAccess_flags flags,
-                                   CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE) {
+                                   CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE)
+{
   CUmemAccessDesc desc{};
   desc.location.type = type;
   desc.location.id = device;
@@ -194,7 +205,8 @@ inline CUmemAccessDesc access_desc(int device, CUmemAccess_flags flags,
   return desc;
 }
 
-inline CUmemAccess_flags driver_pool_access(CUmemoryPool pool, int device) {
+inline CUmemAccess_flags driver_pool_access(CUmemoryPool pool, int device)
+{
   CUmemLocation location{};
   location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   location.id = device;

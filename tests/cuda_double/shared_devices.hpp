@@ -12,7 +12,7 @@
 namespace cuda_double {
 
 inline constexpr int shared_device_count = 8;  // devices past these are not shared
-inline constexpr int shared_slots = 64;   // processes sharing one file at a time
+inline constexpr int shared_slots = 64;        // processes sharing one file at a time
 
 class shared_memory_file {
  public:

@@ -61,31 +61,40 @@ void fail() { g_failed = true; }
 // The file name (no folder) of the loaded object that holds code address p, as
 // the dynamic loader knows it: says whose function a pointer is, whatever
 // dlsym has been made to answer.
-char const* object_of(void const* p) {
+char const* object_of(void const* p)
+{
   Dl_info info{};
-  if (p == nullptr || dladdr(p, &info) == 0 || info.dli_fname == nullptr) return "?";
+  if (p == nullptr || dladdr(p, &info) == 0 || info.dli_fname == nullptr) { return "?"; }
   char const* slash = std::strrchr(info.dli_fname, '/');
   return slash != nullptr ? slash + 1 : info.dli_fname;
 }
 
 // The symbol the driver exports for a base name (what cuda.h #defines it to).
-std::string exported_name(std::string const& base, bool per_thread, int version) {
-  if (base == "cuGetProcAddress" && version < 12000) return base;  // the CUDA 11.3 ABI
-  static char const* const v2[] = {"cuMemAlloc",       "cuMemFree",       "cuMemGetInfo",    "cuMemcpyHtoD",
-                                    "cuMemcpyDtoH",     "cuMemsetD8",      "cuCtxPushCurrent", "cuCtxPopCurrent",
-                                    "cuStreamDestroy",  "cuDevicePrimaryCtxRelease", "cuGetProcAddress"};
+std::string exported_name(std::string const& base, bool per_thread, int version)
+{
+  if (base == "cuGetProcAddress" && version < 12000) {
+    return base;  // the CUDA 11.3 ABI
+  }
+  static char const* const v2[] = {
+    "cuMemAlloc",      "cuMemFree",        "cuMemGetInfo",    "cuMemcpyHtoD",    "cuMemcpyDtoH",
+    "cuMemsetD8",      "cuCtxPushCurrent", "cuCtxPopCurrent", "cuStreamDestroy", "cuDevicePrimaryCtxRelease",
+    "cuGetProcAddress"};
   static char const* const ptsz[] = {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocFromPoolAsync",
-                                      "cuStreamSynchronize"};
-  if (per_thread)
-    for (char const* n : ptsz)
-      if (base == n) return base + "_ptsz";
-  for (char const* n : v2)
-    if (base == n) return base + "_v2";
+                                     "cuStreamSynchronize"};
+  if (per_thread) {
+    for (char const* n : ptsz) {
+      if (base == n) { return base + "_ptsz"; }
+    }
+  }
+  for (char const* n : v2) {
+    if (base == n) { return base + "_v2"; }
+  }
   return base;
 }
 
 // Looks a base name up through get (v2 ABI) and prints the facts.
-void* lookup_with(GetProcAddressV2 get, char const* label, char const* name, int version, cuuint64_t flags) {
+void* lookup_with(GetProcAddressV2 get, char const* label, char const* name, int version, cuuint64_t flags)
+{
   void* pfn = reinterpret_cast<void*>(std::uintptr_t{1});  // must be overwritten
   auto status = static_cast<CUdriverProcAddressQueryResult>(-1);
   CUresult const r = get(name, &pfn, version, flags, &status);
@@ -117,11 +126,13 @@ struct driver_api {
 };
 
 template <class F>
-void take(F& slot, void* p) {
+void take(F& slot, void* p)
+{
   slot = reinterpret_cast<F>(p);
 }
 
-driver_api look_up_all(GetProcAddressV2 get, char const* label) {
+driver_api look_up_all(GetProcAddressV2 get, char const* label)
+{
   driver_api api;
   take(api.init, lookup_with(get, label, "cuInit", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
   take(api.device_get, lookup_with(get, label, "cuDeviceGet", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
@@ -140,17 +151,20 @@ driver_api look_up_all(GetProcAddressV2 get, char const* label) {
   return api;
 }
 
-void* direct(char const* name) {
+void* direct(char const* name)
+{
   void* p = dlsym(g_handle, name);
-  if (p != nullptr)
+  if (p != nullptr) {
     std::printf("dlsym %s: found in %s\n", name, object_of(p));
-  else
+  } else {
     std::printf("dlsym %s: missing\n", name);
-  if (p == nullptr) fail();
+  }
+  if (p == nullptr) { fail(); }
   return p;
 }
 
-driver_api look_up_directly() {
+driver_api look_up_directly()
+{
   driver_api api;
   take(api.init, direct("cuInit"));
   take(api.device_get, direct("cuDeviceGet"));
@@ -166,13 +180,15 @@ driver_api look_up_directly() {
 }
 
 // Prints "<what>: <result>" and notes a failure.
-bool step(char const* what, CUresult r) {
+bool step(char const* what, CUresult r)
+{
   std::printf("%s: %d\n", what, static_cast<int>(r));
-  if (r != CUDA_SUCCESS) fail();
+  if (r != CUDA_SUCCESS) { fail(); }
   return r == CUDA_SUCCESS;
 }
 
-void allocate_and_check(driver_api const& api) {
+void allocate_and_check(driver_api const& api)
+{
   if (api.init == nullptr || api.device_get == nullptr || api.primary_ctx_retain == nullptr ||
       api.ctx_set_current == nullptr || api.mem_alloc == nullptr || api.mem_free == nullptr ||
       api.memcpy_htod == nullptr || api.memcpy_dtoh == nullptr || api.device_get_name == nullptr) {
@@ -182,15 +198,16 @@ void allocate_and_check(driver_api const& api) {
   }
   auto kind_of = reinterpret_cast<int (*)(void const*)>(dlsym(g_handle, "cuda_double_pointer_kind"));
 
-  if (!step("cuInit", api.init(0))) return;
+  if (!step("cuInit", api.init(0))) { return; }
   CUdevice device = -1;
-  if (!step("cuDeviceGet", api.device_get(&device, 0))) return;
+  if (!step("cuDeviceGet", api.device_get(&device, 0))) { return; }
   char name[128] = {};
-  if (step("cuDeviceGetName", api.device_get_name(name, sizeof name, device)))
+  if (step("cuDeviceGetName", api.device_get_name(name, sizeof name, device))) {
     std::printf("device name: %s\n", name);
+  }
   CUcontext context = nullptr;
-  if (!step("cuDevicePrimaryCtxRetain", api.primary_ctx_retain(&context, device))) return;
-  if (!step("cuCtxSetCurrent", api.ctx_set_current(context))) return;
+  if (!step("cuDevicePrimaryCtxRetain", api.primary_ctx_retain(&context, device))) { return; }
+  if (!step("cuCtxSetCurrent", api.ctx_set_current(context))) { return; }
 
   constexpr std::size_t sizes[] = {256, 4096, 1 << 20, (3 << 20) + 5};
   constexpr int buffer_count = 4;
@@ -204,19 +221,22 @@ void allocate_and_check(driver_api const& api) {
       continue;
     }
     void const* p = reinterpret_cast<void const*>(static_cast<std::uintptr_t>(buffers[i]));
-    if (kind_of != nullptr)
+    if (kind_of != nullptr) {
       std::printf("alloc %d: ok kind %d\n", i + 1, kind_of(p));
-    else
+    } else {
       std::printf("alloc %d: ok kind -\n", i + 1);
+    }
   }
 
   bool data_ok = true;
   for (int i = 0; i < buffer_count; ++i) {
-    if (buffers[i] == 0) continue;
+    if (buffers[i] == 0) { continue; }
     std::vector<unsigned char> out(sizes[i]), in(sizes[i], 0);
-    for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<unsigned char>((j * 31 + i * 7) & 0xff);
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      out[j] = static_cast<unsigned char>((j * 31 + i * 7) & 0xff);
+    }
     CUresult r = api.memcpy_htod(buffers[i], out.data(), out.size());
-    if (r == CUDA_SUCCESS) r = api.memcpy_dtoh(in.data(), buffers[i], in.size());
+    if (r == CUDA_SUCCESS) { r = api.memcpy_dtoh(in.data(), buffers[i], in.size()); }
     if (r != CUDA_SUCCESS) {
       std::printf("copy %d: failed %d\n", i + 1, static_cast<int>(r));
       data_ok = false;
@@ -226,10 +246,10 @@ void allocate_and_check(driver_api const& api) {
     }
   }
   std::printf(data_ok ? "data ok\n" : "data NOT ok\n");
-  if (!data_ok) fail();
+  if (!data_ok) { fail(); }
 
   for (int i = 0; i < buffer_count; ++i) {
-    if (buffers[i] == 0) continue;
+    if (buffers[i] == 0) { continue; }
     CUresult const r = api.mem_free(buffers[i]);
     if (r == CUDA_SUCCESS) {
       std::printf("free %d: ok\n", i + 1);
@@ -245,7 +265,8 @@ void allocate_and_check(driver_api const& api) {
   }
 }
 
-void summary() {
+void summary()
+{
   auto counters = reinterpret_cast<cuda_double_counters (*)()>(dlsym(g_handle, "cuda_double_get_counters"));
   auto live = reinterpret_cast<int (*)()>(dlsym(g_handle, "cuda_double_live_allocations"));
   if (counters == nullptr || live == nullptr) {
@@ -258,17 +279,19 @@ void summary() {
   std::printf("live allocations: %d\n", live());
 }
 
-int usage() {
+int usage()
+{
   std::fprintf(stderr, "usage: static_runtime_probe <path to libcuda.so.1> basic|self-lookup|dlsym-direct|unknown\n");
   return 2;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 3) return usage();
+int main(int argc, char** argv)
+{
+  if (argc != 3) { return usage(); }
   std::string const check = argv[2];
-  if (check != "basic" && check != "self-lookup" && check != "dlsym-direct" && check != "unknown") return usage();
+  if (check != "basic" && check != "self-lookup" && check != "dlsym-direct" && check != "unknown") { return usage(); }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   g_handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -278,17 +301,17 @@ int main(int argc, char** argv) {
   }
   auto get = reinterpret_cast<GetProcAddressV2>(dlsym(g_handle, "cuGetProcAddress_v2"));
   std::printf("dlsym cuGetProcAddress_v2: %s\n", get != nullptr ? "found" : "missing");
-  if (get == nullptr) return 2;
+  if (get == nullptr) { return 2; }
 
   if (check == "basic") {
     allocate_and_check(look_up_all(get, "lookup"));
   } else if (check == "self-lookup") {
     auto self = reinterpret_cast<GetProcAddressV2>(
-        lookup_with(get, "lookup", "cuGetProcAddress", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
-    if (self == nullptr) return 1;
+      lookup_with(get, "lookup", "cuGetProcAddress", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));
+    if (self == nullptr) { return 1; }
     // The legacy ABI, as a CUDA 11.3 runtime would get it, used once.
     auto v1 = reinterpret_cast<GetProcAddressV1>(
-        lookup_with(self, "self-lookup", "cuGetProcAddress", 11030, CU_GET_PROC_ADDRESS_DEFAULT));
+      lookup_with(self, "self-lookup", "cuGetProcAddress", 11030, CU_GET_PROC_ADDRESS_DEFAULT));
     if (v1 == nullptr) {
       fail();
     } else {
@@ -296,15 +319,17 @@ int main(int argc, char** argv) {
       CUresult const r = v1("cuMemFree", &p, 11030, CU_GET_PROC_ADDRESS_DEFAULT);
       std::printf("v1 lookup cuMemFree -> result %d same-as-dlsym-export %d in %s\n", static_cast<int>(r),
                   p != nullptr && p == dlsym(g_handle, "cuMemFree_v2") ? 1 : 0, object_of(p));
-      if (r != CUDA_SUCCESS) fail();
+      if (r != CUDA_SUCCESS) { fail(); }
     }
     allocate_and_check(look_up_all(self, "self-lookup"));
   } else if (check == "dlsym-direct") {
     allocate_and_check(look_up_directly());
   } else {  // unknown
-    if (lookup_with(get, "lookup", "cuNoSuchFunction", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
-    if (lookup_with(get, "lookup", "cuMemAlloc_v2", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
-    if (lookup_with(get, "lookup", "cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) fail();
+    if (lookup_with(get, "lookup", "cuNoSuchFunction", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) {
+      fail();
+    }
+    if (lookup_with(get, "lookup", "cuMemAlloc_v2", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) { fail(); }
+    if (lookup_with(get, "lookup", "cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_DEFAULT) != nullptr) { fail(); }
   }
   summary();
   return g_failed ? 1 : 0;

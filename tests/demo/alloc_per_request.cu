@@ -48,7 +48,9 @@ int main(int argc, char** argv)
     return 77;
   }
   std::vector<float> input(1 << 16);
-  for (std::size_t i = 0; i < input.size(); ++i) { input[i] = static_cast<float>(i % 7); }
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    input[i] = static_cast<float>(i % 7);
+  }
   double checksum = 0.0;
   auto const start = std::chrono::steady_clock::now();
   for (int r = 0; r < requests; ++r) {
@@ -75,7 +77,7 @@ int main(int argc, char** argv)
     }
   }
   double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%d requests in %.3f s: %.1f us per request (3 cudaMalloc + 3 cudaFree each), checksum %.1f\n",
-              requests, seconds, 1e6 * seconds / requests, checksum);
+  std::printf("%d requests in %.3f s: %.1f us per request (3 cudaMalloc + 3 cudaFree each), checksum %.1f\n", requests,
+              seconds, 1e6 * seconds / requests, checksum);
   return 0;
 }

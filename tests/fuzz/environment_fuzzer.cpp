@@ -37,24 +37,27 @@ namespace {
 
 namespace cfg = asyncshim::config;
 
-[[noreturn]] void fail(char const* what, std::string_view detail) {
+[[noreturn]] void fail(char const* what, std::string_view detail)
+{
   std::fprintf(stderr, "environment_fuzzer: property violated: %s: '%.*s'\n", what, static_cast<int>(detail.size()),
                detail.data());
   std::abort();
 }
 
-void check_one_line(char const* what, std::string const& text) {
-  if (text.find('\n') != std::string::npos) fail(what, text);
+void check_one_line(char const* what, std::string const& text)
+{
+  if (text.find('\n') != std::string::npos) { fail(what, text); }
 }
 
 // Totals a device could report: none, tiny, an H200, the largest possible.
 constexpr std::uint64_t totals[] = {0, 1, 1000, 150754820096ull, std::numeric_limits<std::uint64_t>::max()};
 
-void check_size(std::optional<cfg::size_spec> const& size) {
-  if (!size) return;
+void check_size(std::optional<cfg::size_spec> const& size)
+{
+  if (!size) { return; }
   std::string const text = size->to_string();
   auto const again = cfg::parse_size(text);
-  if (!again || !(*again == *size)) fail("size_spec::to_string does not parse back to the same size", text);
+  if (!again || !(*again == *size)) { fail("size_spec::to_string does not parse back to the same size", text); }
   for (std::uint64_t const total : totals) {
     std::uint64_t const resolved = size->resolve(total, total);  // all of it free
     if (size->unit == cfg::size_spec::kind::percent_of_total && resolved > total) {
@@ -70,24 +73,26 @@ void check_size(std::optional<cfg::size_spec> const& size) {
 }
 
 // The single-value parsers on a value on its own (what the launcher does).
-void parse_value(std::string_view value) {
+void parse_value(std::string_view value)
+{
   check_size(cfg::parse_size(value));
-  if (auto const v = cfg::parse_handle_type(value)) (void)cfg::to_string(*v);
-  if (auto const v = cfg::parse_stream(value)) (void)cfg::to_string(*v);
-  if (auto const v = cfg::parse_mode(value)) (void)cfg::to_string(*v);
-  if (auto const v = cfg::parse_intercept(value)) (void)cfg::to_string(*v);
-  if (auto const v = cfg::parse_ordering(value)) (void)cfg::to_string(*v);
-  if (auto const v = cfg::parse_log_level(value)) (void)cfg::to_string(*v);
+  if (auto const v = cfg::parse_handle_type(value)) { (void)cfg::to_string(*v); }
+  if (auto const v = cfg::parse_stream(value)) { (void)cfg::to_string(*v); }
+  if (auto const v = cfg::parse_mode(value)) { (void)cfg::to_string(*v); }
+  if (auto const v = cfg::parse_intercept(value)) { (void)cfg::to_string(*v); }
+  if (auto const v = cfg::parse_ordering(value)) { (void)cfg::to_string(*v); }
+  if (auto const v = cfg::parse_log_level(value)) { (void)cfg::to_string(*v); }
   (void)cfg::parse_bool(value);
 }
 
-std::vector<std::string> split_entries(std::string_view input) {
+std::vector<std::string> split_entries(std::string_view input)
+{
   char const separator = input.find('\0') != std::string_view::npos ? '\0' : '\n';
   std::vector<std::string> entries;
   std::size_t start = 0;
   while (start <= input.size()) {
     std::size_t end = input.find(separator, start);
-    if (end == std::string_view::npos) end = input.size();
+    if (end == std::string_view::npos) { end = input.size(); }
     entries.emplace_back(input.substr(start, end - start));
     start = end + 1;
   }
@@ -96,9 +101,10 @@ std::vector<std::string> split_entries(std::string_view input) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size)
+{
   auto const& known = cfg::known_variables();
-  if (known.empty()) std::abort();
+  if (known.empty()) { std::abort(); }
 
   std::vector<std::string> entries = split_entries(std::string_view(reinterpret_cast<char const*>(data), size));
   for (std::string& entry : entries) {
@@ -106,12 +112,16 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       auto const index = static_cast<unsigned char>(entry[0] - '0') % known.size();
       entry.replace(0, 1, known[index]);
     }
-    if (auto const eq = entry.find('='); eq != std::string::npos) parse_value(std::string_view(entry).substr(eq + 1));
+    if (auto const eq = entry.find('='); eq != std::string::npos) {
+      parse_value(std::string_view(entry).substr(eq + 1));
+    }
   }
 
   std::vector<char const*> envp;
   envp.reserve(entries.size() + 1);
-  for (std::string const& entry : entries) envp.push_back(entry.c_str());
+  for (std::string const& entry : entries) {
+    envp.push_back(entry.c_str());
+  }
   envp.push_back(nullptr);
 
   cfg::parse_result const result = cfg::parse_environment(envp.data());
@@ -137,8 +147,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   // An empty environment and a null one are valid too (once is enough).
   static bool const edge_cases_checked = [] {
     char const* const empty[] = {nullptr};
-    if (!cfg::parse_environment(empty).diagnostics.empty()) fail("the empty environment gives a diagnostic", "");
-    if (!cfg::parse_environment(nullptr).diagnostics.empty()) fail("a null environment gives a diagnostic", "");
+    if (!cfg::parse_environment(empty).diagnostics.empty()) { fail("the empty environment gives a diagnostic", ""); }
+    if (!cfg::parse_environment(nullptr).diagnostics.empty()) { fail("a null environment gives a diagnostic", ""); }
     return true;
   }();
   (void)edge_cases_checked;

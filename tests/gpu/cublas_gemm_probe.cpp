@@ -23,7 +23,8 @@ int main()
   float* da = nullptr;
   float* db = nullptr;
   float* dc = nullptr;
-  if (cudaMalloc(reinterpret_cast<void**>(&da), sizeof(float) * n * n) != cudaSuccess || cudaMalloc(reinterpret_cast<void**>(&db), sizeof(float) * n * n) != cudaSuccess ||
+  if (cudaMalloc(reinterpret_cast<void**>(&da), sizeof(float) * n * n) != cudaSuccess ||
+      cudaMalloc(reinterpret_cast<void**>(&db), sizeof(float) * n * n) != cudaSuccess ||
       cudaMalloc(reinterpret_cast<void**>(&dc), sizeof(float) * n * n) != cudaSuccess) {
     std::printf("FAIL: cudaMalloc\n");
     return 1;
@@ -47,7 +48,9 @@ int main()
     }
     std::vector<float> c(n * n);
     cudaMemcpy(c.data(), dc, sizeof(float) * n * n, cudaMemcpyDeviceToHost);
-    for (float v : c) { checksum += v; }
+    for (float v : c) {
+      checksum += v;
+    }
   }
   cublasDestroy(handle);
   cudaFree(da);

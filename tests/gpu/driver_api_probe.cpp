@@ -14,13 +14,13 @@ namespace {
 
 int failures = 0;
 
-#define CHECK_CU(call)                                                                 \
-  do {                                                                                 \
-    CUresult const r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                          \
+#define CHECK_CU(call)                                                                        \
+  do {                                                                                        \
+    CUresult const r_ = (call);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                                 \
       std::printf("FAIL: %s returned %d (line %d)\n", #call, static_cast<int>(r_), __LINE__); \
-      ++failures;                                                                      \
-    }                                                                                  \
+      ++failures;                                                                             \
+    }                                                                                         \
   } while (0)
 
 bool in_pool(CUdeviceptr p)

@@ -17,9 +17,9 @@ namespace {
 using asyncshim::cuda_async_memory_resource;
 using handle_type = cuda_async_memory_resource::allocation_handle_type;
 
+using byte_literals::GiB;
 using byte_literals::KiB;
 using byte_literals::MiB;
-using byte_literals::GiB;
 using byte_literals::PiB;
 
 bool have_device()
@@ -127,14 +127,20 @@ TEST_F(GpuResource, RandomPatternAcrossStreamsAndThreads)
       EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
     });
   }
-  for (auto& w : workers) { w.join(); }
+  for (auto& w : workers) {
+    w.join();
+  }
   workers.clear();
   for (int t = 0; t < threads; ++t) {  // freed by another thread, on the default stream
     workers.emplace_back([&, t] {
-      for (auto [p, bytes] : made[(t + 1) % threads]) { mr.deallocate(p, bytes); }
+      for (auto [p, bytes] : made[(t + 1) % threads]) {
+        mr.deallocate(p, bytes);
+      }
     });
   }
-  for (auto& w : workers) { w.join(); }
+  for (auto& w : workers) {
+    w.join();
+  }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(attribute(mr.pool_handle(), cudaMemPoolAttrUsedMemCurrent), 0U);
 }

@@ -30,14 +30,17 @@
 
 namespace {
 
-using byte_literals::MiB;
 using byte_literals::GiB;
+using byte_literals::MiB;
 
 char const* name(cudaError_t e) { return cudaGetErrorName(e); }
 
 void report(std::string const& what, cudaError_t e) { std::printf("%s: %s\n", what.c_str(), name(e)); }
 
-void report_last_error(char const* indent = "  ") { std::printf("%scudaGetLastError: %s\n", indent, name(cudaGetLastError())); }
+void report_last_error(char const* indent = "  ")
+{
+  std::printf("%scudaGetLastError: %s\n", indent, name(cudaGetLastError()));
+}
 
 __global__ void noop_kernel() {}
 
@@ -66,7 +69,9 @@ void check_data(std::string const& label, void* p, std::size_t bytes, unsigned s
     return;
   }
   bool ok = true;
-  for (std::size_t i = 0; i < n && ok; ++i) { ok = host[i] == (static_cast<unsigned>(i) * 2654435761u ^ seed); }
+  for (std::size_t i = 0; i < n && ok; ++i) {
+    ok = host[i] == (static_cast<unsigned>(i) * 2654435761u ^ seed);
+  }
   std::printf("%s: %s\n", label.c_str(), ok ? "data ok" : "data WRONG");
 }
 
@@ -83,8 +88,8 @@ enum class stream_kind { non_blocking, blocking, per_thread };
 struct capture_case {
   stream_kind stream;
   cudaStreamCaptureMode capture_mode;
-  bool other_thread;           // cudaMalloc/cudaFree from a second thread
-  bool other_thread_relaxed;   // which switches itself to relaxed mode first
+  bool other_thread;          // cudaMalloc/cudaFree from a second thread
+  bool other_thread_relaxed;  // which switches itself to relaxed mode first
 };
 
 char const* mode_name(cudaStreamCaptureMode m)
@@ -105,8 +110,8 @@ void print_capture_status(char const* indent, cudaStream_t s)
     std::printf("%scudaStreamIsCapturing: %s\n", indent, name(e));
     return;
   }
-  char const* text = status == cudaStreamCaptureStatusNone     ? "none"
-                     : status == cudaStreamCaptureStatusActive ? "active"
+  char const* text = status == cudaStreamCaptureStatusNone          ? "none"
+                     : status == cudaStreamCaptureStatusActive      ? "active"
                      : status == cudaStreamCaptureStatusInvalidated ? "invalidated"
                                                                     : "unknown";
   std::printf("%scapture status: %s\n", indent, text);
@@ -134,11 +139,19 @@ void print_graph(cudaGraph_t graph)
   int others = 0;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type{};
-    if (cudaGraphNodeGetType(node, &type) != cudaSuccess) { ++others; continue; }
-    if (type == cudaGraphNodeTypeKernel) { ++kernels; }
-    else if (type == cudaGraphNodeTypeMemAlloc) { ++allocs; }
-    else if (type == cudaGraphNodeTypeMemFree) { ++frees; }
-    else { ++others; }
+    if (cudaGraphNodeGetType(node, &type) != cudaSuccess) {
+      ++others;
+      continue;
+    }
+    if (type == cudaGraphNodeTypeKernel) {
+      ++kernels;
+    } else if (type == cudaGraphNodeTypeMemAlloc) {
+      ++allocs;
+    } else if (type == cudaGraphNodeTypeMemFree) {
+      ++frees;
+    } else {
+      ++others;
+    }
   }
   std::printf("graph: %zu nodes (kernel %d, mem-alloc %d, mem-free %d, other %d)\n", count, kernels, allocs, frees,
               others);
@@ -150,7 +163,7 @@ void capture(capture_case const& c)
                      : c.stream == stream_kind::blocking   ? "created, blocking (flags 0)"
                                                            : "cudaStreamPerThread";
   std::printf("stream: %s; capture mode: %s; cudaMalloc/cudaFree from: %s\n", kind, mode_name(c.capture_mode),
-              !c.other_thread ? "the capturing thread"
+              !c.other_thread          ? "the capturing thread"
               : c.other_thread_relaxed ? "a second thread, relaxed mode"
                                        : "a second thread, global mode (the default)");
   cudaStream_t s = cudaStreamPerThread;
@@ -165,7 +178,8 @@ void capture(capture_case const& c)
   report("kernel launch before the capture", cudaGetLastError());
   report("cudaDeviceSynchronize before the capture", cudaDeviceSynchronize());
 
-  report(std::string{"cudaStreamBeginCapture("} + mode_name(c.capture_mode) + ")", cudaStreamBeginCapture(s, c.capture_mode));
+  report(std::string{"cudaStreamBeginCapture("} + mode_name(c.capture_mode) + ")",
+         cudaStreamBeginCapture(s, c.capture_mode));
   noop_kernel<<<1, 1, 0, s>>>();
   report("kernel launch into the capture", cudaGetLastError());
   print_capture_status("", s);
@@ -456,7 +470,9 @@ void fork_under_load()
       ++rounds;
     }
   }};
-  while (rounds.load() < 100) { std::this_thread::yield(); }
+  while (rounds.load() < 100) {
+    std::this_thread::yield();
+  }
 
   std::map<std::string, int> statuses[2];  // [calls cudaMalloc] exit status -> how many children
   std::map<std::string, int> results;      // cudaMalloc's result in the child -> how many children
@@ -621,16 +637,29 @@ void exit_after_reset(bool free_in_destructor)
   }
 }
 
-char const* const subcommands[] = {
-  "capture-global-same-thread", "capture-global-other-thread", "capture-thread-local-other-thread",
-  "capture-relaxed-same-thread", "capture-legacy-blocking", "capture-per-thread-stream", "reset", "oom",
-  "last-error", "fork", "fork-under-load", "exit-live", "exit-static-destructor", "exit-atexit", "exit-after-reset",
-  "exit-after-reset-destructor"};
+char const* const subcommands[] = {"capture-global-same-thread",
+                                   "capture-global-other-thread",
+                                   "capture-thread-local-other-thread",
+                                   "capture-relaxed-same-thread",
+                                   "capture-legacy-blocking",
+                                   "capture-per-thread-stream",
+                                   "reset",
+                                   "oom",
+                                   "last-error",
+                                   "fork",
+                                   "fork-under-load",
+                                   "exit-live",
+                                   "exit-static-destructor",
+                                   "exit-atexit",
+                                   "exit-after-reset",
+                                   "exit-after-reset-destructor"};
 
 [[noreturn]] void usage()
 {
   std::fprintf(stderr, "usage: lifecycle_probe SUBCOMMAND, one of:\n");
-  for (char const* s : subcommands) { std::fprintf(stderr, "  %s\n", s); }
+  for (char const* s : subcommands) {
+    std::fprintf(stderr, "  %s\n", s);
+  }
   std::exit(2);
 }
 
@@ -641,7 +670,9 @@ int main(int argc, char** argv)
   if (argc != 2) { usage(); }
   std::string const cmd = argv[1];
   bool known = false;
-  for (char const* s : subcommands) { known = known || cmd == s; }
+  for (char const* s : subcommands) {
+    known = known || cmd == s;
+  }
   if (!known) { usage(); }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a crash in the same order
   alarm(120);
@@ -658,21 +689,38 @@ int main(int argc, char** argv)
   mode const global = cudaStreamCaptureModeGlobal;
   mode const thread_local_mode = cudaStreamCaptureModeThreadLocal;
   mode const relaxed = cudaStreamCaptureModeRelaxed;
-  if (cmd == "capture-global-same-thread") { capture({stream_kind::non_blocking, global, false, false}); }
-  else if (cmd == "capture-global-other-thread") { capture({stream_kind::non_blocking, global, true, false}); }
-  else if (cmd == "capture-thread-local-other-thread") { capture({stream_kind::non_blocking, thread_local_mode, true, false}); }
-  else if (cmd == "capture-relaxed-same-thread") { capture({stream_kind::non_blocking, relaxed, false, false}); }
-  else if (cmd == "capture-legacy-blocking") { capture({stream_kind::blocking, global, true, true}); }
-  else if (cmd == "capture-per-thread-stream") { capture({stream_kind::per_thread, relaxed, false, false}); }
-  else if (cmd == "reset") { reset(); }
-  else if (cmd == "oom") { oom(); }
-  else if (cmd == "last-error") { last_error(); }
-  else if (cmd == "fork") { fork_children(); }
-  else if (cmd == "fork-under-load") { fork_under_load(); }
-  else if (cmd == "exit-live") { exit_live(); }
-  else if (cmd == "exit-static-destructor") { exit_static_destructor(); }
-  else if (cmd == "exit-atexit") { exit_atexit(); }
-  else if (cmd == "exit-after-reset") { exit_after_reset(false); }
-  else if (cmd == "exit-after-reset-destructor") { exit_after_reset(true); }
+  if (cmd == "capture-global-same-thread") {
+    capture({stream_kind::non_blocking, global, false, false});
+  } else if (cmd == "capture-global-other-thread") {
+    capture({stream_kind::non_blocking, global, true, false});
+  } else if (cmd == "capture-thread-local-other-thread") {
+    capture({stream_kind::non_blocking, thread_local_mode, true, false});
+  } else if (cmd == "capture-relaxed-same-thread") {
+    capture({stream_kind::non_blocking, relaxed, false, false});
+  } else if (cmd == "capture-legacy-blocking") {
+    capture({stream_kind::blocking, global, true, true});
+  } else if (cmd == "capture-per-thread-stream") {
+    capture({stream_kind::per_thread, relaxed, false, false});
+  } else if (cmd == "reset") {
+    reset();
+  } else if (cmd == "oom") {
+    oom();
+  } else if (cmd == "last-error") {
+    last_error();
+  } else if (cmd == "fork") {
+    fork_children();
+  } else if (cmd == "fork-under-load") {
+    fork_under_load();
+  } else if (cmd == "exit-live") {
+    exit_live();
+  } else if (cmd == "exit-static-destructor") {
+    exit_static_destructor();
+  } else if (cmd == "exit-atexit") {
+    exit_atexit();
+  } else if (cmd == "exit-after-reset") {
+    exit_after_reset(false);
+  } else if (cmd == "exit-after-reset-destructor") {
+    exit_after_reset(true);
+  }
   return 0;
 }

@@ -55,9 +55,9 @@
 
 namespace {
 
+using byte_literals::GiB;
 using byte_literals::KiB;
 using byte_literals::MiB;
-using byte_literals::GiB;
 
 [[noreturn]] void cuda_failure(char const* what, cudaError_t e, int line)
 {
@@ -67,9 +67,9 @@ using byte_literals::GiB;
   std::_Exit(2);  // other threads are still inside CUDA: no destructors, no atexit handlers
 }
 
-#define CK(call)                                                   \
-  do {                                                             \
-    cudaError_t const e_ = (call);                                 \
+#define CK(call)                                                  \
+  do {                                                            \
+    cudaError_t const e_ = (call);                                \
     if (e_ != cudaSuccess) { cuda_failure(#call, e_, __LINE__); } \
   } while (0)
 
@@ -133,11 +133,10 @@ struct options {
 [[noreturn]] void usage(char const* problem)
 {
   if (problem != nullptr) { std::fprintf(stderr, "ordering_stress: %s\n", problem); }
-  std::fprintf(stderr,
-               "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
-               "                       [--max-verify-delay-us N] [--allow-corruption]\n"
-               "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
-               "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
+  std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
+                       "                       [--max-verify-delay-us N] [--allow-corruption]\n"
+                       "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
+                       "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
   std::exit(2);
 }
 
@@ -150,10 +149,15 @@ std::uint64_t parse_number(char const* text, bool allow_unit)
   std::uint64_t unit = 1;
   if (allow_unit && *end != '\0') {
     std::string const suffix = end;
-    if (suffix == "K" || suffix == "KiB") { unit = KiB; }
-    else if (suffix == "M" || suffix == "MiB") { unit = MiB; }
-    else if (suffix == "G" || suffix == "GiB") { unit = GiB; }
-    else { usage("bad unit (K, M, G: powers of 1024)"); }
+    if (suffix == "K" || suffix == "KiB") {
+      unit = KiB;
+    } else if (suffix == "M" || suffix == "MiB") {
+      unit = MiB;
+    } else if (suffix == "G" || suffix == "GiB") {
+      unit = GiB;
+    } else {
+      usage("bad unit (K, M, G: powers of 1024)");
+    }
   } else if (*end != '\0') {
     usage("bad number");
   }
@@ -169,14 +173,23 @@ options parse_options(int argc, char** argv)
       if (i + 1 >= argc) { usage("missing value"); }
       return argv[++i];
     };
-    if (arg == "--threads") { o.threads = static_cast<int>(parse_number(value(), false)); }
-    else if (arg == "--operations") { o.operations = parse_number(value(), false); }
-    else if (arg == "--seed") { o.seed = parse_number(value(), false); }
-    else if (arg == "--max-live-bytes") { o.max_live_bytes = parse_number(value(), true); }
-    else if (arg == "--allow-corruption") { o.allow_corruption = true; }
-    else if (arg == "--max-verify-delay-us") { o.max_verify_delay_us = parse_number(value(), false); }
-    else if (arg == "--help" || arg == "-h") { usage(nullptr); }
-    else { usage(("unknown option " + arg).c_str()); }
+    if (arg == "--threads") {
+      o.threads = static_cast<int>(parse_number(value(), false));
+    } else if (arg == "--operations") {
+      o.operations = parse_number(value(), false);
+    } else if (arg == "--seed") {
+      o.seed = parse_number(value(), false);
+    } else if (arg == "--max-live-bytes") {
+      o.max_live_bytes = parse_number(value(), true);
+    } else if (arg == "--allow-corruption") {
+      o.allow_corruption = true;
+    } else if (arg == "--max-verify-delay-us") {
+      o.max_verify_delay_us = parse_number(value(), false);
+    } else if (arg == "--help" || arg == "-h") {
+      usage(nullptr);
+    } else {
+      usage(("unknown option " + arg).c_str());
+    }
   }
   if (o.threads < 1 || o.threads > 1024) { usage("--threads must be 1..1024"); }
   if (o.max_verify_delay_us > 1000000) { usage("--max-verify-delay-us must be at most 1000000"); }
@@ -238,7 +251,7 @@ struct thread_totals {
 class worker {
  public:
   worker(shared_state& shared, int index, std::uint64_t seed, thread_totals& totals)
-    : shared_{shared}, rng_{splitmix(seed ^ splitmix(static_cast<std::uint64_t>(index) + 1))}, totals_{totals}
+      : shared_{shared}, rng_{splitmix(seed ^ splitmix(static_cast<std::uint64_t>(index) + 1))}, totals_{totals}
   {
   }
 
@@ -255,12 +268,17 @@ class worker {
       }
     }
     shared_.producers.fetch_sub(1);
-    while (!local_.empty()) { retire_local_oldest(); }
+    while (!local_.empty()) {
+      retire_local_oldest();
+    }
     for (;;) {  // drain what the others hand over until every producer is done
       if (auto b = pop_shared()) {
         retire_foreign(*b);
       } else if (shared_.producers.load() == 0) {
-        if (auto last = pop_shared()) { retire_foreign(*last); continue; }
+        if (auto last = pop_shared()) {
+          retire_foreign(*last);
+          continue;
+        }
         break;
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -285,9 +303,13 @@ class worker {
   {
     double const r = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
     std::size_t bytes = 0;
-    if (r < 0.0005) { bytes = log_uniform(64 * MiB, 256 * MiB); }
-    else if (r < 0.0105) { bytes = log_uniform(1 * MiB, 16 * MiB); }
-    else { bytes = log_uniform(256, 1 * MiB); }
+    if (r < 0.0005) {
+      bytes = log_uniform(64 * MiB, 256 * MiB);
+    } else if (r < 0.0105) {
+      bytes = log_uniform(1 * MiB, 16 * MiB);
+    } else {
+      bytes = log_uniform(256, 1 * MiB);
+    }
     bytes = std::max<std::size_t>(256, bytes & ~std::size_t{7});
     return std::min(bytes, shared_.max_live_bytes / 4);
   }
@@ -328,9 +350,13 @@ class worker {
   {
     std::size_t const bytes = draw_size();
     while (!reserve(bytes)) {  // keep the live set bounded: free something first
-      if (!local_.empty()) { retire_local_oldest(); }
-      else if (auto b = pop_shared()) { retire_foreign(*b); }
-      else { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
+      if (!local_.empty()) {
+        retire_local_oldest();
+      } else if (auto b = pop_shared()) {
+        retire_foreign(*b);
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
     }
     buffer b;
     b.bytes = bytes;
@@ -387,9 +413,11 @@ class worker {
     order_after(b, stream);
     std::size_t const words = b.bytes / 8;
     unsigned const blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 2047) / 2048, 1, 256));
-    unsigned const delay_ns = static_cast<unsigned>(std::uniform_int_distribution<unsigned>{0, shared_.max_verify_delay_ns}(rng_));
+    unsigned const delay_ns =
+      static_cast<unsigned>(std::uniform_int_distribution<unsigned>{0, shared_.max_verify_delay_ns}(rng_));
     unsigned const spin_ns = chance(0.5) ? 100u : 0u;
-    CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, shared_.bad_bytes + b.id, delay_ns, spin_ns)));
+    CK_LAUNCH(
+      (verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, shared_.bad_bytes + b.id, delay_ns, spin_ns)));
     totals_.bytes_verified += b.bytes;
   }
 
@@ -487,7 +515,9 @@ int main(int argc, char** argv)
   for (int t = 0; t < opts.threads; ++t) {
     threads.emplace_back([&, t] { worker{shared, t, opts.seed, totals[static_cast<std::size_t>(t)]}.run(); });
   }
-  for (auto& th : threads) { th.join(); }
+  for (auto& th : threads) {
+    th.join();
+  }
   CK(cudaDeviceSynchronize());
   auto const stop = std::chrono::steady_clock::now();
 
@@ -503,8 +533,12 @@ int main(int argc, char** argv)
     corrupted_bytes += shared.bad_bytes[id];
     corrupted_buffers += shared.bad_bytes[id] != 0 ? 1 : 0;
   }
-  for (cudaStream_t s : shared.streams) { CK(cudaStreamDestroy(s)); }
-  for (cudaEvent_t e : shared.events) { CK(cudaEventDestroy(e)); }
+  for (cudaStream_t s : shared.streams) {
+    CK(cudaStreamDestroy(s));
+  }
+  for (cudaEvent_t e : shared.events) {
+    CK(cudaEventDestroy(e));
+  }
   CK(cudaFree(shared.bad_bytes));
   CK(cudaGetLastError());
   if (sum.mallocs != shared.allocation_budget || sum.frees != sum.mallocs || shared.live_bytes.load() != 0) {

@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "probe_common.cuh"
 #include "byte_literals.hpp"
+#include "probe_common.cuh"
 
 namespace {
 
@@ -128,7 +128,9 @@ void host_check(std::string const& label, void const* p, unsigned seed)
     return;
   }
   std::size_t bad = 0;
-  for (std::size_t i = 0; i < words; ++i) { bad += host[i] != pattern(i, seed) ? 1 : 0; }
+  for (std::size_t i = 0; i < words; ++i) {
+    bad += host[i] != pattern(i, seed) ? 1 : 0;
+  }
   if (bad == 0) {
     std::printf("%s: data ok\n", label.c_str());
   } else {
@@ -369,9 +371,13 @@ int main(int argc, char** argv)
     std::printf("SKIP: devices 0 and 1 cannot access each other's memory (cudaDeviceCanAccessPeer)\n");
     return 0;
   }
-  if (cmd == "peer-access") { peer_access(); }
-  else if (cmd == "pools-after-enable") { pools_after_enable(); }
-  else { pool_access(); }
+  if (cmd == "peer-access") {
+    peer_access();
+  } else if (cmd == "pools-after-enable") {
+    pools_after_enable();
+  } else {
+    pool_access();
+  }
   std::printf("peer_access_probe: %s\n", failures == 0 ? "passed" : "FAILED");
   return failures == 0 ? 0 : 1;
 }

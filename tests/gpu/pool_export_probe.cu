@@ -42,14 +42,14 @@
 #include <cstring>
 #include <string>
 
-#include "probe_common.cuh"
 #include "byte_literals.hpp"
+#include "probe_common.cuh"
 
 namespace {
 
 using byte_literals::MiB;
-constexpr std::size_t shared_bytes = 64 * MiB;   // export-import: the shared block
-constexpr std::size_t child_bytes = 4096;        // the part the child overwrites
+constexpr std::size_t shared_bytes = 64 * MiB;  // export-import: the shared block
+constexpr std::size_t child_bytes = 4096;       // the part the child overwrites
 constexpr unsigned parent_seed = 0x5eed0001u;
 constexpr unsigned child_seed = 0x5eed0002u;
 
@@ -67,7 +67,8 @@ void report(std::string const& what, cudaError_t e) { std::printf("%s: %s\n", wh
 // tail_seed); mismatches are counted in bad_words[0] (head) and [1] (tail).
 __device__ unsigned long long bad_words[2];
 
-__global__ void check_kernel(unsigned const* data, std::size_t n, std::size_t head, unsigned head_seed, unsigned tail_seed)
+__global__ void check_kernel(unsigned const* data, std::size_t n, std::size_t head, unsigned head_seed,
+                             unsigned tail_seed)
 {
   unsigned long long bad_head = 0;
   unsigned long long bad_tail = 0;
@@ -151,7 +152,9 @@ int supported_handle_types(int device)
 {
   int pools = 0;
   int types = 0;
-  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || pools == 0) { return -1; }
+  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || pools == 0) {
+    return -1;
+  }
   if (cudaDeviceGetAttribute(&types, cudaDevAttrMemoryPoolSupportedHandleTypes, device) != cudaSuccess) { return -1; }
   return types;
 }
@@ -160,7 +163,9 @@ std::string wait_status(pid_t pid)
 {
   int status = 0;
   pid_t r = -1;
-  do { r = waitpid(pid, &status, 0); } while (r < 0 && errno == EINTR);
+  do {
+    r = waitpid(pid, &status, 0);
+  } while (r < 0 && errno == EINTR);
   if (r != pid) { return "waitpid failed"; }
   if (WIFEXITED(status)) { return "exit " + std::to_string(WEXITSTATUS(status)); }
   if (WIFSIGNALED(status)) { return "signal " + std::to_string(WTERMSIG(status)); }
@@ -218,9 +223,10 @@ int import_child(char const* fd_text, char const* hex)
   };
   if (!step("cudaSetDevice(0)", cudaSetDevice(0))) { return 1; }
   cudaMemPool_t pool = nullptr;
-  bool const imported = step("cudaMemPoolImportFromShareableHandle(posix fd)",
-                             cudaMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
-                                                                  cudaMemHandleTypePosixFileDescriptor, 0));
+  bool const imported =
+    step("cudaMemPoolImportFromShareableHandle(posix fd)",
+         cudaMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+                                              cudaMemHandleTypePosixFileDescriptor, 0));
   close(static_cast<int>(fd));
   if (!imported) { return 1; }
 
@@ -270,8 +276,8 @@ int export_import()
 {
   int const types = supported_handle_types(0);
   if (types < 0 || (types & cudaMemHandleTypePosixFileDescriptor) == 0) {
-    std::printf("SKIP: device 0 does not list posix_file_descriptor in cudaDevAttrMemoryPoolSupportedHandleTypes (%d)\n",
-                types);
+    std::printf(
+      "SKIP: device 0 does not list posix_file_descriptor in cudaDevAttrMemoryPoolSupportedHandleTypes (%d)\n", types);
     return 0;
   }
   std::printf("device 0: cudaDevAttrMemoryPoolSupportedHandleTypes = %d\n", types);
@@ -350,7 +356,8 @@ int export_import()
   std::printf("parent: child's exit status: %s\n", status.c_str());
   ok = ok && status == "exit 0";
 
-  bad_count const seen = count_bad_words("parent: ", ptr, words, child_bytes / sizeof(unsigned), child_seed, parent_seed);
+  bad_count const seen =
+    count_bad_words("parent: ", ptr, words, child_bytes / sizeof(unsigned), child_seed, parent_seed);
   if (seen.ok) {
     std::printf("parent: sees the child's writes: %s\n", seen.head == 0 ? "yes" : "no");
     std::printf("parent: the rest of the block unchanged: %s\n", seen.tail == 0 ? "yes" : "no");

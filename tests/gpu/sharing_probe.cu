@@ -13,8 +13,8 @@
 //                                   then allocate, fill, check and free BYTES ten times
 // Exit 0 when everything it tried worked, 1 otherwise; "SKIP: ..." and 0
 // without a device.
-#include "probe_common.cuh"
 #include "byte_literals.hpp"
+#include "probe_common.cuh"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -27,8 +27,8 @@
 
 namespace {
 
-using byte_literals::MiB;
 using byte_literals::GiB;
+using byte_literals::MiB;
 
 // Fills `bytes` at `p` and checks the first, a middle and the last word.
 bool fill_and_check(unsigned* p, std::size_t bytes, unsigned seed)
@@ -91,8 +91,8 @@ void print_memory_info(char const* stage)
   (void)cudaMemGetInfo(&runtime_free, &total);
   (void)by_dlsym(&driver_free, &total);
   (void)by_lookup(&lookup_free, &total);
-  std::printf("meminfo %s runtime %zu driver %zu lookup %zu total %zu\n", stage, runtime_free, driver_free,
-              lookup_free, total);
+  std::printf("meminfo %s runtime %zu driver %zu lookup %zu total %zu\n", stage, runtime_free, driver_free, lookup_free,
+              total);
 }
 
 int meminfo()
@@ -153,7 +153,9 @@ int together(std::size_t bytes)
   std::string line;
   std::getline(std::cin, line);
   bool all_ok = true;
-  for (unsigned round = 0; round < 10; ++round) { all_ok = use(bytes, round) && all_ok; }
+  for (unsigned round = 0; round < 10; ++round) {
+    all_ok = use(bytes, round) && all_ok;
+  }
   std::printf("together: %s\n", all_ok ? "ok" : "failed");
   return all_ok ? 0 : 1;
 }

@@ -16,31 +16,31 @@
 #include <thread>
 #include <vector>
 
-#include "probe_common.cuh"
 #include "byte_literals.hpp"
+#include "probe_common.cuh"
 
 namespace {
 
-using byte_literals::MiB;
 using byte_literals::GiB;
+using byte_literals::MiB;
 
 int failures = 0;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::printf("FAIL: %s (%s:%d)\n", #cond, __FILE__, __LINE__);                   \
-      ++failures;                                                                     \
-    }                                                                                 \
+#define CHECK(cond)                                                 \
+  do {                                                              \
+    if (!(cond)) {                                                  \
+      std::printf("FAIL: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+      ++failures;                                                   \
+    }                                                               \
   } while (0)
 
-#define CUDA_OK(call)                                                                 \
-  do {                                                                                \
-    cudaError_t const e_ = (call);                                                    \
-    if (e_ != cudaSuccess) {                                                          \
+#define CUDA_OK(call)                                                                                 \
+  do {                                                                                                \
+    cudaError_t const e_ = (call);                                                                    \
+    if (e_ != cudaSuccess) {                                                                          \
       std::printf("FAIL: %s returned %s (%s:%d)\n", #call, cudaGetErrorName(e_), __FILE__, __LINE__); \
-      ++failures;                                                                     \
-    }                                                                                 \
+      ++failures;                                                                                     \
+    }                                                                                                 \
   } while (0)
 
 __global__ void checksum(unsigned const* data, std::size_t n, unsigned long long* sum)
@@ -55,7 +55,9 @@ __global__ void checksum(unsigned const* data, std::size_t n, unsigned long long
 unsigned long long expected_checksum(std::size_t n, unsigned seed)
 {
   unsigned long long sum = 0;
-  for (std::size_t i = 0; i < n; ++i) { sum += pattern(i, seed); }
+  for (std::size_t i = 0; i < n; ++i) {
+    sum += pattern(i, seed);
+  }
   return sum;
 }
 
@@ -137,7 +139,9 @@ void kernels()
       CUDA_OK(cudaFree(old));
     }
   }
-  for (auto [p, n] : live) { CUDA_OK(cudaFree(p)); }
+  for (auto [p, n] : live) {
+    CUDA_OK(cudaFree(p));
+  }
   CUDA_OK(cudaFree(sum));
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaGetLastError());
@@ -180,7 +184,8 @@ void pool_attributes()
   }
   // The pool is exportable exactly when ASYNCSHIM_EXPORT_HANDLE_TYPE asked for it.
   char const* handle = std::getenv("ASYNCSHIM_EXPORT_HANDLE_TYPE");
-  bool const want_fd = handle != nullptr && (std::string{handle} == "posix_fd" || std::string{handle} == "posix_file_descriptor");
+  bool const want_fd =
+    handle != nullptr && (std::string{handle} == "posix_fd" || std::string{handle} == "posix_file_descriptor");
   int fd = -1;
   cudaError_t const exported = cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0);
   std::printf("export as posix fd: %s\n", cudaGetErrorName(exported));
@@ -213,19 +218,30 @@ void threads()
   std::atomic<int> bad{0};
   auto work = [&](int t) {
     cudaStream_t stream = nullptr;
-    if (cudaStreamCreate(&stream) != cudaSuccess) { ++bad; return; }
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+      ++bad;
+      return;
+    }
     std::vector<unsigned> host(4096);
     for (int i = 0; i < rounds; ++i) {
       unsigned* data = nullptr;
       std::size_t const n = 4096;
-      if (cudaMalloc(&data, n * sizeof(unsigned) + static_cast<std::size_t>(i % 7) * 1000) != cudaSuccess) { ++bad; continue; }
+      if (cudaMalloc(&data, n * sizeof(unsigned) + static_cast<std::size_t>(i % 7) * 1000) != cudaSuccess) {
+        ++bad;
+        continue;
+      }
       unsigned const seed = static_cast<unsigned>(t * 1000 + i);
       // cudaMalloc memory is usable from any stream at once.
       fill_kernel<<<8, 256, 0, stream>>>(data, n, seed);
       if (cudaMemcpyAsync(host.data(), data, n * sizeof(unsigned), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
-          cudaStreamSynchronize(stream) != cudaSuccess) { ++bad; }
+          cudaStreamSynchronize(stream) != cudaSuccess) {
+        ++bad;
+      }
       for (std::size_t k = 0; k < n; ++k) {
-        if (host[k] != pattern(k, seed)) { ++bad; break; }
+        if (host[k] != pattern(k, seed)) {
+          ++bad;
+          break;
+        }
       }
       if (i % 2 == 0) {
         if (cudaFree(data) != cudaSuccess) { ++bad; }
@@ -236,19 +252,27 @@ void threads()
     cudaStreamDestroy(stream);
   };
   std::vector<std::thread> pool;
-  for (int t = 0; t < thread_count; ++t) { pool.emplace_back(work, t); }
-  for (auto& th : pool) { th.join(); }
+  for (int t = 0; t < thread_count; ++t) {
+    pool.emplace_back(work, t);
+  }
+  for (auto& th : pool) {
+    th.join();
+  }
   pool.clear();
   for (int t = 0; t < thread_count; ++t) {
     pool.emplace_back([&, t] {
       for (auto [p, seed] : handoff[(t + 1) % thread_count]) {
         unsigned first = 0;
-        if (cudaMemcpy(&first, p, sizeof(first), cudaMemcpyDeviceToHost) != cudaSuccess || first != pattern(0, seed)) { ++bad; }
+        if (cudaMemcpy(&first, p, sizeof(first), cudaMemcpyDeviceToHost) != cudaSuccess || first != pattern(0, seed)) {
+          ++bad;
+        }
         if (cudaFree(p) != cudaSuccess) { ++bad; }
       }
     });
   }
-  for (auto& th : pool) { th.join(); }
+  for (auto& th : pool) {
+    th.join();
+  }
   std::printf("threads: %d problems\n", bad.load());
   CHECK(bad.load() == 0);
 }
@@ -279,7 +303,9 @@ int every_device()
     cudaMemPool_t const pool = pool_of(buffers[device]);
     CHECK((pool != nullptr) == expect_pool());
     if (pool == nullptr) { continue; }
-    for (cudaMemPool_t other : pools) { CHECK(other != pool); }
+    for (cudaMemPool_t other : pools) {
+      CHECK(other != pool);
+    }
     pools.push_back(pool);
     std::uint64_t const threshold = pool_attribute(pool, cudaMemPoolAttrReleaseThreshold);
     std::uint64_t const reserved = pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent);
@@ -310,7 +336,9 @@ int every_device()
   }
   // Freed from device 0, whichever device each buffer lives on.
   CUDA_OK(cudaSetDevice(0));
-  for (unsigned* p : buffers) { CUDA_OK(cudaFree(p)); }
+  for (unsigned* p : buffers) {
+    CUDA_OK(cudaFree(p));
+  }
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaGetLastError());
   return 0;
@@ -346,7 +374,8 @@ int second_device()
 int main(int argc, char** argv)
 {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device\n");
+    std::fprintf(stderr,
+                 "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -361,14 +390,23 @@ int main(int argc, char** argv)
       return 77;
     }
   }
-  if (check == "first-call") {}
-  else if (check == "kernels") { kernels(); }
-  else if (check == "attributes") { pool_attributes(); }
-  else if (check == "oom") { out_of_memory(); }
-  else if (check == "threads") { threads(); }
-  else if (check == "second-device") { status = second_device(); }
-  else if (check == "every-device") { status = every_device(); }
-  else { std::fprintf(stderr, "unknown check %s\n", check.c_str()); return 2; }
+  if (check == "first-call") {
+  } else if (check == "kernels") {
+    kernels();
+  } else if (check == "attributes") {
+    pool_attributes();
+  } else if (check == "oom") {
+    out_of_memory();
+  } else if (check == "threads") {
+    threads();
+  } else if (check == "second-device") {
+    status = second_device();
+  } else if (check == "every-device") {
+    status = every_device();
+  } else {
+    std::fprintf(stderr, "unknown check %s\n", check.c_str());
+    return 2;
+  }
   if (status != 0) { return status; }
   std::printf("%s: %s\n", check.c_str(), failures == 0 ? "passed" : "FAILED");
   return failures == 0 ? 0 : 1;

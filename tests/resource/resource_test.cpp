@@ -6,8 +6,8 @@
 // The double reads its configuration once per process, so cases that need a
 // different double (no pool support, other handle types) are separate CTest
 // entries running this binary with a gtest filter and an environment.
-#include "cuda_double.hpp"
 #include "byte_literals.hpp"
+#include "cuda_double.hpp"
 
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
@@ -25,9 +25,9 @@ namespace {
 using asyncshim::cuda_async_memory_resource;
 using handle_type = cuda_async_memory_resource::allocation_handle_type;
 
+using byte_literals::GiB;
 using byte_literals::KiB;
 using byte_literals::MiB;
-using byte_literals::GiB;
 using byte_literals::PiB;
 
 std::uint64_t attribute(cudaMemPool_t pool, cudaMemPoolAttr attr)
@@ -45,10 +45,7 @@ std::pair<std::size_t, std::size_t> memory_info()
   return {free, total};
 }
 
-bool is_aligned(void const* p, std::size_t alignment)
-{
-  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
-}
+bool is_aligned(void const* p, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
 
 // ---- construction and RMM's defaults --------------------------------------
 
@@ -82,7 +79,9 @@ TEST(ResourceDefaults, PoolLivesOnTheCurrentDeviceWithRequestedHandleType)
   cuda_async_memory_resource mr{0, {}, handle_type::posix_file_descriptor};
   EXPECT_EQ(mr.device(), 0);
   auto const before = cuda_double_get_counters().pools_created;
-  { cuda_async_memory_resource other{0}; }
+  {
+    cuda_async_memory_resource other{0};
+  }
   EXPECT_EQ(cuda_double_get_counters().pools_created, before + 1);
 }
 
@@ -97,7 +96,9 @@ TEST(ResourceDefaults, InitialSizeLargerThanTheDeviceIsOutOfMemory)
 TEST(ResourceDefaults, DestructorDestroysThePool)
 {
   auto const before = cuda_double_get_counters().pools_destroyed;
-  { cuda_async_memory_resource mr{0}; }
+  {
+    cuda_async_memory_resource mr{0};
+  }
   EXPECT_EQ(cuda_double_get_counters().pools_destroyed, before + 1);
 }
 
@@ -147,7 +148,8 @@ TEST(ResourceWithoutDevice, ConstructionFailsWithTheCudaErrorName)
 TEST(ResourceEnum, HandleTypeValuesAreCudas)
 {
   EXPECT_EQ(static_cast<int>(handle_type::none), static_cast<int>(cudaMemHandleTypeNone));
-  EXPECT_EQ(static_cast<int>(handle_type::posix_file_descriptor), static_cast<int>(cudaMemHandleTypePosixFileDescriptor));
+  EXPECT_EQ(static_cast<int>(handle_type::posix_file_descriptor),
+            static_cast<int>(cudaMemHandleTypePosixFileDescriptor));
   EXPECT_EQ(static_cast<int>(handle_type::win32), static_cast<int>(cudaMemHandleTypeWin32));
   EXPECT_EQ(static_cast<int>(handle_type::win32_kmt), static_cast<int>(cudaMemHandleTypeWin32Kmt));
   EXPECT_EQ(static_cast<int>(handle_type::fabric), static_cast<int>(cudaMemHandleTypeFabric));
@@ -189,10 +191,7 @@ TEST_F(ResourceAllocation, OnePebibyteIsOutOfMemoryAndClearsTheLastError)
   mr.deallocate(p, KiB);
 }
 
-TEST_F(ResourceAllocation, OutOfMemoryIsABadAlloc)
-{
-  EXPECT_THROW((void)mr.allocate(PiB), std::bad_alloc);
-}
+TEST_F(ResourceAllocation, OutOfMemoryIsABadAlloc) { EXPECT_THROW((void)mr.allocate(PiB), std::bad_alloc); }
 
 TEST_F(ResourceAllocation, TryAllocateReportsTheCudaErrorAndKeepsTheLastError)
 {
@@ -263,9 +262,13 @@ TEST_F(ResourceAllocation, RandomAllocateFreePattern)
     }
   }
   std::set<void*> distinct;
-  for (auto const& [p, bytes] : live) { distinct.insert(p); }
+  for (auto const& [p, bytes] : live) {
+    distinct.insert(p);
+  }
   EXPECT_EQ(distinct.size(), live.size());
-  for (auto const& [p, bytes] : live) { mr.deallocate(p, bytes); }
+  for (auto const& [p, bytes] : live) {
+    mr.deallocate(p, bytes);
+  }
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
 
@@ -277,10 +280,14 @@ TEST_F(ResourceAllocation, ThreadsAllocateAndFreeEachOthersMemory)
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      for (int i = 0; i < per_thread; ++i) { made[t].push_back(mr.allocate(KiB * (1 + i % 7))); }
+      for (int i = 0; i < per_thread; ++i) {
+        made[t].push_back(mr.allocate(KiB * (1 + i % 7)));
+      }
     });
   }
-  for (auto& w : workers) { w.join(); }
+  for (auto& w : workers) {
+    w.join();
+  }
   workers.clear();
   // Each thread frees what the next one allocated, on its own stream.
   for (int t = 0; t < threads; ++t) {
@@ -288,11 +295,15 @@ TEST_F(ResourceAllocation, ThreadsAllocateAndFreeEachOthersMemory)
       cudaStream_t stream = nullptr;
       EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
       auto const& victims = made[(t + 1) % threads];
-      for (std::size_t i = 0; i < victims.size(); ++i) { mr.deallocate(victims[i], KiB * (1 + i % 7), stream); }
+      for (std::size_t i = 0; i < victims.size(); ++i) {
+        mr.deallocate(victims[i], KiB * (1 + i % 7), stream);
+      }
       EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
     });
   }
-  for (auto& w : workers) { w.join(); }
+  for (auto& w : workers) {
+    w.join();
+  }
   EXPECT_EQ(cuda_double_live_allocations(), 0);
 }
 

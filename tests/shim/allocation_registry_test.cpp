@@ -74,7 +74,10 @@ using asyncshim::shim::allocation_registry;
 // Where the registry puts an address, to build addresses that share a shard
 // and a home slot.
 std::size_t shard_of(std::uintptr_t address) { return allocation_registry::shard_of(address); }
-std::size_t home_slot(std::uintptr_t address, std::size_t mask) { return allocation_registry::home_slot(address, mask); }
+std::size_t home_slot(std::uintptr_t address, std::size_t mask)
+{
+  return allocation_registry::home_slot(address, mask);
+}
 constexpr std::size_t first_table_mask = allocation_registry::initial_capacity - 1;
 
 void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
@@ -166,16 +169,24 @@ TEST(AllocationRegistry, GrowsToManyRecordsAndGivesEveryOneBack)
   for (std::size_t n = 0; n < count; ++n) {
     registry.insert(pointer(aligned_address(n)), allocation_record{n * 7, static_cast<int>(n % 4)});
   }
-  for (std::size_t n = 0; n < count; ++n) { ASSERT_TRUE(registry.contains(pointer(aligned_address(n)))) << n; }
+  for (std::size_t n = 0; n < count; ++n) {
+    ASSERT_TRUE(registry.contains(pointer(aligned_address(n)))) << n;
+  }
   // Taken in an order unrelated to the insertion order.
   std::vector<std::size_t> order(count);
-  for (std::size_t n = 0; n < count; ++n) { order[n] = n; }
+  for (std::size_t n = 0; n < count; ++n) {
+    order[n] = n;
+  }
   std::shuffle(order.begin(), order.end(), std::mt19937_64{1});
   for (std::size_t n : order) {
     ASSERT_TRUE(same(registry.take(pointer(aligned_address(n))), {n * 7, static_cast<int>(n % 4)})) << n;
   }
-  for (std::size_t n = 0; n < count; ++n) { ASSERT_FALSE(registry.contains(pointer(aligned_address(n)))) << n; }
-  for (int device = 0; device < 4; ++device) { EXPECT_TRUE(registry.take_device(device).empty()) << device; }
+  for (std::size_t n = 0; n < count; ++n) {
+    ASSERT_FALSE(registry.contains(pointer(aligned_address(n)))) << n;
+  }
+  for (int device = 0; device < 4; ++device) {
+    EXPECT_TRUE(registry.take_device(device).empty()) << device;
+  }
 }
 
 // Random inserts, takes and lookups, against std::unordered_map. Half the
@@ -184,38 +195,44 @@ TEST(AllocationRegistry, GrowsToManyRecordsAndGivesEveryOneBack)
 TEST(AllocationRegistry, MatchesAReferenceModel)
 {
   std::vector<std::uintptr_t> keys = addresses_in_shard(17, 1500);
-  for (std::uintptr_t a : addresses_in_shard(18, 500)) { keys.push_back(a); }
+  for (std::uintptr_t a : addresses_in_shard(18, 500)) {
+    keys.push_back(a);
+  }
   std::mt19937_64 random{20240611};
-  for (std::size_t n = 0; n < 2000; ++n) { keys.push_back(base + (random() % (std::uintptr_t{1} << 36)) * 256); }
+  for (std::size_t n = 0; n < 2000; ++n) {
+    keys.push_back(base + (random() % (std::uintptr_t{1} << 36)) * 256);
+  }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
 
   allocation_registry registry;
   std::unordered_map<std::uintptr_t, allocation_record> model;
   auto const check_every_key = [&](std::size_t step) {
-    for (std::uintptr_t a : keys) { ASSERT_EQ(registry.contains(pointer(a)), model.count(a) == 1) << step; }
+    for (std::uintptr_t a : keys) {
+      ASSERT_EQ(registry.contains(pointer(a)), model.count(a) == 1) << step;
+    }
   };
   for (std::size_t step = 0; step < 300'000; ++step) {
     std::uintptr_t const a = keys[random() % keys.size()];
     switch (random() % 3) {
-    case 0: {
-      allocation_record const record{random() % 100'000, static_cast<int>(random() % 4)};
-      registry.insert(pointer(a), record);
-      model.insert_or_assign(a, record);
-      break;
-    }
-    case 1: {
-      auto const found = model.find(a);
-      auto const got = registry.take(pointer(a));
-      if (found == model.end()) {
-        ASSERT_FALSE(got.has_value()) << step;
-      } else {
-        ASSERT_TRUE(same(got, found->second)) << step;
-        model.erase(found);
+      case 0: {
+        allocation_record const record{random() % 100'000, static_cast<int>(random() % 4)};
+        registry.insert(pointer(a), record);
+        model.insert_or_assign(a, record);
+        break;
       }
-      break;
-    }
-    default: ASSERT_EQ(registry.contains(pointer(a)), model.count(a) == 1) << step; break;
+      case 1: {
+        auto const found = model.find(a);
+        auto const got = registry.take(pointer(a));
+        if (found == model.end()) {
+          ASSERT_FALSE(got.has_value()) << step;
+        } else {
+          ASSERT_TRUE(same(got, found->second)) << step;
+          model.erase(found);
+        }
+        break;
+      }
+      default: ASSERT_EQ(registry.contains(pointer(a)), model.count(a) == 1) << step; break;
     }
     if (step % 5'000 == 0) { check_every_key(step); }
   }
@@ -234,7 +251,9 @@ TEST(AllocationRegistry, MatchesAReferenceModel)
     }
     EXPECT_EQ(got, want) << device;
   }
-  for (std::uintptr_t a : keys) { ASSERT_FALSE(registry.contains(pointer(a))); }
+  for (std::uintptr_t a : keys) {
+    ASSERT_FALSE(registry.contains(pointer(a)));
+  }
 }
 
 // One cluster of records in one shard, all with home slots near the end of a
@@ -246,7 +265,9 @@ std::vector<std::uintptr_t> wrapping_cluster()
   std::vector<std::pair<std::size_t, std::size_t>> const wanted{{253, 3}, {254, 4}, {255, 2}, {0, 3}, {2, 2}};
   std::map<std::size_t, std::vector<std::uintptr_t>> by_home;
   std::size_t missing = 0;
-  for (auto const& [home, count] : wanted) { missing += count; }
+  for (auto const& [home, count] : wanted) {
+    missing += count;
+  }
   for (std::size_t n = 0; missing > 0; ++n) {
     std::uintptr_t const a = aligned_address(n);
     if (shard_of(a) != shard) { continue; }
@@ -279,7 +300,9 @@ TEST(AllocationRegistry, RemovalInTheMiddleOfAProbeChainKeepsTheRest)
   // Each record taken alone, the others then all still there.
   for (std::size_t removed = 0; removed < cluster.size(); ++removed) {
     allocation_registry registry;
-    for (std::uintptr_t a : cluster) { registry.insert(pointer(a), record_of(a)); }
+    for (std::uintptr_t a : cluster) {
+      registry.insert(pointer(a), record_of(a));
+    }
     ASSERT_TRUE(same(registry.take(pointer(cluster[removed])), record_of(cluster[removed]))) << removed;
     for (std::size_t i = 0; i < cluster.size(); ++i) {
       ASSERT_EQ(registry.contains(pointer(cluster[i])), i != removed) << removed << " " << i;
@@ -404,12 +427,17 @@ TEST(AllocationRegistry, InsertThatCannotGrowThrowsAndChangesNothing)
   ASSERT_TRUE(threw) << "inserted " << stored << " records into one shard without any host memory";
   EXPECT_FALSE(registry.contains(pointer(same_shard[stored])));
   // Replacing a record never needs memory.
-  EXPECT_FALSE(throws_bad_alloc_without_host_memory(
-      [&] { registry.insert(pointer(same_shard[0]), allocation_record{12345, 0}); }));
+  EXPECT_FALSE(throws_bad_alloc_without_host_memory([&] {
+    registry.insert(pointer(same_shard[0]), allocation_record{12345, 0});
+  }));
   EXPECT_TRUE(same(registry.take(pointer(same_shard[0])), {12345, 0}));
-  for (std::size_t i = 1; i < stored; ++i) { ASSERT_TRUE(same(registry.take(pointer(same_shard[i])), {i, 0})) << i; }
+  for (std::size_t i = 1; i < stored; ++i) {
+    ASSERT_TRUE(same(registry.take(pointer(same_shard[i])), {i, 0})) << i;
+  }
   // With memory again, the shard grows.
-  for (std::size_t i = 0; i <= stored; ++i) { registry.insert(pointer(same_shard[i]), allocation_record{i, 1}); }
+  for (std::size_t i = 0; i <= stored; ++i) {
+    registry.insert(pointer(same_shard[i]), allocation_record{i, 1});
+  }
   EXPECT_EQ(registry.take_device(1).size(), stored + 1);
 }
 
@@ -423,8 +451,12 @@ TEST(AllocationRegistry, SteadyStateAllocatesNoHostMemory)
   allocation_registry registry;
   // Warm-up: every address of the working set live at once, so each shard
   // grows to hold more than its share of any `live` of them.
-  for (std::size_t n = 0; n < working_set; ++n) { registry.insert(pointer(aligned_address(n)), {n, 0}); }
-  for (std::size_t n = 0; n < working_set; ++n) { ASSERT_TRUE(registry.take(pointer(aligned_address(n)))); }
+  for (std::size_t n = 0; n < working_set; ++n) {
+    registry.insert(pointer(aligned_address(n)), {n, 0});
+  }
+  for (std::size_t n = 0; n < working_set; ++n) {
+    ASSERT_TRUE(registry.take(pointer(aligned_address(n))));
+  }
 
   std::size_t wrong = 0;
   std::size_t const before = allocations.load();
@@ -468,10 +500,16 @@ TEST(AllocationRegistry, ThreadsKeepTheirOwnRecords)
     wrong += mistakes;
   };
   std::vector<std::thread> running;
-  for (int t = 0; t < threads; ++t) { running.emplace_back(work, t); }
-  for (std::thread& t : running) { t.join(); }
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back(work, t);
+  }
+  for (std::thread& t : running) {
+    t.join();
+  }
   EXPECT_EQ(wrong.load(), 0u);
-  for (int t = 0; t < threads; ++t) { EXPECT_TRUE(registry.take_device(t).empty()) << t; }
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_TRUE(registry.take_device(t).empty()) << t;
+  }
   for (int t = 0; t < threads; ++t) {
     for (std::size_t i = 0; i < rounds; ++i) {
       ASSERT_FALSE(registry.contains(pointer(address(t, i)))) << t << " " << i;

@@ -14,7 +14,10 @@ void show(char const* what, void* handle, char const* name, void* expected)
   void* found = dlsym(handle, name);
   char const* error = dlerror();
   std::printf("%-40s %s%s%s\n", what,
-              found == nullptr ? "null" : expected == nullptr ? "found" : found == expected ? "expected" : "OTHER",
+              found == nullptr      ? "null"
+              : expected == nullptr ? "found"
+              : found == expected   ? "expected"
+                                    : "OTHER",
               error != nullptr ? " / " : "", error != nullptr ? error : "");
 }
 
@@ -32,7 +35,9 @@ int main()
   show("RTLD_DEFAULT curl_easy_init", RTLD_DEFAULT, "curl_easy_init", nullptr);
   show("libm cuMemAlloc_v2", libm, "cuMemAlloc_v2", nullptr);
   show("libc (null name handle) cuGetProcAddress", libc, "cuGetProcAddress", nullptr);
-  for (int i = 0; i < 100000; ++i) { (void)dlsym(libm, "cuMemFree_v2"); }  // no recursion, no growth
+  for (int i = 0; i < 100000; ++i) {
+    (void)dlsym(libm, "cuMemFree_v2");
+  }  // no recursion, no growth
   std::printf("done\n");
   return 0;
 }

@@ -42,7 +42,9 @@ int main()
     std::vector<unsigned char> host(bytes, 0);
     report("cudaMemcpy to host", cudaMemcpy(host.data(), p, bytes, cudaMemcpyDeviceToHost));
     bool all = true;
-    for (unsigned char c : host) { all = all && c == 0x5a; }
+    for (unsigned char c : host) {
+      all = all && c == 0x5a;
+    }
     std::printf("%-34s %s\n", "data", all ? "as written" : "WRONG");
     report("cudaFree(p)", cudaFree(p));
     report("cudaFree(p) again", cudaFree(p));

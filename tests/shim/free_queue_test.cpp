@@ -71,7 +71,9 @@ TEST(FreeQueue, TakingInChunksReturnsEveryEntryOnceWithItsRecord)
 {
   free_queue q;
   constexpr std::size_t count = 10;
-  for (std::size_t i = 1; i <= count; ++i) { ASSERT_TRUE(q.add(entry_of(0x100 * i, i, 1), false).added); }
+  for (std::size_t i = 1; i <= count; ++i) {
+    ASSERT_TRUE(q.add(entry_of(0x100 * i, i, 1), false).added);
+  }
   std::vector<free_queue::entry> out(4);
   std::vector<std::uintptr_t> seen;
   std::size_t bytes = 0;

@@ -24,7 +24,8 @@ thread_local bool inside = false;  // dladdr below must not refuse itself
 bool called_from_the_shim(void const* caller)
 {
   Dl_info info{};
-  return dladdr(caller, &info) != 0 && info.dli_fname != nullptr && std::strstr(info.dli_fname, "libasyncshim") != nullptr;
+  return dladdr(caller, &info) != 0 && info.dli_fname != nullptr &&
+         std::strstr(info.dli_fname, "libasyncshim") != nullptr;
 }
 
 }  // namespace

@@ -14,10 +14,10 @@
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
@@ -292,7 +292,9 @@ class neighbour {
       if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) { env_text.emplace_back(*e); }
     }
     std::vector<char*> envp;
-    for (auto& s : env_text) { envp.push_back(s.data()); }
+    for (auto& s : env_text) {
+      envp.push_back(s.data());
+    }
     envp.push_back(nullptr);
     std::string const program = std::getenv("MEMORY_NEIGHBOUR");
     std::string const size = std::to_string(bytes);
@@ -396,9 +398,13 @@ TEST_F(ShimNeighbours, AShortDeviceGetsManySmallFreesBackAtOnce)
   neighbour holder{"hold", 3 * GiB};
   ASSERT_EQ(holder.first_line(), "holding\n");
   std::vector<void*> blocks(128);
-  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 32 * MiB), cudaSuccess); }  // 4 GiB
+  for (void*& p : blocks) {
+    ASSERT_EQ(cudaMalloc(&p, 32 * MiB), cudaSuccess);
+  }  // 4 GiB
   cudaMemPool_t const shim_pool = cuda_double_pointer_pool(blocks.front());
-  for (void* p : blocks) { ASSERT_EQ(cudaFree(p), cudaSuccess); }
+  for (void* p : blocks) {
+    ASSERT_EQ(cudaFree(p), cudaSuccess);
+  }
   // Natively 5 GiB would be free now. Each time the pool held more unused
   // memory than the device had free, it gave it back: without that, a
   // neighbour would find 1 GiB.
@@ -412,9 +418,13 @@ using ShimNeighboursIdle = ShimNeighbours;
 TEST_F(ShimNeighboursIdle, WhatAnIdleProcessHoldsGoesBackWithinAFewPeriods)
 {
   std::vector<void*> blocks(64);
-  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 32 * MiB), cudaSuccess); }  // 2 GiB
+  for (void*& p : blocks) {
+    ASSERT_EQ(cudaMalloc(&p, 32 * MiB), cudaSuccess);
+  }  // 2 GiB
   cudaMemPool_t const shim_pool = cuda_double_pointer_pool(blocks.front());
-  for (void* p : blocks) { ASSERT_EQ(cudaFree(p), cudaSuccess); }
+  for (void* p : blocks) {
+    ASSERT_EQ(cudaFree(p), cudaSuccess);
+  }
   // The device is not short (6 GiB free, 2 GiB unused): the pool keeps them while the process is busy...
   EXPECT_GE(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 2 * GiB);
   // ...and gives them back once it has been idle for the period.

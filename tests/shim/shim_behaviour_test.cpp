@@ -8,8 +8,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -67,20 +67,26 @@ TEST_F(ShimRedirects, QueuedFreesAreIssuedInBatchesBehindOneFence)
   issue_queued_frees();
   constexpr int batch = 64;  // pending_frees::batch_frees
   std::vector<void*> blocks(batch);
-  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess); }
+  for (void*& p : blocks) {
+    ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  }
   auto const before = cuda_double_get_counters();
-  for (int i = 0; i < batch - 1; ++i) { ASSERT_EQ(cudaFree(blocks[i]), cudaSuccess); }
+  for (int i = 0; i < batch - 1; ++i) {
+    ASSERT_EQ(cudaFree(blocks[i]), cudaSuccess);
+  }
   auto after = cuda_double_get_counters();
   EXPECT_EQ(after.pool_frees, before.pool_frees);  // all 63 queued
   EXPECT_EQ(after.events_recorded, before.events_recorded);
   EXPECT_EQ(cudaFree(blocks[0]), cudaErrorInvalidValue);  // a double free while queued, as natively
-  ASSERT_EQ(cudaFree(blocks[batch - 1]), cudaSuccess);   // the 64th: the batch goes
+  ASSERT_EQ(cudaFree(blocks[batch - 1]), cudaSuccess);    // the 64th: the batch goes
   after = cuda_double_get_counters();
   EXPECT_EQ(after.pool_frees, before.pool_frees + batch);
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + batch);
   EXPECT_EQ(after.events_recorded, before.events_recorded + 1);  // one fence: the legacy stream
   EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
-  for (void* p : blocks) { EXPECT_EQ(cuda_double_pointer_kind(p), unknown); }
+  for (void* p : blocks) {
+    EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  }
   (void)cudaGetLastError();
 }
 
@@ -156,9 +162,9 @@ TEST_F(ShimRedirects, DoubleFreeOfPoolMemoryIsInvalidValue)
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 512), cudaSuccess);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // while queued
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);         // while queued
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // left as the last error, as natively
-  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // the first free still holds
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);          // the first free still holds
   issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
   EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // once back in the pool
@@ -210,7 +216,7 @@ TEST_F(ShimRedirects, OnePebibyteIsMemoryAllocationAndTheProgramContinues)
 {
   void* p = reinterpret_cast<void*>(0xdead00);
   EXPECT_EQ(cudaMalloc(&p, PiB), cudaErrorMemoryAllocation);
-  EXPECT_EQ(p, nullptr);  // as a failed native cudaMalloc leaves it
+  EXPECT_EQ(p, nullptr);                                     // as a failed native cudaMalloc leaves it
   EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // as a native failure leaves it
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&p, 1024), cudaSuccess);
@@ -242,7 +248,9 @@ TEST_F(ShimRedirects, ManyThreadsAllocateAndFreeEachOthersMemory)
       }
     });
   }
-  for (auto& w : workers) { w.join(); }
+  for (auto& w : workers) {
+    w.join();
+  }
   workers.clear();
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -252,7 +260,9 @@ TEST_F(ShimRedirects, ManyThreadsAllocateAndFreeEachOthersMemory)
       }
     });
   }
-  for (auto& w : workers) { w.join(); }
+  for (auto& w : workers) {
+    w.join();
+  }
   EXPECT_EQ(failures.load(), 0);
   issue_queued_frees();
   EXPECT_EQ(cuda_double_live_allocations(), 0);
@@ -333,7 +343,9 @@ TEST_F(ShimDeviceOrdering, FreeIsFencedBehindEveryLiveNonBlockingStream)
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   cudaStream_t nonblocking[2] = {};
   cudaStream_t blocking = nullptr;
-  for (auto& s : nonblocking) { ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  for (auto& s : nonblocking) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  }
   ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
 
   issue_queued_frees();
@@ -379,13 +391,17 @@ TEST_F(ShimDeviceOrdering, ThePendingErrorOfTheProgramSurvivesShimCalls)
 {
   issue_queued_frees();
   std::vector<void*> blocks(64);  // pending_frees::batch_frees: the last free issues the batch
-  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess); }
+  for (void*& p : blocks) {
+    ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  }
   int on_stack = 0;
   EXPECT_EQ(cudaFree(&on_stack), cudaErrorInvalidValue);  // the program leaves this unchecked
   auto const before = cuda_double_get_counters();
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  for (void* b : blocks) { ASSERT_EQ(cudaFree(b), cudaSuccess); }
+  for (void* b : blocks) {
+    ASSERT_EQ(cudaFree(b), cudaSuccess);
+  }
   EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 64);  // issued inside the last cudaFree
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
@@ -475,10 +491,14 @@ TEST_F(ShimQueuedFrees, ManyFreesDuringACaptureWaitForItsEnd)
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::vector<void*> blocks(100);  // more than a batch
-  for (void*& p : blocks) { ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess); }
+  for (void*& p : blocks) {
+    ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  }
   auto const before = cuda_double_get_counters();
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
-  for (void* p : blocks) { ASSERT_EQ(cudaFree(p), cudaSuccess); }
+  for (void* p : blocks) {
+    ASSERT_EQ(cudaFree(p), cudaSuccess);
+  }
   EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees);  // none during the capture
   EXPECT_EQ(cuda_double_stream_is_capturing(stream), 1);
   cudaGraph_t graph = nullptr;
@@ -488,7 +508,9 @@ TEST_F(ShimQueuedFrees, ManyFreesDuringACaptureWaitForItsEnd)
   EXPECT_EQ(nodes, 0U);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 100);  // all at the end of the capture
-  for (void* p : blocks) { EXPECT_EQ(cuda_double_pointer_kind(p), unknown); }
+  for (void* p : blocks) {
+    EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  }
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
@@ -505,13 +527,17 @@ struct capture_on_other_thread {
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
       began = cudaStreamBeginCapture(stream, mode);
       ready.store(true);
-      while (!finish.load()) { std::this_thread::yield(); }
+      while (!finish.load()) {
+        std::this_thread::yield();
+      }
       cudaGraph_t graph = nullptr;
       ended = cudaStreamEndCapture(stream, &graph);
       if (graph != nullptr) { cudaGraphDestroy(graph); }
       cudaStreamDestroy(stream);
     }};
-    while (!ready.load()) { std::this_thread::yield(); }
+    while (!ready.load()) {
+      std::this_thread::yield();
+    }
   }
   cudaError_t end()
   {
@@ -538,7 +564,7 @@ TEST_F(ShimCapture, ForbiddenCallsFailAsNativelyAndInvalidateTheCapture)
   EXPECT_EQ(cudaMalloc(&p, 1000), cudaErrorStreamCaptureUnsupported);
   EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
   EXPECT_EQ(cudaFree(before_capture), cudaErrorStreamCaptureUnsupported);
-  EXPECT_EQ(cuda_double_stream_is_capturing(stream), 2);  // invalidated, as natively
+  EXPECT_EQ(cuda_double_stream_is_capturing(stream), 2);      // invalidated, as natively
   EXPECT_EQ(cuda_double_pointer_kind(before_capture), pool);  // not freed
   cudaGraph_t graph = nullptr;
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);
@@ -640,7 +666,6 @@ TEST_F(ShimReset, ResetDropsThePoolAndTheNextAllocationMakesANewOne)
   EXPECT_EQ(cuda_double_pointer_kind(after_reset), unknown);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
-
 
 // ---- ShimDefaults: the shim's defaults
 

@@ -2,12 +2,12 @@
 // them (state/statistics_report.hpp): counters, the peak, devices outside the
 // limit, the JSON document and the table. No CUDA: there is no pool, so the
 // pool's high-water mark is null.
-#include "state/device_pools.hpp"
 #include "state/statistics.hpp"
+#include "state/device_pools.hpp"
 #include "state/statistics_report.hpp"
 
-#include <asyncshim/config/settings.hpp>
 #include <gtest/gtest.h>
+#include <asyncshim/config/settings.hpp>
 
 #include <string>
 
@@ -50,9 +50,10 @@ TEST(Statistics, PassThroughsFailuresAndUnattributedCalls)
   stats.free_passed_through();
   EXPECT_EQ(value(stats.device(0)->passed_through[static_cast<std::size_t>(passthrough_reason::capture)]), 1U);
   EXPECT_EQ(value(stats.device(0)->failed_allocations), 1U);
-  EXPECT_EQ(value(stats.unattributed_counters().passed_through[static_cast<std::size_t>(
-              passthrough_reason::no_current_device)]),
-            1U);
+  EXPECT_EQ(
+    value(
+      stats.unattributed_counters().passed_through[static_cast<std::size_t>(passthrough_reason::no_current_device)]),
+    1U);
   EXPECT_EQ(stats.frees_passed_through(), 2U);
 }
 
@@ -62,7 +63,9 @@ TEST(Statistics, ADeviceOutsideTheLimitHasNoCounters)
   EXPECT_EQ(stats.device(statistics::max_devices), nullptr);
   EXPECT_EQ(stats.device(-2), nullptr);
   stats.allocation_served(statistics::max_devices, 10, interposed_call::malloc);  // counted as unattributed, or dropped
-  for (int d = 0; d < statistics::max_devices; ++d) { EXPECT_FALSE(stats.device(d)->used.load()) << d; }
+  for (int d = 0; d < statistics::max_devices; ++d) {
+    EXPECT_FALSE(stats.device(d)->used.load()) << d;
+  }
 }
 
 struct report : ::testing::Test {

@@ -30,8 +30,12 @@ void expect(bool ok, char const* what)
 void basic()
 {
   void* p[5] = {};
-  for (int i = 0; i < 5; ++i) { expect(cudaMalloc(&p[i], 1000 * (i + 1)) == cudaSuccess, "cudaMalloc"); }
-  for (int i = 0; i < 3; ++i) { expect(cudaFree(p[i]) == cudaSuccess, "cudaFree"); }
+  for (int i = 0; i < 5; ++i) {
+    expect(cudaMalloc(&p[i], 1000 * (i + 1)) == cudaSuccess, "cudaMalloc");
+  }
+  for (int i = 0; i < 3; ++i) {
+    expect(cudaFree(p[i]) == cudaSuccess, "cudaFree");
+  }
   void* zero = nullptr;
   expect(cudaMalloc(&zero, 0) == cudaSuccess, "cudaMalloc(0)");
   void* huge = nullptr;
@@ -64,7 +68,8 @@ int main(int argc, char** argv)
     pid_t const child = fork();
     if (child == 0) {  // the child's calls go to the native allocator
       void* c = nullptr;
-      bool const ok = cudaMalloc(&c, 300) == cudaSuccess && cuda_double_pointer_kind(c) == 1 && cudaFree(c) == cudaSuccess;
+      bool const ok =
+        cudaMalloc(&c, 300) == cudaSuccess && cuda_double_pointer_kind(c) == 1 && cudaFree(c) == cudaSuccess;
       std::exit(ok ? 0 : 1);
     }
     std::printf("child %ld\n", static_cast<long>(child));

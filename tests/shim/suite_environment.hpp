@@ -21,8 +21,7 @@
 
 namespace shim_test {
 
-struct suite_environment
-{
+struct suite_environment {
   std::string_view suite;
   std::vector<std::string_view> settings;  // NAME=value, as CMake set them
 };
@@ -32,17 +31,13 @@ struct suite_environment
 inline bool relevant_variable(std::string_view setting, std::vector<std::string_view> const& named)
 {
   std::string_view const name = setting.substr(0, setting.find('='));
-  if (name.starts_with("ASYNCSHIM_") || name.starts_with("CUDA_DOUBLE_")) {
-    return true;
-  }
+  if (name.starts_with("ASYNCSHIM_") || name.starts_with("CUDA_DOUBLE_")) { return true; }
   return std::find(named.begin(), named.end(), name) != named.end();
 }
 
 inline std::string describe(std::vector<std::string> const& settings)
 {
-  if (settings.empty()) {
-    return "(none)";
-  }
+  if (settings.empty()) { return "(none)"; }
   std::string text;
   for (auto const& setting : settings) {
     text += (text.empty() ? "" : " ") + setting;
@@ -57,9 +52,7 @@ inline std::string environment_mismatch(std::string_view suite, std::vector<suit
   std::vector<std::vector<std::string>> expected;
   std::vector<std::string_view> named;
   for (auto const& entry : table) {
-    if (entry.suite != suite) {
-      continue;
-    }
+    if (entry.suite != suite) { continue; }
     std::vector<std::string> settings(entry.settings.begin(), entry.settings.end());
     std::sort(settings.begin(), settings.end());
     expected.push_back(settings);
@@ -72,14 +65,10 @@ inline std::string environment_mismatch(std::string_view suite, std::vector<suit
   }
   std::vector<std::string> actual;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (relevant_variable(*e, named)) {
-      actual.emplace_back(*e);
-    }
+    if (relevant_variable(*e, named)) { actual.emplace_back(*e); }
   }
   std::sort(actual.begin(), actual.end());
-  if (std::find(expected.begin(), expected.end(), actual) != expected.end()) {
-    return {};
-  }
+  if (std::find(expected.begin(), expected.end(), actual) != expected.end()) { return {}; }
   std::string text = "suite " + std::string{suite} + " runs in " + describe(actual) + ", but expects";
   for (std::size_t i = 0; i < expected.size(); ++i) {
     text += (i == 0 ? " " : " or ") + describe(expected[i]);

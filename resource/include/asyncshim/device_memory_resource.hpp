@@ -29,10 +29,7 @@ class ASYNCSHIM_PUBLIC device_memory_resource {
    * @throws asyncshim::out_of_memory when the memory is not there.
    * @throws asyncshim::cuda_error on other failures.
    */
-  void* allocate(std::size_t bytes, cuda_stream_view stream = cuda_stream_view{})
-  {
-    return do_allocate(bytes, stream);
-  }
+  void* allocate(std::size_t bytes, cuda_stream_view stream = cuda_stream_view{}) { return do_allocate(bytes, stream); }
 
   /**
    * @brief Frees memory from allocate() with the same `bytes`, ordered on `stream`.

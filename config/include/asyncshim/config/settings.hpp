@@ -19,8 +19,8 @@ namespace asyncshim::config {
 struct size_spec {
   enum class kind { bytes, percent_of_total, half_of_free };
   kind unit = kind::bytes;
-  std::uint64_t bytes = 0;   // when unit == bytes
-  double percent = 0.0;      // when unit == percent_of_total, 0..100
+  std::uint64_t bytes = 0;  // when unit == bytes
+  double percent = 0.0;     // when unit == percent_of_total, 0..100
 
   // Bytes for a device with `total_bytes` of memory of which `free_bytes` are
   // free (percentages and halves round down).
@@ -82,9 +82,9 @@ struct settings {
   intercept_level intercept = intercept_level::all;
   ordering_mode ordering = ordering_mode::device;
   log_level level = log_level::warn;
-  std::string log_file;    // empty: standard error
-  std::string stats_file;  // empty: no statistics file; "%p" stands for the process id
-  bool show_stats = false; // print a statistics table at exit
+  std::string log_file;     // empty: standard error
+  std::string stats_file;   // empty: no statistics file; "%p" stands for the process id
+  bool show_stats = false;  // print a statistics table at exit
 
   // Whether the shim keeps statistics at all (they cost a little per call).
   [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty(); }
