@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, and runs every test
-# (CPU tier everywhere; the GPU tier runs on a GPU machine and says why it
-# skips elsewhere; config.fuzz fuzzes the environment parser for 30 s), then
-# builds a second tree with AddressSanitizer and UndefinedBehaviorSanitizer
-# ("<build-dir>-sanitize", ASYNCSHIM_SANITIZE=ON) and runs the CPU tier in it.
+# The test command: installs what is missing, checks the code style
+# (scripts/format.sh --check), builds a Release tree (what people install)
+# and runs every test in it (CPU tier everywhere; the GPU tier runs on a GPU
+# machine and says why it skips elsewhere; config.fuzz fuzzes the
+# environment parser for 30 s), then builds a second tree, Debug with
+# AddressSanitizer and UndefinedBehaviorSanitizer ("<build-dir>-sanitize",
+# ASYNCSHIM_SANITIZE=ON), and runs the CPU tier in it.
 #   scripts/test.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 sanitize=${build}-sanitize
 
-scripts/install-deps.sh --fuzz
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASYNCSHIM_FUZZ=ON >/dev/null
-cmake --build "$build" --parallel
+scripts/install-deps.sh --fuzz --style
 status=0
+scripts/format.sh --check || status=$?
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DASYNCSHIM_FUZZ=ON >/dev/null
+cmake --build "$build" --parallel
 ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" || status=$?
 
 # The sanitizer tree (cmake/sanitizers.cmake): the CPU tier only. The fuzz
 # test is left out (the fuzzer is built with the sanitizers anyway); the GPU
 # tier's programs are built but not run (-LE gpu).
 echo "asyncshim: the CPU tier again, built with -fsanitize=address,undefined, in $sanitize"
-cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASYNCSHIM_SANITIZE=ON -DASYNCSHIM_FUZZ=OFF >/dev/null
+cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DASYNCSHIM_SANITIZE=ON -DASYNCSHIM_FUZZ=OFF >/dev/null
 cmake --build "$sanitize" --parallel
 ctest --test-dir "$sanitize" --output-on-failure --parallel "$(nproc)" -LE gpu || status=$?
 exit "$status"
