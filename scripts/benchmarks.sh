@@ -107,7 +107,7 @@ else
 fi
 meta "CUDA toolkit" "$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || /usr/local/cuda/bin/nvcc --version 2>/dev/null | grep -o 'release [0-9.]*')"
 meta "host" "$(uname -r), $(nproc) CPUs"
-meta "build" "RelWithDebInfo, $(c++ --version 2>/dev/null | head -1)"
+meta "build" "Release, $(c++ --version 2>/dev/null | head -1)"
 # BENCH_COMMIT names the commit where git cannot (a copy of the working tree
 # whose .git is stale or missing, as on the device machine).
 meta "commit" "${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')}"
