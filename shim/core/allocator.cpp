@@ -7,8 +7,7 @@
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "core/memory_release.hpp"
-#include "cuda/api_level.hpp"
-#include "cuda/context_scope.hpp"
+#include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
 #include "cuda/runtime.hpp"
@@ -16,7 +15,6 @@
 #include "state/device_pools.hpp"
 #include "state/shim_state.hpp"
 #include "state/statistics.hpp"
-#include "state/statistics_report.hpp"
 #include "state/stream_tracker.hpp"
 #include "support/log.hpp"
 

@@ -1,7 +1,7 @@
 #include "core/fenced_frees.hpp"
 
 #include "core/memory_release.hpp"
-#include "cuda/context_scope.hpp"
+#include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
 #include "state/stream_tracker.hpp"

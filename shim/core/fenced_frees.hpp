@@ -3,7 +3,7 @@
 // no stream capture is in progress (docs/design.md, "Ordering").
 #pragma once
 
-#include "cuda/api_level.hpp"
+#include "cuda/calling_thread.hpp"
 #include "state/allocation_registry.hpp"
 #include "state/device_pools.hpp"
 #include "state/shim_state.hpp"

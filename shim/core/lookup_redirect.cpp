@@ -4,7 +4,7 @@
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
 #include "cuda/loader.hpp"
-#include "state/process.hpp"
+#include "state/shim_state.hpp"
 #include "support/log.hpp"
 
 #include <array>

@@ -9,7 +9,7 @@
 
 #include "core/lookup_redirect.hpp"
 #include "core/memory_release.hpp"
-#include "cuda/api_level.hpp"
+#include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "state/shim_state.hpp"
 #include "state/stream_tracker.hpp"

@@ -1,10 +1,10 @@
 #include "core/memory_release.hpp"
 
 #include "core/fenced_frees.hpp"
-#include "cuda/context_scope.hpp"
+#include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "state/free_queue.hpp"
-#include "state/process.hpp"
+#include "state/shim_state.hpp"
 #include "state/stream_tracker.hpp"
 #include "support/device_limit.hpp"
 #include "support/log.hpp"

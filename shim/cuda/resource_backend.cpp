@@ -5,13 +5,13 @@
 // libasyncshim.so, those names bind to these definitions, which are hidden
 // (-fvisibility=hidden and abi/exports.map.in): the program never sees them, and the
 // shim needs no NEEDED entry for libcudart or libcuda. Inside a driver-level
-// call (cuda/api_level.hpp) they go to the driver's equivalents — a program
+// call (cuda/calling_thread.hpp) they go to the driver's equivalents — a program
 // with a statically linked runtime has no other runtime to go to; otherwise
 // to the program's own runtime (cuda/runtime.hpp). The driver's types and
 // enumerations used here are the runtime's, value for value (cudaMemPool_t is
 // CUmemoryPool, cudaStream_t is CUstream, cudaMemPoolProps is laid out as
 // CUmemPoolProps, and CUresult codes equal the cudaError_t codes returned).
-#include "cuda/api_level.hpp"
+#include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/runtime.hpp"
 

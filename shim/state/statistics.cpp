@@ -1,6 +1,24 @@
 #include "state/statistics.hpp"
 
+#include "cuda/calling_thread.hpp"
+#include "cuda/runtime.hpp"
+#include "support/log.hpp"
+#include "support/own_file.hpp"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <optional>
+#include <vector>
+
+#ifndef ASYNCSHIM_VERSION
+#error "ASYNCSHIM_VERSION must be defined by the build"
+#endif
 
 namespace asyncshim::shim {
 namespace {
@@ -110,6 +128,238 @@ timed_call::timed_call(statistics* stats, interposed_call call) noexcept
 timed_call::~timed_call()
 {
   if (stats_ != nullptr) { stats_->add_time(device, call_, now_ns() - start_ns_); }
+}
+
+// ---- The report.
+
+namespace {
+
+constexpr int format_version = 1;
+
+std::string json_string(std::string_view text)
+{
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_size(std::optional<config::size_spec> const& spec)
+{
+  return spec ? json_string(spec->to_string()) : "null";
+}
+
+// The pool's reserved-memory high-water mark, when the device has a pool and
+// the runtime still answers.
+std::optional<std::uint64_t> reserved_high_water(device_pools const& pools, int device)
+{
+  cuda_async_memory_resource const* pool = pools.existing(device);
+  if (pool == nullptr) { return std::nullopt; }
+  // At exit no entry point has chosen the API: a program with a static
+  // runtime has only the driver to ask.
+  api_level_scope level{runtime().found() ? api_level::runtime : api_level::driver};
+  std::uint64_t value = 0;
+  if (cudaMemPoolGetAttribute(pool->pool_handle(), cudaMemPoolAttrReservedMemHigh, &value) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string optional_number(std::optional<std::uint64_t> value) { return value ? std::to_string(*value) : "null"; }
+
+std::uint64_t load(std::atomic<std::uint64_t> const& counter) { return counter.load(std::memory_order_relaxed); }
+
+std::uint64_t passed_through_total(device_counters const& c)
+{
+  std::uint64_t total = 0;
+  for (auto const& n : c.passed_through) {
+    total += load(n);
+  }
+  return total;
+}
+
+// {"cudaMalloc": n, "cudaFree": n, "cuMemAlloc_v2": n, "cuMemFree_v2": n} from one counter per entry point.
+template <class Counters>
+std::string per_call_json(Counters const& counters)
+{
+  std::string out = "{";
+  for (int call = 0; call < static_cast<int>(interposed_call::count); ++call) {
+    out += fmt::format("{}\"{}\": {}", call == 0 ? "" : ", ", to_string(static_cast<interposed_call>(call)),
+                       load(counters[static_cast<std::size_t>(call)]));
+  }
+  return out + "}";
+}
+
+std::string allocations_by_entry_point_json(device_counters const& c)
+{
+  return fmt::format("{{\"cudaMalloc\": {}, \"cuMemAlloc_v2\": {}}}",
+                     load(c.allocations_by_call[static_cast<std::size_t>(interposed_call::malloc)]),
+                     load(c.allocations_by_call[static_cast<std::size_t>(interposed_call::driver_malloc)]));
+}
+
+std::vector<int> used_devices(statistics const& stats)
+{
+  std::vector<int> devices;
+  for (int d = 0; d < statistics::max_devices; ++d) {
+    if (stats.device(d)->used.load(std::memory_order_relaxed)) { devices.push_back(d); }
+  }
+  return devices;
+}
+
+}  // namespace
+
+std::string expand_stats_path(std::string const& path, long pid)
+{
+  std::string out;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+      out += std::to_string(pid);
+      ++i;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+std::string stats_json(report_sources const& sources, long pid)
+{
+  config::settings const& s = sources.settings;
+  std::string out = fmt::format(
+    "{{\n  \"format\": \"asyncshim-stats\",\n  \"format_version\": {},\n  \"shim_version\": {},\n  \"pid\": {},\n"
+    "  \"mode\": {},\n  \"settings\": {{\"initial_pool_size\": {}, \"release_threshold\": {}, "
+    "\"export_handle_type\": {}, \"stream\": {}, \"ordering\": {}}},\n  \"devices\": [",
+    format_version, json_string(ASYNCSHIM_VERSION), pid, json_string(config::to_string(s.mode)),
+    json_size(s.initial_pool_size), json_size(s.release_threshold),
+    json_string(config::to_string(s.export_handle_type)), json_string(config::to_string(s.stream)),
+    json_string(config::to_string(s.ordering)));
+  char const* separator = "\n";
+  for (int d : used_devices(sources.stats)) {
+    device_counters const& c = *sources.stats.device(d);
+    std::string reasons;
+    for (int r = 0; r < static_cast<int>(passthrough_reason::count); ++r) {
+      reasons += fmt::format(", \"{}\": {}", to_string(static_cast<passthrough_reason>(r)),
+                             load(c.passed_through[static_cast<std::size_t>(r)]));
+    }
+    out += fmt::format(
+      "{}    {{\"device\": {}, \"allocations\": {}, \"frees\": {}, \"bytes_requested\": {}, \"bytes_in_use\": {}, "
+      "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"allocations_by_entry_point\": {}, "
+      "\"pool_reserved_high_water\": {}, "
+      "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}}}",
+      separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
+      load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
+      allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
+      passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns));
+    separator = ",\n";
+  }
+  device_counters const& u = sources.stats.unattributed_counters();
+  out += fmt::format("\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
+                     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}}\n}}\n",
+                     passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(),
+                     per_call_json(u.time_ns));
+  return out;
+}
+
+std::string stats_table(report_sources const& sources)
+{
+  std::string out = fmt::format("statistics (mode {}):\n", config::to_string(sources.settings.mode));
+  out +=
+    fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8} {:>8} {:>12}\n", "device", "allocations",
+                "frees", "requested", "in use", "peak in use", "pool reserved", "passed", "failed", "time in calls");
+  auto row = [&](std::string const& name, device_counters const& c, std::optional<std::uint64_t> reserved) {
+    std::uint64_t ns = 0;
+    for (auto const& t : c.time_ns) {
+      ns += load(t);
+    }
+    double const ms = static_cast<double>(ns) / 1e6;
+    out += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8} {:>8} {:>9.1f} ms\n", name,
+                       load(c.allocations), load(c.frees), byte_count{load(c.bytes_requested)},
+                       byte_count{load(c.bytes_in_use)}, byte_count{load(c.peak_bytes_in_use)},
+                       reserved ? fmt::format("{}", byte_count{*reserved}) : std::string{"-"}, passed_through_total(c),
+                       load(c.failed_allocations), ms);
+  };
+  for (int d : used_devices(sources.stats)) {
+    row(std::to_string(d), *sources.stats.device(d), reserved_high_water(sources.pools, d));
+  }
+  row("other", sources.stats.unattributed_counters(), std::nullopt);
+  out += fmt::format("frees of memory the shim did not allocate (passed to the native cudaFree): {}",
+                     sources.stats.frees_passed_through());
+  return out;
+}
+
+namespace {
+
+// What the exit handler needs; set once by report_at_exit, never destroyed.
+report_sources const* exit_sources = nullptr;
+long reporting_pid = 0;
+
+void write_report_at_exit()
+{
+  try {
+    report_sources const& sources = *exit_sources;
+    long const pid = static_cast<long>(getpid());
+    if (pid != reporting_pid) { return; }  // a forked child passes everything through and counts nothing
+    if (sources.settings.show_stats) {
+      std::string const table = stats_table(sources);
+      std::size_t start = 0;
+      while (start < table.size()) {
+        std::size_t end = table.find('\n', start);
+        if (end == std::string::npos) { end = table.size(); }
+        log::write(log::log_level::info, std::string_view{table}.substr(start, end - start));
+        start = end + 1;
+      }
+    }
+    std::string const& pattern = sources.settings.stats_file;
+    if (pattern.empty()) { return; }
+    std::string const path = expand_stats_path(pattern, pid);
+    std::string const json = stats_json(sources, pid);
+    opened_file const file = open_own_file(path, file_write::replace);
+    if (file.fd < 0 && file.by_rule) {
+      log::error("ASYNCSHIM_STATS_FILE: the statistics are not written to '{}': {} ({})", path, file.why,
+                 own_file_rule);
+      return;
+    }
+    if (file.fd < 0) {
+      log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, file.why);
+      return;
+    }
+    bool written = write_all(file.fd, json.data(), json.size());
+    int error = errno;
+    if (::close(file.fd) != 0 && written) {
+      written = false;
+      error = errno;
+    }
+    if (!written) {
+      log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, std::strerror(error));
+    }
+  } catch (...) {  // never let an exit handler throw
+  }
+}
+
+}  // namespace
+
+void report_at_exit(report_sources const& sources) noexcept
+{
+  static bool const registered = [&] {
+    exit_sources = &sources;
+    reporting_pid = static_cast<long>(getpid());
+    return std::atexit(write_report_at_exit) == 0;
+  }();
+  (void)registered;
 }
 
 }  // namespace asyncshim::shim

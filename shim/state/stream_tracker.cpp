@@ -2,7 +2,7 @@
 
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
-#include "state/process.hpp"
+#include "state/shim_state.hpp"
 #include "support/log.hpp"
 
 #include <algorithm>

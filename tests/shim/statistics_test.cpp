@@ -1,10 +1,9 @@
 // The statistics on their own (state/statistics.hpp) and the report made of
-// them (state/statistics_report.hpp): counters, the peak, devices outside the
+// them (the same header): counters, the peak, devices outside the
 // limit, the JSON document and the table. No CUDA: there is no pool, so the
 // pool's high-water mark is null.
 #include "state/statistics.hpp"
 #include "state/device_pools.hpp"
-#include "state/statistics_report.hpp"
 
 #include <gtest/gtest.h>
 #include <asyncshim/config/settings.hpp>

@@ -1,11 +1,17 @@
-// The calling thread's current CUDA context, for the shim's own driver calls:
-// whether there is one, making a given one current for a scope, making the
-// device that owns a block current for its free, and waiting for the device.
-// Every scope leaves the context stack (or the runtime's device) exactly as it
-// found it.
+// What the calling thread is in, for the shim's own CUDA calls.
+//  - The API level: which CUDA API the thread is inside of, set by the
+//    shim's entry points for the length of an intercepted call. It decides
+//    where the resource's CUDA calls go (cuda/resource_backend.cpp): the
+//    program's runtime for cudaMalloc/cudaFree, the driver for
+//    cuMemAlloc/cuMemFree (a program with a static runtime has no other).
+//    A driver entry point reached from inside a runtime-level call (the
+//    runtime's own cudaMalloc calling cuMemAlloc) passes straight through,
+//    so no allocation is ever intercepted twice.
+//  - The current CUDA context: whether there is one, making a given one
+//    current for a scope, making the device that owns a block current for
+//    its free, and waiting for the device. Every scope leaves the context
+//    stack (or the runtime's device) exactly as it found it.
 #pragma once
-
-#include "cuda/api_level.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -13,6 +19,21 @@
 #include <optional>
 
 namespace asyncshim::shim {
+
+enum class api_level { none, runtime, driver };
+
+[[nodiscard]] api_level current_api_level() noexcept;
+
+class api_level_scope {
+ public:
+  explicit api_level_scope(api_level level) noexcept;
+  ~api_level_scope();
+  api_level_scope(api_level_scope const&) = delete;
+  api_level_scope& operator=(api_level_scope const&) = delete;
+
+ private:
+  api_level previous_;
+};
 
 // The calling thread's current context; null when there is none (or no driver).
 [[nodiscard]] CUcontext current_context() noexcept;
