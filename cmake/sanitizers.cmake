@@ -32,15 +32,19 @@
 #    instrumented libraries differ from the shipped ones by construction
 #    (libasan/libubsan in NEEDED; less inlining, so that template
 #    instantiations over an exported type become exported symbols), and the
-#    normal tree checks the real ones. ASYNCSHIM_SANITIZE_SKIPPED_TESTS lists
-#    them with the reason; ctest reports them as "Not Run (Disabled)".
+#    normal tree checks the real ones. Nor are the tests whose program
+#    replaces malloc (AddressSanitizer replaces it too).
+#    ASYNCSHIM_SANITIZE_SKIPPED_TESTS lists them with the reason; ctest
+#    reports them as "Not Run (Disabled)".
 option(ASYNCSHIM_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer (the CPU tier's sanitizer run)" OFF)
 
 # name|reason, one per test. Set at ctest time (the tests are defined in
 # their own directories, which this file does not edit).
 set(ASYNCSHIM_SANITIZE_SKIPPED_TESTS
   "shim.library_hygiene|the exports, NEEDED entries and load-time constructors of the shipped libasyncshim.so, checked in the normal tree: the instrumented one needs libasan and libubsan"
-  "cuda_double.driver_library|the exports, NEEDED entries and RPATH of the CUDA doubles, checked in the normal tree: instrumented, they need libasan and libubsan and inline less, so that std:: instantiations over cuda_double types can become exports")
+  "cuda_double.driver_library|the exports, NEEDED entries and RPATH of the CUDA doubles, checked in the normal tree: instrumented, they need libasan and libubsan and inline less, so that std:: instantiations over cuda_double types can become exports"
+  "shim.logging_without_host_memory|its program replaces malloc to make the shim's host allocations fail, and AddressSanitizer replaces malloc too; run in the normal tree"
+  "shim.logging_with_host_memory|the control run of the program above, which replaces malloc as AddressSanitizer does; run in the normal tree")
 
 if(NOT ASYNCSHIM_SANITIZE)
   return()
