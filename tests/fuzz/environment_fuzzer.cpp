@@ -2,7 +2,7 @@
 // environment of every process it is preloaded into: no input may crash it,
 // hang it, or trip AddressSanitizer/UndefinedBehaviorSanitizer).
 //
-// Input format (the seed corpus in corpus/ is written in it):
+// Input format (the starting corpus in corpus/ is written in it):
 //   - The input is a list of environ entries separated by '\0'; an input with
 //     no '\0' at all is split on '\n' instead, so seeds can be plain text
 //     files with one NAME=VALUE per line, and the fuzzer can still put '\n'
