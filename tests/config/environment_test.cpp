@@ -8,6 +8,7 @@
 
 #include "asyncshim/config/settings.hpp"
 #include "byte_literals.hpp"
+#include "parse_env.hpp"
 
 namespace {
 
@@ -35,15 +36,7 @@ constexpr char const* known_list =
   "ASYNCSHIM_STATS_FILE, "
   "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_DISABLE";
 
-cfg::parse_result parse(std::vector<std::string> const& env)
-{
-  std::vector<char const*> pointers;
-  for (auto const& entry : env) {
-    pointers.push_back(entry.c_str());
-  }
-  pointers.push_back(nullptr);
-  return cfg::parse_environment(pointers.data());
-}
+using asyncshim::config::testing::parse;
 
 cfg::size_spec bytes(std::uint64_t n) { return {cfg::size_spec::kind::bytes, n, 0.0}; }
 cfg::size_spec percent(double p) { return {cfg::size_spec::kind::percent_of_total, 0, p}; }

@@ -12,20 +12,13 @@
 #include <gtest/gtest.h>
 
 #include "asyncshim/config/settings.hpp"
+#include "parse_env.hpp"
 
 namespace {
 
 namespace cfg = asyncshim::config;
 
-cfg::parse_result parse(std::vector<std::string> const& env)
-{
-  std::vector<char const*> pointers;
-  for (auto const& entry : env) {
-    pointers.push_back(entry.c_str());
-  }
-  pointers.push_back(nullptr);
-  return cfg::parse_environment(pointers.data());
-}
+using asyncshim::config::testing::parse;
 
 // The members of settings that differ between the two, by name; every member
 // a variable can set is compared.
