@@ -10,7 +10,7 @@ requests=${1:-3000}
 build=build
 
 scripts/install-deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" --parallel >/dev/null
 shim=$PWD/$build/shim/libasyncshim.so
 demo=$PWD/$build/tests/demo/alloc_per_request
@@ -28,5 +28,6 @@ fi
 
 echo "demo: $requests requests, each 3 cudaMalloc + 3 cudaFree around two small kernels"
 echo "asyncshim-ab -- $demo $requests"
-# A 1 GiB pool is plenty for the demo; the default primes half the GPU.
+# A pool primed with 1 GiB, as a long-running server's pool would have grown to (the
+# default starts empty and grows).
 ASYNCSHIM_INITIAL_POOL_SIZE=${ASYNCSHIM_INITIAL_POOL_SIZE:-1GiB} "$build/bin/asyncshim-ab" -- "$demo" "$requests"
