@@ -17,7 +17,7 @@
 #define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args)         \
   ASYNCSHIM_EXPORT cudaError_t asyncshim_export_##field params __asm__(#symbol); \
   cudaError_t asyncshim_export_##field params { return asyncshim_hook_##field args; }
-#define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, params, args) \
-  ASYNCSHIM_EXPORT CUresult asyncshim_export_##field params __asm__(#symbol);                   \
+#define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, abi, params, args) \
+  ASYNCSHIM_EXPORT CUresult asyncshim_export_##field params __asm__(#symbol);                        \
   CUresult asyncshim_export_##field params { return asyncshim_hook_##field args; }
 #include "cuda/api_table.def"

@@ -8,7 +8,7 @@
 //    device's pool goes too;
 //  - peer access the program enables or disables is applied to the pools:
 //    natively cudaMalloc memory follows cuCtxEnablePeerAccess, pool memory
-//    only cudaMemPoolSetAccess (docs/design.md, "Peer access");
+//    only cudaMemPoolSetAccess (docs/design.md, "Several GPUs and several processes");
 //  - a failed pool export or legacy IPC handle on pool memory gets a clear
 //    message.
 // Nothing here throws.

@@ -10,7 +10,7 @@
 #include <cstddef>
 
 extern "C" {
-#define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, params, args) \
+#define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, abi, params, args) \
   CUresult asyncshim_hook_##field params noexcept;
 #define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args) \
   cudaError_t asyncshim_hook_##field hook_params noexcept;

@@ -41,7 +41,7 @@ constexpr std::size_t addresses_for(lookups kind) noexcept
 }
 
 constexpr std::size_t max_replacements = 0
-#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args) \
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
   +addresses_for(lookups::lookups_)
 #include "cuda/api_table.def"
   ;
@@ -106,6 +106,13 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
   if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
 }
 
+// A required row is checked by its export and its legacy-stream lookup,
+// which a per-thread-stream row does not have.
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
+  static_assert(!(lookups::lookups_ == lookups::per_thread_stream && need::need_ == need::required),    \
+                #symbol ": a per-thread-stream row cannot be required");
+#include "cuda/api_table.def"
+
 replacement_table search() noexcept
 {
   auto const& drv = driver();
@@ -116,8 +123,8 @@ replacement_table search() noexcept
   }
   int version = 0;
   if (drv.driver_get_version == nullptr || drv.driver_get_version(&version) != CUDA_SUCCESS) { version = CUDA_VERSION; }
-#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args)     \
-  add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name, \
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
+  add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name,  \
                 address(&asyncshim_hook_##field), version);
 #include "cuda/api_table.def"
   return t;
@@ -156,9 +163,9 @@ bool wanted(purpose why) noexcept
 // exported name, and for the functions that kept their ABI across versions
 // the old name too (cuStreamDestroy, cuCtxDestroy, cuDevicePrimaryCtxReset).
 constexpr char const* replaced_names[] = {
-#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args) #symbol,
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) #symbol,
 #include "cuda/api_table.def"
-#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, params, args) \
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
   lookups::lookups_ == lookups::every_stream_and_older ? lookup_name : nullptr,
 #include "cuda/api_table.def"
 };
@@ -179,6 +186,8 @@ CUresult substitute(char const* lookup, char const* symbol, int version, cuuint6
 
 }  // namespace
 
+// The first entry for an address wins: rows come in the table's order, each
+// with its export first.
 void* replacement_for_pointer(void* found) noexcept
 {
   if (found == nullptr || searching || !(driver_interception_active() || tracking_active())) { return found; }

@@ -24,7 +24,7 @@ driver_functions bind()
   if (library == nullptr) { return f; }
 #define ASYNCSHIM_DRIVER_FUNCTION(field, symbol)              take_function(library, #symbol, f.field);
 #define ASYNCSHIM_DRIVER_VARIANT(field, symbol, same_type_as) take_function(library, #symbol, f.field);
-#define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, params, args) \
+#define ASYNCSHIM_DRIVER_HOOK(purpose, lookups, need, field, symbol, lookup_name, abi, params, args) \
   take_function(library, #symbol, f.field);
 #include "cuda/api_table.def"
   return f;

@@ -1,6 +1,9 @@
 // CUDA errors for people: "CUDA_ERROR_OUT_OF_MEMORY (2: out of memory)", by
-// the driver's names (CUresult and cudaError_t codes agree for every error
-// the shim reports), with the number for those who search for it. Every
+// the driver's names, with the number for those who search for it. A
+// cudaError_t is named the same way: the runtime's codes equal the driver's
+// where both have the error, and a code only the runtime has (such as 35,
+// cudaErrorInsufficientDriver) has no driver name and is printed as
+// "CUDA error 35". Every
 // message that names a CUDA error formats it through cuda_status, inside the
 // message (support/log.hpp).
 #pragma once

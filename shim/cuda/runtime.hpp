@@ -15,6 +15,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <type_traits>
+
 namespace asyncshim::shim {
 
 struct runtime_functions {
@@ -25,6 +27,13 @@ struct runtime_functions {
   // False when no CUDA runtime could be found (every pointer is then null).
   [[nodiscard]] bool found() const noexcept { return malloc != nullptr && free != nullptr; }
 };
+
+// Each replaced runtime function's parameters, as the table gives them (they
+// type the export), are those cuda_runtime_api.h declares.
+#define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args)    \
+  static_assert(std::is_same_v<decltype(&::symbol), cudaError_t(*) params>, \
+                #symbol ": the parameters differ from the runtime's");
+#include "cuda/api_table.def"
 
 // The program's runtime, located on the first call that finds one (a failed
 // search is tried again on the next call). `caller` is the return address of

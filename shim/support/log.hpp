@@ -58,7 +58,8 @@ using config::log_level;
 void write(log_level level, std::string_view text) noexcept;
 
 // Every argument is formatted here, inside the `try`: callers pass values
-// (numbers, byte_count, cuda_status, C strings), never a std::string they built.
+// (numbers, byte_count, cuda_status, C strings); a std::string a caller
+// builds for a message is built inside a `try` of its own.
 template <class... Args>
 void message(log_level level, fmt::format_string<Args...> format, Args&&... args) noexcept
 {

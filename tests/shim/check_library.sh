@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Checks what libasyncshim.so shows to the programs it is loaded into:
 #  - it exports exactly the names of its export list (written from
-#    shim/cuda/api_table.def at build time), each of them defined;
+#    shim/cuda/api_table.def at build time), each of them defined, and
+#    those are the names of tests/shim/expected_exports.txt (so that a row
+#    lost from the table, or a new one, is seen);
 #  - it has no NEEDED entry for libcudart/libcuda (it uses the program's own
 #    runtime) nor for fmt/spdlog (header-only, hidden);
 #  - no fmt::, spdlog:: or std:: symbol is in its dynamic symbol table;
 #  - it runs no C++ static constructors at load time.
-# usage: check_library.sh path/to/libasyncshim.so path/to/exports.map
+# usage: check_library.sh path/to/libasyncshim.so path/to/exports.map [expected_exports.txt]
 set -euo pipefail
 export LC_ALL=C  # one sort order everywhere
 lib=$1
 export_list=$2
+golden=${3:-$(dirname "$0")/expected_exports.txt}
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 
 exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | tr '\n' ' ')
 # The names between "global:" and "local:", one per line ("name;").
 expected=$(awk '/global:/ {on = 1; next} /local:/ {on = 0} on && /;/ {gsub(/[ \t;]/, ""); print}' "$export_list" | sort | tr '\n' ' ')
-if [[ $(wc -w <<<"$expected") -lt 20 ]]; then fail "the export list $export_list names too few functions: '$expected'"; fi
+agreed=$(sort "$golden" | tr '\n' ' ')
+if [[ "$expected" != "$agreed" ]]; then fail "the export list $export_list names '$expected', $golden names '$agreed'"; fi
 if [[ "$exported" != "$expected" ]]; then fail "exported symbols are '$exported', expected '$expected'"; fi
 
 needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]' | tr '\n' ' ')

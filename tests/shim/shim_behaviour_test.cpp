@@ -65,7 +65,7 @@ TEST_F(ShimRedirects, CudaMallocComesFromThePoolOnTheLegacyStream)
 TEST_F(ShimRedirects, QueuedFreesAreIssuedInBatchesBehindOneFence)
 {
   issue_queued_frees();
-  constexpr int batch = 64;  // pending_frees::batch_frees
+  constexpr int batch = 64;  // free_queue::batch_frees
   std::vector<void*> blocks(batch);
   for (void*& p : blocks) {
     ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
@@ -96,7 +96,7 @@ TEST_F(ShimRedirects, AQueueOfManyBytesIsIssuedAtOnce)
   void* small = nullptr;
   void* large = nullptr;
   ASSERT_EQ(cudaMalloc(&small, 1000), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&large, 64 * MiB), cudaSuccess);  // pending_frees::batch_bytes
+  ASSERT_EQ(cudaMalloc(&large, 64 * MiB), cudaSuccess);  // free_queue::batch_bytes
   ASSERT_EQ(cudaFree(small), cudaSuccess);
   EXPECT_EQ(cuda_double_pointer_kind(small), pool);
   ASSERT_EQ(cudaFree(large), cudaSuccess);
@@ -390,7 +390,7 @@ TEST_F(ShimDeviceOrdering, StreamsMadeThroughTheDriverAreFollowedToo)
 TEST_F(ShimDeviceOrdering, ThePendingErrorOfTheProgramSurvivesShimCalls)
 {
   issue_queued_frees();
-  std::vector<void*> blocks(64);  // pending_frees::batch_frees: the last free issues the batch
+  std::vector<void*> blocks(64);  // free_queue::batch_frees: the last free issues the batch
   for (void*& p : blocks) {
     ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   }

@@ -17,7 +17,7 @@
  * library brings `CUDA::cudart`). Linked into libasyncshim.so, the resource's
  * `cudaMallocFromPoolAsync`, `cudaFreeAsync` and other CUDA runtime calls
  * resolve instead to the shim's own hidden forwarders
- * (`shim/runtime_forwarders.cpp`), which call the real runtime the program
+ * (`shim/cuda/resource_backend.cpp`), which call the real runtime the program
  * uses, or the driver, not to the `cudaMalloc`/`cudaFree` the shim interposes
  * on the program: the resource never goes through the shim itself.
  *
