@@ -69,6 +69,14 @@ std::string escaped(std::string_view value)
   return out;
 }
 
-std::string quoted(std::string_view value) { return "'" + escaped(value) + "'"; }
+std::string quoted(std::string_view value)
+{
+  // Appended rather than "'" + ... + "'": GCC 12 warns (-Wrestrict, a false
+  // positive) about the operator+ form.
+  std::string out = "'";
+  out += escaped(value);
+  out += '\'';
+  return out;
+}
 
 }  // namespace asyncshim::config::detail
