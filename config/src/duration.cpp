@@ -28,14 +28,9 @@ constexpr std::uint64_t longest_ms = std::uint64_t{24} * 60 * 60 * 1000;
 // digits * multiple + floor(0.fraction * multiple), or nothing on overflow.
 std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fraction, std::uint64_t multiple)
 {
-  std::uint64_t value = 0;
-  for (char c : digits) {
-    auto const d = static_cast<std::uint64_t>(c - '0');
-    if (value > (max_u64 - d) / 10) { return std::nullopt; }
-    value = value * 10 + d;
-  }
-  if (value > max_u64 / multiple) { return std::nullopt; }
-  value *= multiple;
+  auto const whole = detail::parse_digits(digits);
+  if (!whole || *whole > max_u64 / multiple) { return std::nullopt; }
+  std::uint64_t const value = *whole * multiple;
   // Only the first digits of the fraction can matter for a multiple of at most 1000.
   std::uint64_t part = 0;
   std::uint64_t scale = 1;
@@ -47,10 +42,6 @@ std::optional<std::uint64_t> scaled(std::string_view digits, std::string_view fr
   if (extra > max_u64 - value) { return std::nullopt; }
   return value + extra;
 }
-
-}  // namespace
-
-namespace {
 
 // Zero stays zero (never); anything else must be 1 ms .. 24 h.
 std::optional<std::uint64_t> in_range(std::optional<std::uint64_t> ms, bool zero_written)
@@ -68,25 +59,11 @@ std::optional<std::uint64_t> parse_duration_ms(std::string_view text)
 {
   text = detail::trim(text);
   if (detail::iequals(text, "off") || text == "0") { return 0; }
-  std::size_t pos = 0;
-  while (pos < text.size() && detail::is_digit(text[pos])) {
-    ++pos;
-  }
-  std::string_view const digits = text.substr(0, pos);
-  if (digits.empty()) { return std::nullopt; }
-  std::string_view fraction;
-  if (pos < text.size() && text[pos] == '.') {
-    std::size_t const start = ++pos;
-    while (pos < text.size() && detail::is_digit(text[pos])) {
-      ++pos;
-    }
-    fraction = text.substr(start, pos - start);
-    if (fraction.empty()) { return std::nullopt; }
-  }
-  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) {
-    ++pos;
-  }
-  std::string_view const unit = text.substr(pos);
+  auto const split = detail::split_number(text);
+  if (!split) { return std::nullopt; }
+  std::string_view const digits = split->digits;
+  std::string_view const fraction = split->fraction;
+  std::string_view const unit = split->rest;
   bool const zero = all_zero(digits) && all_zero(fraction);
   if (detail::iequals(unit, "ms")) { return in_range(scaled(digits, fraction, 1), zero); }
   if (detail::iequals(unit, "s")) { return in_range(scaled(digits, fraction, 1000), zero); }

@@ -42,17 +42,15 @@ parse_result parse_environment(char const* const* envp)
   settings& values = result.values;
 
   // The first occurrence of each known name wins, as with getenv; an empty
-  // value counts as unset. Unknown ASYNCSHIM_* names (prefix in any case) are
-  // kept in environment order, each once.
+  // value counts as unset (it is kept, so that a later one does not win).
+  // Unknown ASYNCSHIM_* names (prefix in any case) are kept in environment
+  // order, each once.
   std::vector<std::optional<std::string_view>> found(table.size());
-  std::vector<bool> seen(table.size());
   std::vector<std::string_view> unknown;
   for (char const* const* it = envp; it != nullptr && *it != nullptr; ++it) {
     auto const [name, value] = split(*it);
     if (auto const index = detail::variable_index(name)) {
-      if (seen[*index]) { continue; }
-      seen[*index] = true;
-      if (!value.empty()) { found[*index] = value; }
+      if (!found[*index]) { found[*index] = value; }
       continue;
     }
     if (!detail::istarts_with(name, prefix) || value.empty()) { continue; }
@@ -70,7 +68,7 @@ parse_result parse_environment(char const* const* envp)
   // In the table's order; what an invalid value does is the table's too.
   std::size_t invalid = 0;  // invalid values that disable the shim
   for (std::size_t i = 0; i < table.size(); ++i) {
-    if (!found[i]) { continue; }
+    if (!found[i] || found[i]->empty()) { continue; }
     auto message = table[i].apply(table[i], *found[i], values);
     if (!message) { continue; }
     report(log_level::error, std::move(*message));
@@ -85,7 +83,7 @@ parse_result parse_environment(char const* const* envp)
   // Until the summary below, only the kill switch sets `disabled`.
   if (values.disabled) {
     std::size_t const index = *detail::variable_index(detail::disable_variable);
-    report(log_level::info, detail::disabled_by_variable_message(table[index].info.name, *found[index]));
+    report(log_level::info, detail::disabled_by_variable_message(detail::disable_variable, *found[index]));
   }
   if (invalid > 0) {
     values.disabled = true;

@@ -44,18 +44,6 @@ constexpr std::array<unit_info, 9> binary_units{{
 
 constexpr std::array<std::string_view, 4> ambiguous_units{"kb", "mb", "gb", "tb"};
 
-// Integer value of a run of decimal digits; nothing when it does not fit.
-std::optional<std::uint64_t> parse_digits(std::string_view digits) noexcept
-{
-  std::uint64_t value = 0;
-  for (char c : digits) {
-    auto const d = static_cast<std::uint64_t>(c - '0');
-    if (value > (max_u64 - d) / 10) { return std::nullopt; }
-    value = value * 10 + d;
-  }
-  return value;
-}
-
 // floor(0.<digits> * 2^shift), exactly, for any number of digits: the digits
 // times 2^shift, computed digit by digit from the right; what carries out past
 // the decimal point is the integer part. (Each step stays below 10 * 2^40.)
@@ -115,30 +103,14 @@ size_parse parse_size_detailed(std::string_view text)
     return result;
   }
 
-  // The number.
-  std::size_t pos = 0;
-  while (pos < text.size() && is_digit(text[pos])) {
-    ++pos;
-  }
-  std::string_view const integer_digits = text.substr(0, pos);
-  if (integer_digits.empty()) { return failure(size_error::syntax); }
-  std::string_view fraction_digits;
-  if (pos < text.size() && text[pos] == '.') {
-    std::size_t const start = ++pos;
-    while (pos < text.size() && is_digit(text[pos])) {
-      ++pos;
-    }
-    fraction_digits = text.substr(start, pos - start);
-    if (fraction_digits.empty()) { return failure(size_error::syntax); }
-  }
-  std::string_view const number = text.substr(0, pos);
-  bool const has_fraction = number.size() != integer_digits.size();
-
-  // Spaces or tabs between the number and its unit.
-  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) {
-    ++pos;
-  }
-  std::string_view const unit = text.substr(pos);
+  // The number, then spaces or tabs, then its unit.
+  auto const split = split_number(text);
+  if (!split) { return failure(size_error::syntax); }
+  std::string_view const integer_digits = split->digits;
+  std::string_view const fraction_digits = split->fraction;
+  std::string_view const number = split->number;
+  bool const has_fraction = !fraction_digits.empty();
+  std::string_view const unit = split->rest;
 
   if (unit == "%") {
     if (!percent_in_range(integer_digits, fraction_digits)) { return failure(size_error::percent_out_of_range); }

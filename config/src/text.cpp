@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace asyncshim::config::detail {
 
 bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
@@ -11,6 +13,43 @@ bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 char to_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 char to_upper(char c) noexcept { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
+
+std::optional<number_text> split_number(std::string_view text) noexcept
+{
+  std::size_t pos = 0;
+  while (pos < text.size() && is_digit(text[pos])) {
+    ++pos;
+  }
+  number_text out;
+  out.digits = text.substr(0, pos);
+  if (out.digits.empty()) { return std::nullopt; }
+  if (pos < text.size() && text[pos] == '.') {
+    std::size_t const start = ++pos;
+    while (pos < text.size() && is_digit(text[pos])) {
+      ++pos;
+    }
+    out.fraction = text.substr(start, pos - start);
+    if (out.fraction.empty()) { return std::nullopt; }
+  }
+  out.number = text.substr(0, pos);
+  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) {
+    ++pos;
+  }
+  out.rest = text.substr(pos);
+  return out;
+}
+
+std::optional<std::uint64_t> parse_digits(std::string_view digits) noexcept
+{
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t value = 0;
+  for (char c : digits) {
+    auto const d = static_cast<std::uint64_t>(c - '0');
+    if (value > (max - d) / 10) { return std::nullopt; }
+    value = value * 10 + d;
+  }
+  return value;
+}
 
 std::string_view trim(std::string_view text) noexcept
 {

@@ -54,37 +54,21 @@ std::optional<std::string> apply_idle_release(variable const& self, std::string_
   return std::nullopt;
 }
 
+// What a message about a bad value adds, for the variables whose bad value
+// does not disable the shim: what happens instead.
+std::string nothing_more() { return {}; }
+// A bad level only affects messages, and the message says which level is used.
+std::string default_level_used() { return std::string{"; using "} + to_string(settings{}.level); }
+// The table only reports: a bad value prints none.
+std::string no_table_printed() { return "; no statistics table is printed"; }
+
 // One of a few words, read by `parse` (which returns nothing for other text).
-template <auto field, auto parse>
+template <auto field, auto parse, auto instead = nothing_more>
 std::optional<std::string> apply_choice(variable const& self, std::string_view value, settings& values)
 {
   auto const parsed = parse(value);
-  if (!parsed) { return invalid_choice_message(self.info.name, value, self.what, self.info.accepted); }
+  if (!parsed) { return invalid_choice_message(self.info.name, value, self.what, self.info.accepted) + instead(); }
   values.*field = *parsed;
-  return std::nullopt;
-}
-
-// A bad level only affects messages, and the message says which level is used.
-std::optional<std::string> apply_log_level(variable const& self, std::string_view value, settings& values)
-{
-  auto const parsed = parse_log_level(value);
-  if (!parsed) {
-    return invalid_choice_message(self.info.name, value, self.what, self.info.accepted) + "; using " +
-           to_string(values.level);
-  }
-  values.level = *parsed;
-  return std::nullopt;
-}
-
-// The table only reports: a bad value prints none.
-std::optional<std::string> apply_show_stats(variable const& self, std::string_view value, settings& values)
-{
-  auto const parsed = parse_bool(value);
-  if (!parsed) {
-    return invalid_choice_message(self.info.name, value, self.what, self.info.accepted) +
-           "; no statistics table is printed";
-  }
-  values.show_stats = *parsed;
   return std::nullopt;
 }
 
@@ -246,7 +230,7 @@ constexpr std::array table{
              .summary = "the least severe message printed"},
     .what = "log level",
     .describe_key = "log_level",
-    .apply = apply_log_level,
+    .apply = apply_choice<&settings::level, parse_log_level, default_level_used>,
     .show = show_choice<&settings::level>,
   },
   variable{
@@ -282,7 +266,7 @@ constexpr std::array table{
              .summary = "print a statistics table at exit (standard error or the log file)"},
     .what = "boolean",
     .describe_key = "show_stats",
-    .apply = apply_show_stats,
+    .apply = apply_choice<&settings::show_stats, parse_bool, no_table_printed>,
     .show = show_yes_no<&settings::show_stats>,
   },
   variable{
