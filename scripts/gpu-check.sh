@@ -74,7 +74,7 @@ note "sharing a GPU (native | shim defaults | for the record: before = ${BEFORE_
 for probe in sharing_probe sharing_probe_static; do
   checks=("${sharing_checks[@]}")
   [[ $probe == sharing_probe_static ]] && checks=(meminfo)
-  out=$(timeout 900 python3 tests/gpu/sharing_check.py --shim "$PWD/$build/shim/libasyncshim.so" \
+  out=$(timeout 900 python3 tests/gpu/sharing_check.py --shim "$shim" \
     --probe "$PWD/$build/tests/gpu/$probe" "${before[@]}" "${checks[@]}" 2>&1)
   status=$?
   echo "$out" >"$logs/sharing-$probe.log"

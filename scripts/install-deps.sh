@@ -96,16 +96,10 @@ fi
 
 if ((style)); then
   # InsertBraces needs clang-format 16: Debian 12 has it as clang-format-16,
-  # Ubuntu 24.04's plain clang-format is 18.
-  has_style_formatter() {
-    local c major
-    for c in clang-format-{21,20,19,18,17,16} clang-format; do
-      command -v "$c" >/dev/null || continue
-      major=$("$c" --version | sed -n 's/.*version \([0-9]*\).*/\1/p')
-      if [[ -n $major && $major -ge 16 ]]; then return 0; fi
-    done
-    return 1
-  }
+  # Ubuntu 24.04's plain clang-format is 18. The style check's own search
+  # says whether one is there.
+  format_script="$(cd "$(dirname "$0")" && pwd)/format.sh"
+  has_style_formatter() { "$format_script" --which >/dev/null; }
   if ! has_style_formatter; then
     apt_update_once
     if apt-cache show clang-format-16 >/dev/null 2>&1; then

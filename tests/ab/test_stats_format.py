@@ -15,14 +15,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import ab_support  # noqa: E402
 import stats_schema  # noqa: E402
-import test_stats_schema  # noqa: E402
 
 ab = ab_support.load_ab()
 
 
 class DocumentedFormat(unittest.TestCase):
     def test_the_documented_example_is_read(self):
-        doc = stats_schema.validate(test_stats_schema.documented_example())
+        doc = stats_schema.validate(stats_schema.documented_example())
         figures = ab.parse_stats(doc)
         self.assertEqual(figures["allocations"], 1200)
         self.assertEqual(figures["peak_bytes_in_use"], 9999999)
@@ -33,7 +32,7 @@ class DocumentedFormat(unittest.TestCase):
         self.assertEqual(figures["devices"], 1)
 
     def test_an_observe_document_has_no_pool_figure(self):
-        doc = test_stats_schema.documented_example()
+        doc = stats_schema.documented_example()
         doc["mode"] = "observe"
         doc["devices"][0]["pool_reserved_high_water"] = None
         figures = ab.parse_stats(stats_schema.validate(doc))

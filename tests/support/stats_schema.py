@@ -18,6 +18,15 @@ import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_PATH = os.path.normpath(os.path.join(HERE, "..", "..", "docs", "statistics.schema.json"))
+FORMAT_PAGE = os.path.join(os.path.dirname(SCHEMA_PATH), "statistics-format.md")
+
+
+def documented_example():
+    """The one JSON example of the format page (docs/statistics-format.md)."""
+    with open(FORMAT_PAGE, encoding="utf-8") as f:
+        blocks = re.findall(r"```json\n(.*?)```", f.read(), re.S)
+    assert len(blocks) == 1, f"expected one json block in {FORMAT_PAGE}, found {len(blocks)}"
+    return json.loads(blocks[0])
 
 # Keywords the built-in validator checks, and those it may ignore (annotations).
 CHECKED = {"type", "const", "enum", "required", "properties", "additionalProperties", "items",

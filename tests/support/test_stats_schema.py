@@ -6,9 +6,7 @@ page names every field of the schema.
     python3 test_stats_schema.py
 """
 import copy
-import json
 import os
-import re
 import sys
 import unittest
 
@@ -16,14 +14,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stats_schema  # noqa: E402
 
-FORMAT_PAGE = os.path.join(os.path.dirname(stats_schema.SCHEMA_PATH), "statistics-format.md")
-
-
-def documented_example():
-    with open(FORMAT_PAGE, encoding="utf-8") as f:
-        blocks = re.findall(r"```json\n(.*?)```", f.read(), re.S)
-    assert len(blocks) == 1, f"expected one json block in {FORMAT_PAGE}, found {len(blocks)}"
-    return json.loads(blocks[0])
+FORMAT_PAGE = stats_schema.FORMAT_PAGE
+documented_example = stats_schema.documented_example
 
 
 def broken_documents():
