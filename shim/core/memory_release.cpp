@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
