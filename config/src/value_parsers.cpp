@@ -27,7 +27,8 @@ std::optional<T> lookup(std::array<spelling<T>, N> const& table, std::string_vie
   return std::nullopt;
 }
 
-constexpr std::array<spelling<handle_type>, 6> handle_types{{
+constexpr std::array<spelling<handle_type>, 7> handle_types{{
+  {"auto", handle_type::automatic},
   {"none", handle_type::none},
   {"posix_file_descriptor", handle_type::posix_file_descriptor},
   {"posix_fd", handle_type::posix_file_descriptor},
@@ -95,6 +96,7 @@ std::optional<bool> parse_bool(std::string_view text) { return lookup(booleans, 
 char const* to_string(handle_type value)
 {
   switch (value) {
+    case handle_type::automatic: return "auto";
     case handle_type::none: return "none";
     case handle_type::posix_file_descriptor: return "posix_file_descriptor";
     case handle_type::win32: return "win32";

@@ -162,10 +162,12 @@ constexpr std::array table{
   variable{
     .info = {.name = "ASYNCSHIM_EXPORT_HANDLE_TYPE",
              .field = "export_handle_type",
-             .default_text = "none",
-             .accepted = "none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt",
+             .default_text = "auto",
+             .accepted = "auto, none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt",
              .invalid = on_invalid::disables,
-             .summary = "the handle type the pools' memory can be exported with to other processes"},
+             .summary = "the handle type the pools' memory can be exported with to other processes; auto: "
+                        "posix_file_descriptor where the device supports it (legacy IPC then works on pool "
+                        "memory), else none"},
     .what = "export handle type",
     .describe_key = "export_handle_type",
     .apply = apply_choice<&settings::export_handle_type, parse_handle_type>,

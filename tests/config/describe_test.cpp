@@ -15,7 +15,7 @@ TEST(Describe, Defaults)
 {
   EXPECT_EQ(cfg::describe(cfg::settings{}),
             "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
-            "export_handle_type=none stream=legacy mode=pool intercept=all ordering=device log_level=warn "
+            "export_handle_type=auto stream=legacy mode=pool intercept=all ordering=device log_level=warn "
             "log_file=stderr stats_file=none show_stats=no "
             "disabled=no");
 }

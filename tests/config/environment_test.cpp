@@ -45,7 +45,7 @@ void expect_defaults_except_disabled(cfg::settings const& s)
 {
   EXPECT_FALSE(s.initial_pool_size.has_value());
   EXPECT_FALSE(s.release_threshold.has_value());
-  EXPECT_EQ(s.export_handle_type, cfg::handle_type::none);
+  EXPECT_EQ(s.export_handle_type, cfg::handle_type::automatic);
   EXPECT_EQ(s.stream, cfg::stream_choice::legacy);
   EXPECT_EQ(s.level, log_level::warn);
   EXPECT_EQ(s.idle_release_ms, 1000u);
@@ -336,10 +336,10 @@ TEST(ParseEnvironment, InvalidHandleTypeDisables)
 {
   auto const result = parse({"ASYNCSHIM_EXPORT_HANDLE_TYPE=posix"});
   EXPECT_TRUE(result.values.disabled);
-  EXPECT_EQ(result.values.export_handle_type, cfg::handle_type::none);
+  EXPECT_EQ(result.values.export_handle_type, cfg::handle_type::automatic);
   std::vector<diagnostic> const expected{
-    {log_level::error, "ASYNCSHIM_EXPORT_HANDLE_TYPE='posix' is not a valid export handle type: expected one of none, "
-                       "posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt"},
+    {log_level::error, "ASYNCSHIM_EXPORT_HANDLE_TYPE='posix' is not a valid export handle type: expected one of auto, "
+                       "none, posix_file_descriptor (or posix_fd), fabric, win32, win32_kmt"},
     {log_level::error, disabled_one},
   };
   EXPECT_EQ(result.diagnostics, expected);
@@ -352,7 +352,7 @@ TEST(ParseEnvironment, EveryHandleTypeFromTheEnvironment)
     cfg::handle_type expected;
   };
   for (auto const& [value, expected] :
-       {example{"none", cfg::handle_type::none},
+       {example{"auto", cfg::handle_type::automatic}, example{"none", cfg::handle_type::none},
         example{"posix_file_descriptor", cfg::handle_type::posix_file_descriptor},
         example{"POSIX_FD", cfg::handle_type::posix_file_descriptor}, example{"fabric", cfg::handle_type::fabric},
         example{"win32", cfg::handle_type::win32}, example{"Win32_Kmt", cfg::handle_type::win32_kmt}}) {

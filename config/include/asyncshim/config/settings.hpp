@@ -30,8 +30,11 @@ struct size_spec {
   friend bool operator==(size_spec const&, size_spec const&) = default;
 };
 
-// Values equal CUDA's cudaMemAllocationHandleType (this library has no CUDA).
+// Values equal CUDA's cudaMemAllocationHandleType (this library has no CUDA),
+// but for automatic: posix_file_descriptor where the device supports it, else
+// none (decided when the device's pool is made).
 enum class handle_type : int {
+  automatic = -1,
   none = 0x0,
   posix_file_descriptor = 0x1,
   win32 = 0x2,
@@ -76,7 +79,7 @@ struct settings {
   // After this many milliseconds in which the process allocates and frees
   // nothing, its pools give their unused memory back to the device; 0: never.
   std::uint64_t idle_release_ms = default_idle_release_ms;
-  handle_type export_handle_type = handle_type::none;
+  handle_type export_handle_type = handle_type::automatic;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
   intercept_level intercept = intercept_level::all;
