@@ -324,9 +324,22 @@ cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t siz
 // A free of memory the shim did not hand out (null, memory from before the
 // shim was active or from another path, not device memory): the native call
 // answers.
+// The error native cudaFree gives for a pointer it does not free, also
+// left as the runtime's last error: the native free of an address that is
+// certainly not device memory answers exactly that.
+cudaError_t native_invalid_free(native_api const& api) noexcept
+{
+  static char const not_device_memory = 0;
+  cudaError_t const r = api.free(const_cast<char*>(&not_device_memory));
+  return r != cudaSuccess ? r : cudaErrorInvalidValue;
+}
+
 cudaError_t foreign_free(shim_state& s, native_api const& api, void* ptr) noexcept
 {
   if (s.stats != nullptr) { s.stats->free_passed_through(); }
+  // Natively memory opened from a legacy IPC handle is not freed by cudaFree
+  // (cudaIpcCloseMemHandle unmaps it); the shim's imports would be.
+  if (s.imports.contains(reinterpret_cast<std::uintptr_t>(ptr))) { return native_invalid_free(api); }
   return api.free(ptr);
 }
 
@@ -353,17 +366,14 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
   allocation_record record;
   switch (s.registry.claim_for_free(ptr, record)) {
     case free_claim::not_found: return foreign_free(s, api, ptr);
-    case free_claim::already_freed: {
+    case free_claim::already_freed:
       // Freed already, its block not yet back in the pool: a double free.
-      // Natively an invalid value, also left as the runtime's last error: the
-      // native free of an address that is certainly not device memory
-      // answers exactly that.
-      static char const not_device_memory = 0;
-      cudaError_t const r = api.free(const_cast<char*>(&not_device_memory));
-      return r != cudaSuccess ? r : cudaErrorInvalidValue;
-    }
+      return native_invalid_free(api);
     case free_claim::claimed: break;
   }
+  // Its legacy IPC handles name nothing from now on (before the pool may
+  // hand the address out again); processes that opened it keep their mapping.
+  s.exports.forget(reinterpret_cast<std::uintptr_t>(ptr));
   timer.device = record.device;
   cudaError_t const result = free_to_pool(s, api, ptr, record);
   if (result != cudaSuccess) {

@@ -1,7 +1,7 @@
 // The driver calls the shim follows without changing what they do: stream
 // creation and destruction, stream capture, context synchronization and
-// destruction, primary context reset, peer access, and pool export and
-// legacy IPC (for hints). Each runs the real driver function and tells the
+// destruction, primary context reset, peer access, and pool export (for a
+// hint; legacy IPC is core/ipc_export.cpp's). Each runs the real driver function and tells the
 // stream tracker, the queued frees or the pools what happened:
 //  - a context that goes (cudaDeviceReset, cuDevicePrimaryCtxReset,
 //    cuCtxDestroy) natively frees every allocation made in it, so the
@@ -9,8 +9,7 @@
 //  - peer access the program enables or disables is applied to the pools:
 //    natively cudaMalloc memory follows cuCtxEnablePeerAccess, pool memory
 //    only cudaMemPoolSetAccess (docs/design.md, "Several GPUs and several processes");
-//  - a failed pool export or legacy IPC handle on pool memory gets a clear
-//    message.
+//  - a failed pool export gets a clear message.
 // Nothing here throws.
 #include "core/fenced_frees.hpp"
 #include "core/hooks.hpp"
@@ -51,6 +50,7 @@ void release_device_pool(shim_state& s, int device) noexcept
     }
   }
   s.pending.drop(device);
+  s.exports.forget_device(device);
   s.pools.retire(device);
   if (live > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, live); }
 }
@@ -128,19 +128,6 @@ void pool_export_failed(CUmemAllocationHandleType type, CUresult result) noexcep
   if (said.exchange(true)) { return; }
   log::warn("ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric: exporting the pool failed with {}: this system is not set up for "
             "fabric handles (IMEX); processes on one node can share the pool with posix_file_descriptor",
-            cuda_status{result});
-}
-
-void ipc_handle_failed(CUdeviceptr ptr, CUresult result) noexcept
-{
-  shim_state* s = existing_state();
-  if (s == nullptr || !s->registry.contains(reinterpret_cast<void const*>(ptr))) { return; }
-  static std::atomic<bool> said{false};
-  if (said.exchange(true)) { return; }
-  log::warn("cudaIpcGetMemHandle/cuIpcGetMemHandle failed with {} on memory from the asyncshim pool: legacy IPC "
-            "does not work on pool memory. Share the pool instead (ASYNCSHIM_EXPORT_HANDLE_TYPE=posix_file_descriptor, "
-            "cudaMemPoolExportToShareableHandle + cudaMemPoolExportPointer; README, \"Sharing a GPU\"), or run "
-            "this process with ASYNCSHIM_DISABLE=1",
             cuda_status{result});
 }
 
@@ -274,13 +261,6 @@ CUresult asyncshim_hook_ctx_disable_peer_access(CUcontext peer) noexcept
 {
   CUresult const result = call_real(driver().ctx_disable_peer_access, peer);
   if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::peer_access_changed(peer, false); }
-  return result;
-}
-
-CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr ptr) noexcept
-{
-  CUresult const result = call_real(driver().ipc_get_mem_handle, handle, ptr);
-  if (result != CUDA_SUCCESS && tracking_active()) { asyncshim::shim::ipc_handle_failed(ptr, result); }
   return result;
 }
 

@@ -229,6 +229,15 @@ bool allocation_registry::contains(void const* ptr) noexcept
   });
 }
 
+std::optional<allocation_record> allocation_registry::find(void const* ptr) noexcept
+{
+  return with_shard(ptr, [](record_table& records, std::uintptr_t address) -> std::optional<allocation_record> {
+    allocation_record const* found = records.find(address);
+    if (found == nullptr || found->freed) { return std::nullopt; }
+    return *found;
+  });
+}
+
 std::uint64_t allocation_registry::activity() const noexcept
 {
   std::uint64_t total = 0;

@@ -60,6 +60,8 @@ class allocation_registry {
   // Whether `ptr` is the start of a block the shim handed out and the program
   // has not freed.
   [[nodiscard]] bool contains(void const* ptr) noexcept;
+  // The record of such a block.
+  [[nodiscard]] std::optional<allocation_record> find(void const* ptr) noexcept;
   // Removes and returns every record of `device`, freed ones too (a device reset).
   [[nodiscard]] std::vector<std::pair<void*, allocation_record>> take_device(int device) noexcept;
   // How many allocations and frees of the program the registry has seen: a

@@ -104,11 +104,29 @@ void prime(int device, cuda_async_memory_resource& pool, std::uint64_t bytes, st
   }
 }
 
+// ASYNCSHIM_EXPORT_HANDLE_TYPE for `device`: auto is posix_file_descriptor
+// where the device's pools support it, so that legacy IPC works on pool
+// memory (core/ipc_export.cpp). Such a pool gives memory back as any other
+// until a block of it is exported (measured on an H200: docs/design.md,
+// "Several GPUs and several processes").
+config::handle_type resolve_handle_type(config::handle_type wanted, int device) noexcept
+{
+  if (wanted != config::handle_type::automatic) { return wanted; }
+  int supported = 0;
+  if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolSupportedHandleTypes, device) != cudaSuccess) {
+    (void)cudaGetLastError();  // the program's last error stays its own
+    return config::handle_type::none;
+  }
+  return (supported & cudaMemHandleTypePosixFileDescriptor) != 0 ? config::handle_type::posix_file_descriptor
+                                                                 : config::handle_type::none;
+}
+
 // Why a pool could not be made, and what the user can do about it.
 std::string creation_failure(std::exception const& e, config::settings const& settings)
 {
   if (dynamic_cast<logic_error const*>(&e) != nullptr) {
-    bool const exporting = settings.export_handle_type != config::handle_type::none;
+    bool const exporting = settings.export_handle_type != config::handle_type::none &&
+                           settings.export_handle_type != config::handle_type::automatic;
     return fmt::format("{}. {}", e.what(),
                        exporting ? "Set ASYNCSHIM_EXPORT_HANDLE_TYPE to a handle type the device supports, or to none"
                                  : "This device or driver has no stream-ordered memory pools");
@@ -132,15 +150,15 @@ void report_creation_failure(int device, std::uint64_t initial, std::optional<st
                              std::exception const& e, config::settings const& settings) noexcept
 {
   try {
-    bool const exporting = settings.export_handle_type != config::handle_type::none;
+    bool const chosen = settings.export_handle_type != config::handle_type::automatic;
     log::error("device {}: cannot create the asyncshim pool (initial size: {}; release threshold: {}; export handle "
                "type: {}): {}. cudaMalloc and cudaFree on device {} go to the native allocator",
                device, size_and_source(initial, "ASYNCSHIM_INITIAL_POOL_SIZE", settings.initial_pool_size, "none"),
                size_and_source(threshold.value_or(0), "ASYNCSHIM_RELEASE_THRESHOLD", settings.release_threshold,
                                "the device's total memory"),
-               exporting
+               chosen
                  ? fmt::format("{}, from ASYNCSHIM_EXPORT_HANDLE_TYPE", config::to_string(settings.export_handle_type))
-                 : std::string{"none, the default"},
+                 : std::string{"auto, the default"},
                creation_failure(e, settings), device);
   } catch (...) {  // no host memory for the message: the passthrough still happens
   }
@@ -209,6 +227,12 @@ void device_pools::retire(int device) noexcept
   log::info("device {}: reset; its asyncshim pool is gone and a new one is made on the next allocation", device);
 }
 
+config::handle_type device_pools::export_handle_type(int device) const noexcept
+{
+  if (existing(device) == nullptr) { return config::handle_type::none; }
+  return slots_[static_cast<std::size_t>(device)].export_type;
+}
+
 std::uint64_t device_pools::kept_bytes(int device) const noexcept
 {
   if (device < 0 || device >= max_devices) { return 0; }
@@ -237,8 +261,21 @@ void device_pools::create(int device, slot& s) noexcept
     // otherwise; the shim primes only what the user asked for, itself, so
     // that an initial size the device cannot give leaves a working pool.
     using handle = cuda_async_memory_resource::allocation_handle_type;
-    auto pool = std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold,
-                                                             static_cast<handle>(settings_.export_handle_type));
+    config::handle_type export_type = resolve_handle_type(settings_.export_handle_type, device);
+    std::unique_ptr<cuda_async_memory_resource> pool;
+    try {
+      pool = std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type));
+    } catch (cuda_error const& e) {
+      if (settings_.export_handle_type != config::handle_type::automatic || export_type == config::handle_type::none) {
+        throw;
+      }
+      // auto chose a handle type the device lists but could not make a pool
+      // with: a pool without one, and legacy IPC stays native-only.
+      log::info("device {}: cannot make an exportable pool ({}): the pool has no export handle type", device,
+                cuda_status{e.error()});
+      export_type = config::handle_type::none;
+      pool = std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type));
+    }
     if (settings_.ordering != config::ordering_mode::stream) {
       // Hand out again only memory whose free has completed on the device
       // (opportunistic reuse stays on): a block never comes back with a
@@ -249,6 +286,7 @@ void device_pools::create(int device, slot& s) noexcept
     s.streams = make_streams();
     prime(device, *pool, initial, free_bytes, settings_);
     s.kept = threshold ? *threshold : initial;
+    s.export_type = export_type;
     s.pool = std::move(pool);
   } catch (std::exception const& e) {
     report_creation_failure(device, initial, threshold, e, settings_);
@@ -274,7 +312,7 @@ void device_pools::create(int device, slot& s) noexcept
       log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
                 "idle release {}, export handle type {}, stream {}, ordering {}",
                 device, byte_count{reserved}, byte_count{released_above},
-                config::duration_text(settings_.idle_release_ms), config::to_string(settings_.export_handle_type),
+                config::duration_text(settings_.idle_release_ms), config::to_string(s.export_type),
                 config::to_string(settings_.stream), config::to_string(settings_.ordering));
     } catch (...) {  // no host memory for the message
     }

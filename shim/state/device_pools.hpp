@@ -56,6 +56,10 @@ class device_pools {
   // set, resolved for the device, else 0.
   [[nodiscard]] std::uint64_t kept_bytes(int device) const noexcept;
 
+  // The handle type the pool of `device` was made with (ASYNCSHIM_EXPORT_HANDLE_TYPE,
+  // auto resolved for the device); none for a device without a pool.
+  [[nodiscard]] config::handle_type export_handle_type(int device) const noexcept;
+
   // The device is being reset: its pool (whose memory the caller has freed)
   // is destroyed and forgotten, with the shim's stream and event there.
   void retire(int device) noexcept;
@@ -68,6 +72,7 @@ class device_pools {
     std::unique_ptr<cuda_async_memory_resource> pool;
     device_streams streams;
     std::uint64_t kept = 0;
+    config::handle_type export_type = config::handle_type::none;
     // Pools of earlier lives of the device (before a reset); kept, never
     // used: a thread may still hold a pointer to one.
     std::vector<std::unique_ptr<cuda_async_memory_resource>> retired;

@@ -7,6 +7,8 @@
 #include "state/allocation_registry.hpp"
 #include "state/device_pools.hpp"
 #include "state/free_queue.hpp"
+#include "state/ipc_exports.hpp"
+#include "state/ipc_imports.hpp"
 #include "state/statistics.hpp"
 
 #include <asyncshim/config/settings.hpp>
@@ -36,6 +38,8 @@ struct shim_state {
   allocation_registry registry;
   free_queue pending;
   statistics all_stats;
+  ipc_exports exports;  // pool blocks given a legacy IPC handle
+  ipc_imports imports;  // blocks opened from other processes' handles
   // What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   report_sources sources{settings, all_stats, pools};

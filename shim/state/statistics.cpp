@@ -115,6 +115,22 @@ void statistics::allocation_passed_through(int device, passthrough_reason reason
 
 void statistics::free_passed_through() noexcept { frees_passed_through_.fetch_add(1, relaxed); }
 
+void statistics::block_exported(int device) noexcept
+{
+  if (device_counters* c = slot(device)) {
+    c->used.store(true, relaxed);
+    c->ipc_exported_blocks.fetch_add(1, relaxed);
+  }
+}
+
+void statistics::block_imported(int device) noexcept
+{
+  if (device_counters* c = slot(device)) {
+    c->used.store(true, relaxed);
+    c->ipc_imported_blocks.fetch_add(1, relaxed);
+  }
+}
+
 void statistics::add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept
 {
   if (device_counters* c = slot(device)) { c->time_ns[static_cast<std::size_t>(call)].fetch_add(nanoseconds, relaxed); }
@@ -259,11 +275,13 @@ std::string stats_json(report_sources const& sources, long pid)
       "{}    {{\"device\": {}, \"allocations\": {}, \"frees\": {}, \"bytes_requested\": {}, \"bytes_in_use\": {}, "
       "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"allocations_by_entry_point\": {}, "
       "\"pool_reserved_high_water\": {}, "
-      "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}}}",
+      "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}, "
+      "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
       allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
-      passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns));
+      passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns),
+      load(c.ipc_exported_blocks), load(c.ipc_imported_blocks));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();
@@ -298,6 +316,18 @@ std::string stats_table(report_sources const& sources)
   row("other", sources.stats.unattributed_counters(), std::nullopt);
   out += fmt::format("frees of memory the shim did not allocate (passed to the native cudaFree): {}",
                      sources.stats.frees_passed_through());
+  std::uint64_t exported = 0;
+  std::uint64_t imported = 0;
+  for (int d : used_devices(sources.stats)) {
+    if (device_counters const* c = sources.stats.device(d)) {
+      exported += load(c->ipc_exported_blocks);
+      imported += load(c->ipc_imported_blocks);
+    }
+  }
+  if (exported + imported > 0) {
+    out += fmt::format("\nlegacy IPC on pool memory: {} blocks shared with other processes, {} opened from them",
+                       exported, imported);
+  }
   return out;
 }
 

@@ -41,6 +41,10 @@ struct device_counters {
   std::atomic<std::uint64_t> failed_allocations{0};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(passthrough_reason::count)> passed_through{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> time_ns{};
+  // Legacy IPC on pool memory: blocks given a handle here, blocks opened
+  // here from other processes' handles (core/ipc_export.cpp, core/ipc_import.cpp).
+  std::atomic<std::uint64_t> ipc_exported_blocks{0};
+  std::atomic<std::uint64_t> ipc_imported_blocks{0};
   std::atomic<bool> used{false};  // anything recorded: reported only then
 };
 
@@ -54,6 +58,8 @@ class statistics {
   void allocation_failed(int device) noexcept;
   void allocation_passed_through(int device, passthrough_reason reason) noexcept;
   void free_passed_through() noexcept;
+  void block_exported(int device) noexcept;
+  void block_imported(int device) noexcept;
   void add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept;
 
   // nullptr for a device outside [0, max_devices).

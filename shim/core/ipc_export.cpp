@@ -1,0 +1,303 @@
+// cudaIpcGetMemHandle / cuIpcGetMemHandle on the shim's pool memory, and the
+// channel that answers the processes opening such handles.
+//
+// A pool block has no driver handle (natively an invalid value). Where the
+// block's pool is exportable (ASYNCSHIM_EXPORT_HANDLE_TYPE=auto or
+// posix_file_descriptor), the shim exports the block once with
+// cuMemPoolExportPointer and gives out its own handle (support/ipc_handle.hpp)
+// naming the block. A process opening that handle under the shim asks this
+// process's channel (support/unix_channel.hpp) for the export data and the
+// pool's descriptor, and imports both (core/ipc_import.cpp). The channel's
+// thread makes no CUDA call: everything it sends was made when the handle was.
+//
+// Memory the shim passed through to the native allocator keeps native IPC:
+// the real call answers for it.
+#include "core/hooks.hpp"
+#include "core/ipc_protocol.hpp"
+#include "core/lookup_redirect.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/error_text.hpp"
+#include "state/shim_state.hpp"
+#include "state/statistics.hpp"
+#include "support/log.hpp"
+#include "support/unix_channel.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace asyncshim::shim {
+namespace {
+
+// The process's channel: bound and served from the first export on.
+struct channel_state {
+  std::mutex mutex;
+  bool tried = false;
+  int fd = -1;
+  std::atomic<std::uint64_t> id{0};
+};
+
+channel_state& channel()
+{
+  static channel_state* const made = new channel_state;  // never destroyed: its thread may outlive exit handlers
+  return *made;
+}
+
+// A child made by fork must not keep the parent's name bound: should the
+// parent exit first, importers would connect to a socket nobody accepts on.
+void close_channel_in_child() noexcept
+{
+  channel_state& c = channel();
+  if (c.fd >= 0) { (void)close(c.fd); }
+  c.fd = -1;
+  c.id.store(0, std::memory_order_relaxed);
+}
+
+void refuse_other_user(uid_t uid) noexcept
+{
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) { return; }
+  log::warn("refused a process of user {} that asked for pool memory shared with a legacy IPC handle: asyncshim "
+            "shares pool memory only between processes of one user (this process runs as user {})",
+            static_cast<unsigned long>(uid), static_cast<unsigned long>(geteuid()));
+}
+
+void answer(shim_state& s, int connection) noexcept
+{
+  ipc_reply reply;
+  uid_t peer = 0;
+  if (!peer_user(connection, peer) || peer != geteuid()) {
+    refuse_other_user(peer);
+    reply.status = ipc_status::other_user;
+    (void)send_message(connection, &reply, sizeof reply);
+    return;
+  }
+  ipc_request request;
+  int stray_fd = -1;
+  if (!receive_message(connection, &request, sizeof request, stray_fd)) { return; }  // gone, or not the shim
+  if (stray_fd >= 0) { (void)close(stray_fd); }
+  if (request.magic != ipc_request_magic || request.version != ipc_protocol_version) {
+    reply.status = ipc_status::bad_request;
+    (void)send_message(connection, &reply, sizeof reply);
+    return;
+  }
+  s.exports.note_request();
+  std::optional<exported_block> block;
+  std::optional<pool_share> share;
+  try {
+    block = s.exports.find(request.block);
+    if (block) { share = s.exports.pool_share_of(block->device); }
+  } catch (...) {  // no host memory: refused, the importer says so
+  }
+  if (!block) {
+    reply.status = ipc_status::unknown_block;
+  } else if (!share) {
+    reply.status = ipc_status::failed;
+  } else {
+    reply.status = ipc_status::ok;
+    reply.device = block->device;
+    reply.size = block->size;
+    reply.pool_generation = share->generation;
+    reply.data = block->data;
+  }
+  (void)send_message(connection, &reply, sizeof reply, reply.status == ipc_status::ok ? share->fd : -1);
+}
+
+void* serve(void* state) noexcept
+{
+  auto& s = *static_cast<shim_state*>(state);
+  int const listening = channel().fd;
+  for (;;) {
+    int const connection = accept_connection(listening, ipc_timeout_ms);
+    if (connection < 0) {
+      if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK) { return nullptr; }
+      continue;  // a peer that went away, or no descriptor left for a moment
+    }
+    answer(s, connection);
+    (void)close(connection);
+  }
+}
+
+// Binds the channel and starts its thread, once; false when either fails (said once).
+bool channel_ready(shim_state& s) noexcept
+{
+  channel_state& c = channel();
+  std::lock_guard lock{c.mutex};
+  if (c.tried) { return c.id.load(std::memory_order_relaxed) != 0; }
+  c.tried = true;
+  listening_channel const opened = open_channel();
+  if (opened.fd < 0) {
+    log::warn("cannot open the channel for legacy IPC handles of pool memory (a Unix socket: {}): "
+              "cudaIpcGetMemHandle on pool memory fails as natively",
+              std::strerror(opened.error));
+    return false;
+  }
+  c.fd = opened.fd;
+  (void)pthread_atfork(nullptr, nullptr, close_channel_in_child);
+  // Every signal blocked in the new thread, so that signals meant for the
+  // program reach the program's threads.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t thread{};
+  int const made = pthread_create(&thread, nullptr, serve, &s);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (made != 0) {
+    (void)close(c.fd);
+    c.fd = -1;
+    log::warn("cannot start the thread that answers legacy IPC handles of pool memory ({}): cudaIpcGetMemHandle "
+              "on pool memory fails as natively",
+              std::strerror(made));
+    return false;
+  }
+  (void)pthread_setname_np(thread, "asyncshim-ipc");
+  (void)pthread_detach(thread);
+  c.id.store(opened.id, std::memory_order_release);
+  log::debug("legacy IPC channel {} open", channel_name(opened.id));
+  return true;
+}
+
+// Said once when handles were given out and no process opened one through
+// the shim: the likely reason is an importer without it.
+void say_if_never_opened() noexcept
+{
+  shim_state* s = existing_state();
+  if (s == nullptr || s->exports.requested() || s->exports.size() == 0) { return; }
+  log::warn("{} legacy IPC handle(s) of pool memory (cudaIpcGetMemHandle) were given out and no process opened one "
+            "through asyncshim: such a handle opens only in a process of the same user that runs under asyncshim "
+            "(LD_PRELOAD=libasyncshim.so) on the same host; elsewhere cudaIpcOpenMemHandle returns "
+            "cudaErrorInvalidValue. Run the exporting process with ASYNCSHIM_DISABLE=1 to share with such processes",
+            s->exports.size());
+}
+
+// The pool's descriptor for importers of `device`'s blocks, made once.
+CUresult pool_share_ready(shim_state& s, int device, cuda_async_memory_resource& pool) noexcept
+{
+  try {
+    if (s.exports.pool_share_of(device)) { return CUDA_SUCCESS; }
+    auto const& drv = driver();
+    if (drv.mem_pool_export_to_shareable_handle == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+    int fd = -1;
+    CUresult const r = drv.mem_pool_export_to_shareable_handle(
+      &fd, reinterpret_cast<CUmemoryPool>(pool.pool_handle()), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS) { return r; }
+    (void)s.exports.keep_pool_share(device, fd);
+    return CUDA_SUCCESS;
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+}
+
+// The block of the shim's pool that `ptr` lies in: its start and record.
+std::optional<std::pair<std::uintptr_t, allocation_record>> pool_block_of(shim_state& s, CUdeviceptr ptr) noexcept
+{
+  auto const* start = reinterpret_cast<void const*>(ptr);
+  if (auto const record = s.registry.find(start)) { return std::pair{static_cast<std::uintptr_t>(ptr), *record}; }
+  // Natively a handle of an address inside an allocation is the allocation's handle.
+  auto const& drv = driver();
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  if (drv.mem_get_address_range == nullptr || drv.mem_get_address_range(&base, &size, ptr) != CUDA_SUCCESS ||
+      base == ptr) {
+    return std::nullopt;
+  }
+  if (auto const record = s.registry.find(reinterpret_cast<void const*>(base))) {
+    return std::pair{static_cast<std::uintptr_t>(base), *record};
+  }
+  return std::nullopt;
+}
+
+void say_not_exportable(config::handle_type type, CUresult result) noexcept
+{
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) { return; }
+  log::warn("cudaIpcGetMemHandle/cuIpcGetMemHandle failed with {} on memory from the asyncshim pool: legacy IPC "
+            "works on pool memory only with ASYNCSHIM_EXPORT_HANDLE_TYPE=auto (the default) or "
+            "posix_file_descriptor, and this pool has {}. Unset ASYNCSHIM_EXPORT_HANDLE_TYPE, or run this process "
+            "with ASYNCSHIM_DISABLE=1",
+            cuda_status{result}, config::to_string(type));
+}
+
+CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record const& record,
+                      CUipcMemHandle* handle) noexcept
+{
+  if (auto const known = s.exports.handle_of(address)) {
+    std::memcpy(handle->reserved, known->data(), known->size());
+    return CUDA_SUCCESS;
+  }
+  cuda_async_memory_resource* pool = s.pools.existing(record.device);
+  auto const& drv = driver();
+  if (pool == nullptr || drv.mem_pool_export_pointer == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+  if (!channel_ready(s)) { return CUDA_ERROR_INVALID_VALUE; }
+  // The pool's descriptor first: export data made before it cannot be
+  // imported (measured on an H200).
+  if (CUresult const r = pool_share_ready(s, record.device, *pool); r != CUDA_SUCCESS) {
+    log::warn("cannot export the asyncshim pool of device {} for a legacy IPC handle: {}", record.device,
+              cuda_status{r});
+    return r;
+  }
+  exported_block block;
+  block.address = address;
+  block.size = record.bytes;
+  block.device = record.device;
+  static_assert(sizeof(CUmemPoolPtrExportData) == pool_export_data_size);
+  CUmemPoolPtrExportData data{};
+  if (CUresult const r = drv.mem_pool_export_pointer(&data, static_cast<CUdeviceptr>(address)); r != CUDA_SUCCESS) {
+    log::warn("cannot export a block of the asyncshim pool for a legacy IPC handle: {}", cuda_status{r});
+    return r;
+  }
+  std::memcpy(block.data.data(), &data, sizeof data);
+  ipc_handle identity;
+  identity.exporter = channel().id.load(std::memory_order_acquire);
+  identity.uid = static_cast<std::uint32_t>(geteuid());
+  identity.pid = static_cast<std::uint32_t>(getpid());
+  try {
+    std::size_t const before = s.exports.size();
+    ipc_handle_bytes const made = s.exports.add(block, identity);
+    if (s.exports.size() > before && s.stats != nullptr) { s.stats->block_exported(record.device); }
+    std::memcpy(handle->reserved, made.data(), made.size());
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  static std::atomic<bool> first{true};
+  if (first.exchange(false)) {
+    (void)std::atexit(say_if_never_opened);
+    log::info("legacy IPC handles of pool memory are asyncshim's own: they open in processes of user {} that run "
+              "under asyncshim, through channel {}",
+              identity.uid, channel_name(identity.exporter));
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+std::uint64_t own_channel_id() noexcept { return channel().id.load(std::memory_order_acquire); }
+
+}  // namespace asyncshim::shim
+
+CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr ptr) noexcept
+{
+  using namespace asyncshim::shim;
+  auto const real = [&] {
+    return driver().ipc_get_mem_handle != nullptr ? driver().ipc_get_mem_handle(handle, ptr)
+                                                  : CUDA_ERROR_NOT_INITIALIZED;
+  };
+  shim_state* s = tracking_active() ? existing_state() : nullptr;
+  if (s == nullptr || handle == nullptr) { return real(); }
+  auto const block = pool_block_of(*s, ptr);
+  if (!block) { return real(); }  // not the shim's: native IPC
+  asyncshim::config::handle_type const type = s->pools.export_handle_type(block->second.device);
+  if (type != asyncshim::config::handle_type::posix_file_descriptor) {
+    CUresult const result = real();  // fails on pool memory, as natively
+    if (result != CUDA_SUCCESS) { say_not_exportable(type, result); }
+    return result;
+  }
+  return export_block(*s, block->first, block->second, handle);
+}
