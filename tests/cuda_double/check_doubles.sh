@@ -48,7 +48,8 @@ cuda_double_live_allocations cuda_double_pointer_kind cuda_double_pointer_pool c
 cuda_double_reset_counters cuda_double_stream_is_capturing
 cuDeviceCanAccessPeer cuCtxEnablePeerAccess cuCtxDisablePeerAccess cuMemPoolSetAccess cuMemPoolGetAccess
 cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle cuda_double_pool_access
-cuda_double_can_access"
+cuda_double_can_access cuMemPoolImportFromShareableHandle cuMemPoolImportPointer cuIpcOpenMemHandle
+cuIpcOpenMemHandle_v2 cuIpcCloseMemHandle cuMemGetAddressRange_v2 cuda_double_imported_allocations"
 expected_runtime="cudaDeviceGetAttribute cudaDeviceGetDefaultMemPool cudaDeviceReset cudaDeviceSynchronize
 cudaDriverGetVersion cudaEventCreate cudaEventCreateWithFlags cudaEventDestroy cudaEventQuery cudaEventRecord
 cudaEventSynchronize cudaFree cudaFreeAsync cudaGetDevice cudaGetDeviceCount cudaGetErrorName cudaGetErrorString
@@ -59,7 +60,8 @@ cudaSetDevice cudaStreamBeginCapture cudaStreamCreate cudaStreamCreateWithFlags 
 cudaStreamDestroy cudaStreamEndCapture cudaStreamGetFlags cudaStreamIsCapturing cudaStreamQuery
 cudaStreamSynchronize cudaStreamWaitEvent cudaThreadExchangeStreamCaptureMode
 cudaDeviceCanAccessPeer cudaDeviceEnablePeerAccess cudaDeviceDisablePeerAccess cudaMemPoolSetAccess
-cudaMemPoolGetAccess cudaMemPoolExportToShareableHandle cudaMemPoolExportPointer cudaIpcGetMemHandle"
+cudaMemPoolGetAccess cudaMemPoolExportToShareableHandle cudaMemPoolExportPointer cudaIpcGetMemHandle
+cudaMemPoolImportFromShareableHandle cudaMemPoolImportPointer cudaIpcOpenMemHandle cudaIpcCloseMemHandle"
 normalize() { tr ' \n' '\n\n' | sed '/^$/d' | sort | tr '\n' ' '; }
 
 driver_c=$(exports "$driver" | grep -v '^_Z' | normalize)

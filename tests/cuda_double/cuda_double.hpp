@@ -22,14 +22,17 @@
 //     calls, ...): through an internal C++ API (model.hpp, operations.hpp), never
 //     through an exported CUDA function;
 //   * streams, events, stream capture, graphs, synchronization, reset, peer
-//     access, pool access and exports (cudaStreamCreate*, cudaStreamDestroy,
+//     access, pool access, exports and imports, legacy IPC (cudaStreamCreate*,
+//     cudaStreamDestroy,
 //     cudaStreamGetFlags, cudaStreamSynchronize, cudaStreamQuery,
 //     cudaStreamWaitEvent, cudaEvent*, cudaStreamBeginCapture/EndCapture/
 //     IsCapturing, cudaThreadExchangeStreamCaptureMode,
 //     cudaGraphDestroy/GetNodes, cudaDeviceSynchronize, cudaDeviceReset,
 //     cudaDeviceCanAccessPeer, cudaDeviceEnable/DisablePeerAccess,
 //     cudaMemPoolSetAccess/GetAccess, cudaMemPoolExportToShareableHandle,
-//     cudaMemPoolExportPointer, cudaIpcGetMemHandle, cudaMemGetInfo): through driver function
+//     cudaMemPoolExportPointer, cudaMemPoolImportFromShareableHandle,
+//     cudaMemPoolImportPointer, cudaIpcGetMemHandle, cudaIpcOpenMemHandle,
+//     cudaIpcCloseMemHandle, cudaMemGetInfo): through driver function
 //     pointers that it fetched once with cuGetProcAddress_v2 (see "The
 //     runtime's driver entry points" below).
 // No exported function of either library calls an exported one by its
@@ -63,7 +66,8 @@
 //   cudaDeviceCanAccessPeer cudaDeviceEnablePeerAccess
 //   cudaDeviceDisablePeerAccess cudaMemPoolSetAccess cudaMemPoolGetAccess
 //   cudaMemPoolExportToShareableHandle cudaMemPoolExportPointer
-//   cudaIpcGetMemHandle
+//   cudaMemPoolImportFromShareableHandle cudaMemPoolImportPointer
+//   cudaIpcGetMemHandle cudaIpcOpenMemHandle cudaIpcCloseMemHandle
 //
 // Controls: environment variables, read once, at the first call into either
 // library (changing them later in the same process has no effect). What they
@@ -82,7 +86,9 @@
 //   CUDA_DOUBLE_MEMORY=BYTES       memory per device (default 8589934592 = 8 GiB).
 //                                  Accounting only: host memory is allocated just
 //                                  for the bytes handed out to the caller, so a
-//                                  pool reserving 4 GiB costs nothing.
+//                                  pool reserving 4 GiB costs nothing (an
+//                                  exportable pool's arena, below, is this size
+//                                  but sparse: only written pages cost memory).
 //   CUDA_DOUBLE_NO_POOLS=1         cudaDevAttrMemoryPoolsSupported reads 0 and the
 //                                  pool calls (cudaMemPool*, cudaMallocAsync,
 //                                  cudaMallocFromPoolAsync, cudaFreeAsync,
@@ -126,7 +132,8 @@
 //     below). cudaSetDevice(d) makes device d the runtime device and d's
 //     primary context current (replacing the top of the stack). cudaMalloc,
 //     cudaFree (also of nullptr), cudaMemGetInfo, cudaDeviceSynchronize,
-//     cudaMemcpy, cudaMemset, cudaIpcGetMemHandle, cudaDeviceEnablePeerAccess,
+//     cudaMemcpy, cudaMemset, cudaIpcGetMemHandle, cudaIpcOpenMemHandle,
+//     cudaIpcCloseMemHandle, cudaDeviceEnablePeerAccess,
 //     cudaDeviceDisablePeerAccess and the stream, event, capture, graph, pool
 //     (access and exports included) and stream-ordered calls first make the
 //     runtime device's primary context current if no context is (after the
@@ -155,13 +162,23 @@
 //     does not fit fails with cudaErrorMemoryAllocation before any host memory
 //     is touched.
 //   * Allocations are host memory aligned to 256 bytes, contents unspecified
-//     (not zero-filled, as on a GPU).
+//     (not zero-filled, as on a GPU). The allocations of a pool created with
+//     the POSIX file descriptor handle type (cudaMemHandleTypePosixFileDescriptor
+//     among its handle types) lie in the pool's arena instead: one memfd per
+//     pool (close-on-exec), CUDA_DOUBLE_MEMORY bytes long (sparse), mapped
+//     once, shared, so that a process that imports the pool (see the driver's
+//     exports and imports) sees and writes the same bytes. A block takes the
+//     lowest free offset that fits (256-byte steps; freed blocks coalesce and
+//     are reused, like a real pool's); when the pool's reserved bytes shrink
+//     (a trim), the whole pages of the free ranges go back to the system.
+//     The accounting is the same for both.
 //   * Pools (the per-device default pool included): an allocation of size
 //     bytes that does not fit in reserved - used grows reserved to
 //     (used + size) rounded up to 2 MiB (never past the pool's maxSize, if
 //     one was given). cudaFreeAsync (and cudaFree of a pool pointer) returns
 //     the bytes to the pool; reserved stays. cudaFreeAsync of nullptr, or of
-//     anything but a live pool allocation, fails with cudaErrorInvalidValue.
+//     anything but a live pool allocation (imported memory is one), fails
+//     with cudaErrorInvalidValue.
 //     cuMemPoolTrimTo(pool, keep) (cudaMemPoolTrimTo) gives back what the
 //     pool reserves above max(used, keep) at once (nothing is in flight here).
 //     cudaStreamSynchronize and cudaDeviceSynchronize (nothing else, not even
@@ -178,14 +195,15 @@
 //     special streams stand for the current context's device. 0 is the legacy
 //     stream for every runtime function (this runtime exports the legacy
 //     default-stream names). Events, stream capture, graphs, reset, peer
-//     access, pool access, pool exports and legacy IPC follow the driver's
-//     rules (below): these runtime functions are the driver's, with the
+//     access, pool access, pool exports and imports and legacy IPC follow the
+//     driver's rules (below): these runtime functions are the driver's, with the
 //     runtime's error codes (so cudaDeviceEnablePeerAccess of the current
 //     device: cudaErrorInvalidDevice; twice: cudaErrorPeerAccessAlreadyEnabled;
 //     cudaDeviceDisablePeerAccess of what is not enabled:
 //     cudaErrorPeerAccessNotEnabled; cudaMemPoolSetAccess revoking the pool's
 //     own device: cudaErrorInvalidDevice; cudaIpcGetMemHandle of pool memory:
-//     cudaErrorInvalidValue).
+//     cudaErrorInvalidValue; cudaIpcOpenMemHandle of a handle made in the same
+//     process: cudaErrorDeviceUninitialized, the runtime's 201).
 //   * The runtime's error codes for the driver's: CUDA_ERROR_X becomes the
 //     cudaErrorX of the same meaning (INVALID_VALUE -> InvalidValue,
 //     OUT_OF_MEMORY -> MemoryAllocation, INVALID_HANDLE ->
@@ -209,8 +227,10 @@
 //     cuCtxSynchronize, cuDevicePrimaryCtxReset, cuDevicePrimaryCtxRetain,
 //     cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess,
 //     cuMemPoolSetAccess, cuMemPoolGetAccess,
-//     cuMemPoolExportToShareableHandle, cuMemPoolExportPointer and
-//     cuIpcGetMemHandle (each looked up once per process, see
+//     cuMemPoolExportToShareableHandle, cuMemPoolExportPointer,
+//     cuMemPoolImportFromShareableHandle, cuMemPoolImportPointer,
+//     cuIpcGetMemHandle, cuIpcOpenMemHandle (the _v2 one) and
+//     cuIpcCloseMemHandle (each looked up once per process, see
 //     cuda_double_proc_lookups). cudaStreamCreate(WithFlags) calls
 //     cuStreamCreate, cudaStreamCreateWithPriority cuStreamCreateWithPriority,
 //     cudaEventCreate(WithFlags) cuEventCreate, cudaDeviceSynchronize
@@ -220,7 +240,9 @@
 //     device's primary context, flags) (after cuDevicePrimaryCtxRetain, see
 //     the contexts above; a peer ordinal that is no device:
 //     cudaErrorInvalidDevice, no driver call), cudaDeviceDisablePeerAccess
-//     likewise cuCtxDisablePeerAccess, and every other one of these runtime
+//     likewise cuCtxDisablePeerAccess, cudaMemPoolImportPointer and
+//     cudaIpcOpenMemHandle given a null output pointer cudaErrorInvalidValue
+//     (no driver call), and every other one of these runtime
 //     functions the driver function of the same name (the runtime's argument
 //     types passed as the driver's: same layouts and values). An entry point
 //     that could not be fetched: cudaErrorCallRequiresNewerDriver.
@@ -271,9 +293,12 @@
 //   cuGetProcAddress_v2 cuDeviceCanAccessPeer cuCtxEnablePeerAccess
 //   cuCtxDisablePeerAccess cuMemPoolSetAccess cuMemPoolGetAccess
 //   cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle
+//   cuMemPoolImportFromShareableHandle cuMemPoolImportPointer
+//   cuIpcOpenMemHandle (CUDA 4.1 ABI) cuIpcOpenMemHandle_v2 cuIpcCloseMemHandle
+//   cuMemGetAddressRange_v2
 // cuda_driver_double.hpp declares those cuda.h does not (the _ptsz ones,
-// cuGetProcAddress as cuGetProcAddress_v1 and cuStreamDestroy as
-// cuStreamDestroy_v1).
+// cuGetProcAddress as cuGetProcAddress_v1, cuStreamDestroy as
+// cuStreamDestroy_v1 and cuIpcOpenMemHandle as cuIpcOpenMemHandle_v1).
 //
 // The driver model, in short (same devices, pools, streams and allocations as
 // the runtime's; cudaStream_t/CUstream and cudaMemPool_t/CUmemoryPool are the
@@ -325,10 +350,14 @@
 //     cuCtxGetDevice, cuCtxSynchronize, cuMemAlloc_v2, cuMemGetInfo_v2,
 //     cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, cuMemsetD8_v2, cuStreamCreate,
 //     cuStreamCreateWithPriority, cuEventCreate, cuMemFree_v2 of a non-zero
-//     pointer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess, and every call
+//     pointer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess,
+//     cuMemGetAddressRange_v2, cuMemPoolImportFromShareableHandle (the pool
+//     is imported on the context's device), cuIpcOpenMemHandle(_v2),
+//     cuIpcCloseMemHandle, and every call
 //     given a special stream (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD),
 //     which stands for the current context's device. The pool calls (access
-//     and exports included), cuDevice* (the reset and cuDeviceCanAccessPeer
+//     and exports included, cuMemPoolImportPointer too), cuDevice* (the reset
+//     and cuDeviceCanAccessPeer
 //     included), cuStreamDestroy(_v2), cuEventDestroy_v2/Query/Synchronize,
 //     cuThreadExchangeStreamCaptureMode, cuGraph*, cuPointerGetAttribute,
 //     cuIpcGetMemHandle and calls given a created stream need none.
@@ -338,8 +367,8 @@
 //     kind 3 (cuda_double_pointer_kind).
 //   * cuMemFree_v2: 0 is CUDA_SUCCESS (cuda.h does not say; the real driver
 //     answers so, like cudaFree(NULL)); any live allocation (cudaMalloc,
-//     cuMemAlloc_v2 or pool) is freed, whatever API made it; anything else
-//     (unknown, interior, freed, host): CUDA_ERROR_INVALID_VALUE.
+//     cuMemAlloc_v2, pool or imported) is freed, whatever API made it;
+//     anything else (unknown, interior, freed, host): CUDA_ERROR_INVALID_VALUE.
 //   * Pools and stream-ordered allocation follow the runtime double's rules
 //     (same model, same pools): cuMemAllocAsync takes the default pool of the
 //     stream's device; size 0 succeeds with *dptr = 0; cuMemFreeAsync of 0 or
@@ -449,6 +478,11 @@
 //     MEMORY_TYPE (CU_MEMORYTYPE_DEVICE), DEVICE_POINTER, DEVICE_ORDINAL,
 //     RANGE_START_ADDR, RANGE_SIZE, MEMPOOL_HANDLE (NULL unless a pool
 //     allocation); any other attribute: CUDA_ERROR_NOT_SUPPORTED.
+//   * cuMemGetAddressRange_v2(&base, &size, ptr): the start and size (as
+//     requested) of the live allocation containing ptr, of any kind (imported
+//     included); base or size may be NULL; ptr in none:
+//     CUDA_ERROR_NOT_FOUND (what cuda.h lists for it). The CUDA 2.x
+//     cuMemGetAddressRange (32-bit sizes) is not provided.
 //   * Peer access: one-directional, per (context, peer context) pair, as in
 //     CUDA. cuDeviceCanAccessPeer(&can, dev, peer): can NULL:
 //     CUDA_ERROR_INVALID_VALUE; dev or peer no device:
@@ -492,27 +526,74 @@
 //     no device, unknown pool: CUDA_ERROR_INVALID_VALUE. A destroyed pool's
 //     access is gone with it; a reset gives the device's default pool its
 //     default access again.
-//   * Exports (the exporting half only: importing is not modelled).
+//   * Exports, as measured on an H200 (driver 580, CUDA 13.0).
 //     cuMemPoolExportToShareableHandle(out, pool, type, flags), after the
-//     CUDA_DOUBLE_NO_POOLS check: out NULL, unknown pool, flags not 0, type
-//     not exactly one handle type the pool was created with (a default pool
-//     has none): CUDA_ERROR_INVALID_VALUE; CU_MEM_HANDLE_TYPE_POSIX_FILE_
-//     DESCRIPTOR: *(int*)out = a new file descriptor (an eventfd,
-//     close-on-exec, the caller's to close); CU_MEM_HANDLE_TYPE_FABRIC:
+//     CUDA_DOUBLE_NO_POOLS check: out NULL, unknown or imported pool, flags
+//     not 0, type not exactly one handle type the pool was created with (a
+//     default pool has none): CUDA_ERROR_INVALID_VALUE; CU_MEM_HANDLE_TYPE_
+//     POSIX_FILE_DESCRIPTOR: *(int*)out = a new file descriptor of the pool's
+//     arena (close-on-exec, the caller's to close), and the pool counts as
+//     exported from then on; CU_MEM_HANDLE_TYPE_FABRIC:
 //     CUDA_ERROR_NOT_PERMITTED (no IMEX channel, as on an H200 without one),
-//     with CUDA_DOUBLE_FABRIC_OK a 64-byte CUmemFabricHandle naming the pool;
-//     a Windows type (possible only through CUDA_DOUBLE_POOL_HANDLE_TYPES):
-//     CUDA_ERROR_NOT_SUPPORTED. cuMemPoolExportPointer(out, ptr), after the
-//     CUDA_DOUBLE_NO_POOLS check: out NULL, or ptr not exactly the start of a
-//     live allocation of a pool created with a handle type:
-//     CUDA_ERROR_INVALID_VALUE; else the 64 bytes identify the pool and the
-//     allocation (address, size, device, and a serial number never reused).
+//     with CUDA_DOUBLE_FABRIC_OK a 64-byte CUmemFabricHandle naming the pool
+//     (which cannot be imported); a Windows type (possible only through
+//     CUDA_DOUBLE_POOL_HANDLE_TYPES): CUDA_ERROR_NOT_SUPPORTED.
+//     cuMemPoolExportPointer(out, ptr), after the CUDA_DOUBLE_NO_POOLS check:
+//     out NULL, or ptr not exactly the start of a live allocation of a pool
+//     created with a handle type (an interior pointer included, as measured;
+//     imported memory too): CUDA_ERROR_INVALID_VALUE; else 64 bytes that
+//     identify the pool and the allocation (a serial number never reused,
+//     size, device) and where another process finds its bytes: the arena
+//     file (st_dev, st_ino of the memfd) and the offset in it, and whether
+//     the pool had been exported when the data was made.
+//   * Imports. cuMemPoolImportFromShareableHandle(&pool, handle, type, flags)
+//     (needs a current context; after the CUDA_DOUBLE_NO_POOLS check):
+//     handle is the file descriptor cast to a pointer ((void*)(uintptr_t)fd);
+//     pool NULL, type not CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, flags not
+//     0, or fd not an arena of a driver double (a memfd named
+//     "cuda_double_arena"): CUDA_ERROR_INVALID_VALUE. Else an imported pool on
+//     the current context's device that maps the arena (the caller may close
+//     its descriptor at once, as measured); the same arena imported again
+//     while that pool lives gives the same handle (as measured); importing
+//     its own pool in the exporting process works too (a second mapping of
+//     the same bytes, a pool of its own). An imported pool cannot allocate
+//     (cuMemAllocFromPoolAsync: CUDA_ERROR_INVALID_VALUE, as cuda.h says), it
+//     has no readable attributes (cuMemPoolGetAttribute:
+//     CUDA_ERROR_INVALID_VALUE, as measured), it cannot be exported again; it
+//     can be destroyed (what was imported through it goes with it).
+//     cuMemPoolImportPointer(&ptr, pool, data): ptr or data NULL, pool not a
+//     live imported pool, data not export data of that pool's arena, or made
+//     before the exporter exported the pool (as measured):
+//     CUDA_ERROR_INVALID_VALUE; else ptr = the block's bytes in this
+//     process's mapping, a live allocation of kind 4 (imported) that counts
+//     in no device memory of this process and is freed (once) with
+//     cuMemFree_v2, cudaFree or cuMemFreeAsync/cudaFreeAsync; a second free:
+//     CUDA_ERROR_INVALID_VALUE. The same data imported again gives the same
+//     pointer, without a reference count (one free ends it, as measured).
+//     Data of a block the exporter has freed since can still be imported (as
+//     measured: the bytes are whatever is there); an import that overlaps
+//     the bytes of earlier imports of other blocks (the exporter reused
+//     them) makes those earlier ones unknown. Copies, fills and
+//     cuPointerGetAttribute work on imported memory as on any allocation (the
+//     same bytes the exporter sees).
 //   * cuIpcGetMemHandle(&handle, ptr) (legacy IPC): handle NULL, or ptr not
 //     exactly the start of a live cudaMalloc / cuMemAlloc_v2 allocation
-//     (unknown, interior, or pool memory of any pool, as measured on an H200):
-//     CUDA_ERROR_INVALID_VALUE; else 64 bytes that identify the allocation
-//     (the same each time for one allocation; different for memory allocated
+//     (unknown, interior, or pool memory of any pool, imported memory
+//     included, as measured on an H200): CUDA_ERROR_INVALID_VALUE; else 64
+//     bytes that identify the allocation and the process that made them (the
+//     same each time for one allocation; different for memory allocated
 //     again at the same address).
+//     cuIpcOpenMemHandle_v2(&ptr, handle, flags) (and the CUDA 4.1
+//     cuIpcOpenMemHandle, the same): ptr NULL, flags not exactly
+//     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (0 or 2 as measured), a handle the
+//     driver did not make (zeros, random bytes, as measured):
+//     CUDA_ERROR_INVALID_VALUE; a handle of cuIpcGetMemHandle opened in the
+//     process that made it: CUDA_ERROR_INVALID_CONTEXT (as measured); one
+//     opened in another process: CUDA_ERROR_INVALID_VALUE (the real driver
+//     maps that memory; the double cannot, another process's cudaMalloc
+//     memory being its private heap). So nothing is ever opened, and
+//     cuIpcCloseMemHandle(ptr) fails for every pointer with
+//     CUDA_ERROR_INVALID_VALUE (never opened).
 //   * cuDeviceGetAttribute: CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
 //     CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES and compute
 //     capability 9.0 as for the runtime; anything else reads 0.
@@ -528,6 +609,9 @@
 //       cuDevicePrimaryCtxReset (since 11000) -> the _v2 function;
 //       cuStreamDestroy -> cuStreamDestroy (the CUDA 2.0 ABI) for 2000..3999,
 //         cuStreamDestroy_v2 from 4000;
+//       cuIpcOpenMemHandle -> cuIpcOpenMemHandle (the CUDA 4.1 ABI) for
+//         4010..10999, cuIpcOpenMemHandle_v2 from 11000;
+//       cuMemGetAddressRange (since 3020) -> cuMemGetAddressRange_v2;
 //       cuGetProcAddress -> cuGetProcAddress (v1) for 11030..11999,
 //         cuGetProcAddress_v2 from 12000;
 //       cuStreamBeginCapture (since 10010) -> cuStreamBeginCapture_v2, or
@@ -545,12 +629,12 @@
 //         cuEventQuery, cuEventSynchronize since 2000; cuDriverGetVersion
 //         since 2020; cuCtxGetCurrent, cuCtxSetCurrent, cuPointerGetAttribute,
 //         cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess
-//         since 4000; cuIpcGetMemHandle since 4010;
+//         since 4000; cuIpcGetMemHandle, cuIpcCloseMemHandle since 4010;
 //         cuStreamCreateWithPriority since 5050;
 //         cuGetErrorName/String since 6000; cuDevicePrimaryCtxRetain since
 //         7000; cuGraphDestroy, cuGraphGetNodes since 10000;
 //         cuThreadExchangeStreamCaptureMode since 10010; cuMemPool* (the
-//         access and export ones included) since 11020).
+//         access, export and import ones included) since 11020).
 //     A cudaVersion below a name's first version: *pfn = NULL, status
 //     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CUDA_ERROR_NOT_FOUND (the
 //     older ABIs are not provided). An unknown name (a suffixed one
@@ -640,6 +724,13 @@ struct cuda_double_counters {
   unsigned long long pool_handle_exports;        // cuMemPoolExportToShareableHandle successes
   unsigned long long pool_pointer_exports;       // cuMemPoolExportPointer successes
   unsigned long long ipc_mem_handles;            // cuIpcGetMemHandle successes
+  // Imports and legacy IPC opens (so their runtime counterparts too):
+  unsigned long long pool_handle_imports;   // cuMemPoolImportFromShareableHandle successes (the same pool
+                                            // handed out again included)
+  unsigned long long pool_pointer_imports;  // cuMemPoolImportPointer successes (the same pointer handed out
+                                            // again included)
+  unsigned long long ipc_mem_opens;         // cuIpcOpenMemHandle(_v2) successes (none: see the driver section)
+  unsigned long long ipc_mem_closes;        // cuIpcCloseMemHandle successes (none, likewise)
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);
@@ -652,12 +743,17 @@ CUDA_DOUBLE_API void cuda_double_reset_counters(void);
 // 0: p is not the start of a live allocation (unknown, freed, interior or host
 // pointer); 1: from cudaMalloc; 2: from a pool (cudaMallocAsync,
 // cudaMallocFromPoolAsync, cuMemAllocAsync(_ptsz), cuMemAllocFromPoolAsync(_ptsz));
-// 3: from cuMemAlloc_v2 (the "driver" kind).
+// 3: from cuMemAlloc_v2 (the "driver" kind); 4: imported
+// (cuMemPoolImportPointer, cudaMemPoolImportPointer).
 CUDA_DOUBLE_API int cuda_double_pointer_kind(void const* p);
 
+// Number of live imported allocations (kind 4; also counted in
+// cuda_double_live_allocations).
+CUDA_DOUBLE_API int cuda_double_imported_allocations(void);
+
 // The pool a live pool allocation starting at p came from (for cudaMallocAsync:
-// the device's default pool, the one cudaDeviceGetDefaultMemPool returns);
-// nullptr for anything else.
+// the device's default pool, the one cudaDeviceGetDefaultMemPool returns; for
+// imported memory the imported pool); nullptr for anything else.
 CUDA_DOUBLE_API cudaMemPool_t cuda_double_pointer_pool(void const* p);
 
 // The stream passed to the last successful cudaFreeAsync / cuMemFreeAsync(_ptsz),

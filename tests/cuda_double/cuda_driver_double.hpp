@@ -9,7 +9,10 @@
 //     which cuda.h hides behind "#define cuGetProcAddress cuGetProcAddress_v2";
 //     here it is cuGetProcAddress_v1, bound to the symbol "cuGetProcAddress";
 //   * likewise the CUDA 2.0 cuStreamDestroy ("#define cuStreamDestroy
-//     cuStreamDestroy_v2"): here cuStreamDestroy_v1, bound to "cuStreamDestroy".
+//     cuStreamDestroy_v2"): here cuStreamDestroy_v1, bound to "cuStreamDestroy",
+//     and the CUDA 4.1 cuIpcOpenMemHandle ("#define cuIpcOpenMemHandle
+//     cuIpcOpenMemHandle_v2"): here cuIpcOpenMemHandle_v1, bound to
+//     "cuIpcOpenMemHandle".
 // Everything else the driver double exports is declared by cuda.h.
 #pragma once
 
@@ -39,6 +42,8 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUst
 CUDA_DOUBLE_API CUresult CUDAAPI cuGetProcAddress_v1(const char* symbol, void** pfn, int cudaVersion,
                                                      cuuint64_t flags) __asm__("cuGetProcAddress");
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamDestroy_v1(CUstream hStream) __asm__("cuStreamDestroy");
+CUDA_DOUBLE_API CUresult CUDAAPI cuIpcOpenMemHandle_v1(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                                       unsigned int Flags) __asm__("cuIpcOpenMemHandle");
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -60,6 +60,7 @@ static_assert(unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE} == unsigned(cuda_doub
 static_assert(sizeof(CUmemPoolPtrExportData) == cuda_double::operations::share_data_size);
 static_assert(sizeof(CUmemFabricHandle) == cuda_double::operations::share_data_size);
 static_assert(sizeof(CUipcMemHandle) == cuda_double::operations::share_data_size);
+static_assert(unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS} == unsigned{cudaIpcMemLazyEnablePeerAccess});
 
 namespace {
 
@@ -121,6 +122,7 @@ CUresult to_cu_result(operation_outcome outcome)
     case operation_outcome::peer_already_enabled: return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
     case operation_outcome::peer_not_enabled: return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
     case operation_outcome::not_permitted: return CUDA_ERROR_NOT_PERMITTED;
+    case operation_outcome::not_found: return CUDA_ERROR_NOT_FOUND;
   }
   return CUDA_ERROR_UNKNOWN;
 }
@@ -214,6 +216,17 @@ CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode)
 CUresult stream_end_capture(CUstream stream, CUgraph* graph)
 {
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::end_capture(stream, graph)); });
+}
+
+CUresult ipc_open_mem_handle(CUdeviceptr* pdptr, CUipcMemHandle const& handle, unsigned flags)
+{
+  return run_driver(call_gate::context, [&] {
+    if (pdptr == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    void* p = nullptr;
+    operation_outcome const o = operations::open_ipc_mem_handle(&handle, flags, &p);
+    if (o == operation_outcome::ok) { *pdptr = as_deviceptr(p); }
+    return to_cu_result(o);
+  });
 }
 
 CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status)
@@ -448,7 +461,17 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned c
   return run_driver(call_gate::context, [&] { return to_cu_result(operations::fill(as_pointer(dstDevice), uc, N)); });
 }
 
-// ---------------------------------------------------------------- pointer attributes
+// ---------------------------------------------------------------- pointer attributes, address ranges
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr)
+{
+  return run_driver(call_gate::context, [&] {
+    void* base = nullptr;
+    operation_outcome const o = operations::address_range(as_pointer(dptr), pbase != nullptr ? &base : nullptr, psize);
+    if (o == operation_outcome::ok && pbase != nullptr) { *pbase = as_deviceptr(base); }
+    return to_cu_result(o);  // not device memory: CUDA_ERROR_NOT_FOUND, as cuda.h documents
+  });
+}
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
@@ -693,12 +716,52 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* 
                     [&] { return to_cu_result(operations::export_pool_pointer(as_pointer(ptr), shareData_out)); });
 }
 
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                                                    CUmemAllocationHandleType handleType,
+                                                                    unsigned long long flags)
+{
+  // The imported pool is on the current context's device: it needs one.
+  return run_driver(call_gate::context, [&] {
+    return to_cu_result(operations::import_pool(cuda_double::current_context()->device, handle,
+                                                static_cast<unsigned>(handleType), flags, pool_out));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool,
+                                                        CUmemPoolPtrExportData* shareData)
+{
+  return run_driver(call_gate::initialized, [&] {
+    void* p = nullptr;
+    operation_outcome const o = operations::import_pool_pointer(pool, shareData, ptr_out != nullptr ? &p : nullptr);
+    if (o == operation_outcome::ok) { *ptr_out = as_deviceptr(p); }
+    return to_cu_result(o);
+  });
+}
+
 // ---------------------------------------------------------------- legacy IPC
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr)
 {
   return run_driver(call_gate::initialized,
                     [&] { return to_cu_result(operations::ipc_mem_handle(as_pointer(dptr), pHandle)); });
+}
+
+// Exported as "cuIpcOpenMemHandle" (see cuda_driver_double.hpp): the CUDA 4.1
+// ABI, the same signature and behaviour.
+CUDA_DOUBLE_API CUresult CUDAAPI cuIpcOpenMemHandle_v1(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+  return ipc_open_mem_handle(pdptr, handle, Flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+  return ipc_open_mem_handle(pdptr, handle, Flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+  return run_driver(call_gate::context,
+                    [&] { return to_cu_result(operations::close_ipc_mem_handle(as_pointer(dptr))); });
 }
 
 // ---------------------------------------------------------------- peer access

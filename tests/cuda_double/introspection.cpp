@@ -99,6 +99,13 @@ CUDA_DOUBLE_API int cuda_double_live_allocations(void)
   return static_cast<int>(m.allocations().size());
 }
 
+CUDA_DOUBLE_API int cuda_double_imported_allocations(void)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  return m.imported_allocations();
+}
+
 CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device)
 {
   auto& m = model();

@@ -6,6 +6,11 @@
 #include "model.hpp"
 #include "shared_devices.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
@@ -186,8 +191,115 @@ void model_state::insert_allocation(void* p, allocation_record const& a)
     auto const [it, inserted] = allocations_.emplace(reinterpret_cast<std::uintptr_t>(p), a);
     if (inserted) { it->second.serial = next_allocation_serial_++; }
   } catch (...) {
-    std::free(p);
+    free_memory(p, a);
     throw;
+  }
+}
+
+void model_state::free_memory(void* p, allocation_record const& a)
+{
+  if (a.kind == allocation_kind::imported) {
+    return;  // the imported pool's mapping, which stays until the pool goes
+  }
+  if (a.pool != nullptr && a.pool->arena.base != nullptr) {
+    arena_free(a.pool->arena, p, a.size);
+  } else {
+    std::free(p);
+  }
+}
+
+namespace {
+
+std::uint64_t arena_length(std::size_t size)
+{
+  return (std::uint64_t{size} + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
+}
+
+}  // namespace
+
+bool model_state::create_arena(arena_state& arena)
+{
+  std::uint64_t const size = config().memory;
+  if (size == 0 || size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) { return false; }
+  int const fd = memfd_create("cuda_double_arena", MFD_CLOEXEC);
+  if (fd < 0) { return false; }
+  struct stat st {};
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || fstat(fd, &st) != 0) {
+    close(fd);
+    return false;
+  }
+  // MAP_NORESERVE: the arena is as large as the device, but only what is
+  // written is ever backed.
+  void* const base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) {
+    close(fd);
+    return false;
+  }
+  arena.fd = fd;
+  arena.base = static_cast<char*>(base);
+  arena.size = size;
+  arena.file_device = static_cast<std::uint64_t>(st.st_dev);
+  arena.file_inode = static_cast<std::uint64_t>(st.st_ino);
+  arena.free.clear();
+  arena.free.emplace(0, size);
+  return true;
+}
+
+void model_state::close_arena(arena_state& arena)
+{
+  if (arena.base != nullptr) { munmap(arena.base, arena.size); }
+  if (arena.fd >= 0) { close(arena.fd); }
+  arena = arena_state{};
+}
+
+void* model_state::arena_allocate(arena_state& arena, std::size_t size)
+{
+  std::uint64_t const length = arena_length(size);
+  // First fit: the lowest offset that has room, so freed ranges are reused.
+  for (auto it = arena.free.begin(); it != arena.free.end(); ++it) {
+    if (it->second < length) { continue; }
+    std::uint64_t const offset = it->first;
+    std::uint64_t const rest = it->second - length;
+    arena.free.erase(it);
+    if (rest != 0) { arena.free.emplace(offset + length, rest); }
+    return arena.base + offset;
+  }
+  return nullptr;
+}
+
+void model_state::arena_free(arena_state& arena, void* p, std::size_t size)
+{
+  std::uint64_t offset = static_cast<std::uint64_t>(static_cast<char*>(p) - arena.base);
+  std::uint64_t length = arena_length(size);
+  // Coalesce with the free neighbours, so that alloc/free cycles never fragment it.
+  auto next = arena.free.lower_bound(offset);
+  if (next != arena.free.end() && next->first == offset + length) {
+    length += next->second;
+    next = arena.free.erase(next);
+  }
+  if (next != arena.free.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      offset = prev->first;
+      length += prev->second;
+      arena.free.erase(prev);
+    }
+  }
+  arena.free.emplace(offset, length);
+}
+
+void model_state::arena_release_free_pages(arena_state& arena)
+{
+  if (arena.fd < 0) { return; }
+  auto const page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  for (auto const& [offset, length] : arena.free) {
+    std::uint64_t const first = (offset + page - 1) / page * page;
+    std::uint64_t const end = (offset + length) / page * page;
+    if (end > first) {
+      // Best effort: the bytes of free ranges are unspecified anyway.
+      (void)fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first),
+                      static_cast<off_t>(end - first));
+    }
   }
 }
 
@@ -214,7 +326,7 @@ operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t 
     if (pool.max_size != 0) { new_reserved = std::min(new_reserved, pool.max_size); }
     if (new_reserved - pool.reserved > free_bytes(pool.device)) { return operation_outcome::out_of_memory; }
   }
-  void* p = host_allocate(size);
+  void* p = pool.arena.base != nullptr ? arena_allocate(pool.arena, size) : host_allocate(size);
   if (p == nullptr) { return operation_outcome::out_of_memory; }
   insert_allocation(p, allocation_record{size, pool.device, &pool, allocation_kind::pool, capture});
   set_reserved(pool, new_reserved);
@@ -230,13 +342,15 @@ void model_state::release(void* p)
   if (it == allocations_.end()) { return; }
   allocation_record const a = it->second;
   allocations_.erase(it);
-  if (a.pool != nullptr) {
+  if (a.kind == allocation_kind::imported) {
+    // Never counted: the exporting process's pool holds these bytes.
+  } else if (a.pool != nullptr) {
     a.pool->used -= a.size;
   } else {
     device(a.device).used -= a.size;
     taken_changed(a.device);
   }
-  std::free(p);
+  free_memory(p, a);
 }
 
 void model_state::release_captured(std::uint64_t capture)
@@ -265,18 +379,99 @@ pool_state& model_state::create_pool(int d, unsigned handle_types, std::uint64_t
   pool->max_size = max_size;
   pool->is_default = is_default;
   pool->alive = false;  // until it is in live_pools_
+  // Memory another process can map: the POSIX file descriptor it exports
+  // names this arena (export_pool).
+  if ((handle_types & cudaMemHandleTypePosixFileDescriptor) != 0 && !create_arena(pool->arena)) {
+    throw std::bad_alloc();
+  }
   pool_state* raw = pool.get();
-  all_pools_.push_back(std::move(pool));
-  live_pools_.insert(raw);
+  try {
+    all_pools_.push_back(std::move(pool));
+    live_pools_.insert(raw);
+  } catch (...) {
+    close_arena(raw->arena);
+    throw;
+  }
   raw->alive = true;
   return *raw;
+}
+
+pool_state* model_state::find_imported_pool(std::uint64_t file_device, std::uint64_t file_inode)
+{
+  for (pool_state* pool : live_pools_) {
+    if (pool->imported && pool->arena.file_device == file_device && pool->arena.file_inode == file_inode) {
+      return pool;
+    }
+  }
+  return nullptr;
+}
+
+operation_outcome model_state::import_pool(int d, int fd, std::uint64_t file_device, std::uint64_t file_inode,
+                                           std::uint64_t size, pool_state*& out)
+{
+  // The mapping keeps the file alive: the caller may close its descriptor at once.
+  void* const base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) { return operation_outcome::out_of_memory; }
+  auto pool = std::make_unique<pool_state>();
+  pool->id = all_pools_.size() + 1;
+  pool->device = d;
+  pool->handle_types = cudaMemHandleTypePosixFileDescriptor;
+  pool->imported = true;
+  pool->arena.base = static_cast<char*>(base);
+  pool->arena.size = size;
+  pool->arena.file_device = file_device;
+  pool->arena.file_inode = file_inode;
+  pool_state* raw = pool.get();
+  try {
+    all_pools_.push_back(std::move(pool));
+    live_pools_.insert(raw);
+  } catch (...) {
+    munmap(base, size);
+    throw;
+  }
+  out = raw;
+  return operation_outcome::ok;
+}
+
+void* model_state::import_allocation(pool_state& pool, std::uint64_t offset, std::uint64_t size)
+{
+  char* const p = pool.arena.base + offset;
+  auto const start = reinterpret_cast<std::uintptr_t>(p);
+  auto same = allocations_.find(start);
+  if (same != allocations_.end() && same->second.size == size) {
+    return p;  // no reference count: one free ends it (as measured)
+  }
+  // Earlier imports whose bytes this block overlaps are stale (the exporter
+  // freed them and reused the bytes): they are forgotten.
+  auto it = allocations_.lower_bound(start);
+  if (it != allocations_.begin()) {
+    auto before = std::prev(it);
+    if (before->first + before->second.size > start) { it = before; }
+  }
+  while (it != allocations_.end() && it->first < start + size) {
+    it = it->second.pool == &pool ? allocations_.erase(it) : std::next(it);
+  }
+  insert_allocation(
+    p, allocation_record{static_cast<std::size_t>(size), pool.device, &pool, allocation_kind::imported, 0});
+  return p;
+}
+
+int model_state::imported_allocations() const
+{
+  int n = 0;
+  for (auto const& [address, a] : allocations_) {
+    if (a.kind == allocation_kind::imported) { ++n; }
+  }
+  return n;
 }
 
 void model_state::destroy_pool(pool_state& pool)
 {
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.pool == &pool) {
-      std::free(reinterpret_cast<void*>(it->first));
+      if (it->second.kind != allocation_kind::imported && pool.arena.base == nullptr) {
+        std::free(reinterpret_cast<void*>(it->first));
+      }
       it = allocations_.erase(it);
     } else {
       ++it;
@@ -284,6 +479,7 @@ void model_state::destroy_pool(pool_state& pool)
   }
   device(pool.device).reserved -= pool.reserved;
   taken_changed(pool.device);
+  close_arena(pool.arena);
   pool.reserved = 0;
   pool.used = 0;
   pool.alive = false;
@@ -292,6 +488,7 @@ void model_state::destroy_pool(pool_state& pool)
 
 void model_state::set_reserved(pool_state& pool, std::uint64_t reserved)
 {
+  if (reserved < pool.reserved) { arena_release_free_pages(pool.arena); }
   device_state& dev = device(pool.device);
   dev.reserved = dev.reserved - pool.reserved + reserved;
   pool.reserved = reserved;

@@ -83,6 +83,23 @@ CUDA_DOUBLE_INTERNAL configuration const& config();
 // tables by the libraries' version scripts (cuda_driver_double.map).
 enum class access_level : unsigned char { none = 0, read = 1, read_write = 3 };
 
+// Where the bytes of a pool that can be shared with other processes live
+// (pools created with the POSIX file descriptor handle type, and the pools
+// imported from them): one memfd per pool, the size of the device's memory
+// (sparse: only the pages written cost memory), mapped once, shared, so that
+// another process that maps the same file sees the same bytes. Plain data:
+// model_state creates and closes it (create_pool, import_pool, destroy_pool).
+struct arena_state {
+  int fd = -1;           // the memfd (close-on-exec); -1 in an imported pool (its mapping keeps the file)
+  char* base = nullptr;  // the mapping; nullptr: the pool has no arena (host memory per allocation)
+  std::uint64_t size = 0;
+  std::uint64_t file_device = 0;  // st_dev and st_ino of the memfd: what export data names
+  std::uint64_t file_inode = 0;
+  // The free ranges, offset -> length, coalesced (the exporting pool's only;
+  // an imported pool allocates nothing).
+  std::map<std::uint64_t, std::uint64_t> free;
+};
+
 struct pool_state {
   std::uint64_t id = 0;  // 1, 2, ... in order of creation, never reused
   int device = 0;
@@ -90,6 +107,11 @@ struct pool_state {
   std::uint64_t max_size = 0;  // 0: no limit but the device's memory
   bool is_default = false;
   bool alive = true;
+  // cuMemPoolExportToShareableHandle gave out a POSIX file descriptor: export
+  // data made from now on can be imported.
+  bool exported = false;
+  bool imported = false;  // made by cuMemPoolImportFromShareableHandle
+  arena_state arena;
   std::uint64_t reserved = 0;
   std::uint64_t used = 0;
   std::uint64_t reserved_high = 0;
@@ -145,13 +167,14 @@ struct graph_state {
   std::vector<char> nodes;  // one byte per node; the CUgraphNode tokens are their addresses
 };
 
-// What cuda_double_pointer_kind reports.
-enum class allocation_kind : int { runtime = 1, pool = 2, driver = 3 };
+// What cuda_double_pointer_kind reports. imported: cuMemPoolImportPointer's
+// (bytes of another pool's arena, never counted in the device's memory).
+enum class allocation_kind : int { runtime = 1, pool = 2, driver = 3, imported = 4 };
 
 struct allocation_record {
   std::size_t size = 0;
   int device = 0;
-  pool_state* pool = nullptr;  // set exactly for allocation_kind::pool
+  pool_state* pool = nullptr;  // set exactly for allocation_kind::pool and ::imported (the imported pool)
   allocation_kind kind = allocation_kind::runtime;
   std::uint64_t capture = 0;  // the capture that allocated it (a graph's memory); 0: none
   std::uint64_t serial = 0;   // 1, 2, ... in order of allocation, never reused (even for a reused address)
@@ -189,8 +212,9 @@ struct counter_set {
     captures_invalidated{0}, captured_operations{0}, primary_context_resets{0}, free_async_legacy_stream{0},
     free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
     peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
-    pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0};
-  static constexpr std::size_t counter_count = 30;
+    pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0}, pool_handle_imports{0},
+    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0};
+  static constexpr std::size_t counter_count = 34;
   std::array<std::atomic<unsigned long long>*, counter_count> all()
   {
     return {&native_mallocs,
@@ -222,7 +246,11 @@ struct counter_set {
             &pool_access_owner_entries,
             &pool_handle_exports,
             &pool_pointer_exports,
-            &ipc_mem_handles};
+            &ipc_mem_handles,
+            &pool_handle_imports,
+            &pool_pointer_imports,
+            &ipc_mem_opens,
+            &ipc_mem_closes};
   }
 };
 static_assert(sizeof(cuda_double_counters) == counter_set::counter_count * sizeof(unsigned long long));
@@ -279,6 +307,19 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // What `device` may do with the pool's memory (its own device: read_write).
   static access_level pool_access(pool_state const& pool, int device);
   void set_pool_access(pool_state& pool, int device, access_level access);  // device: not the pool's own
+  // Sharing between processes. A pool created with the POSIX file descriptor
+  // handle type has an arena (create_pool throws std::bad_alloc when the
+  // system refuses one).
+  // The live imported pool that maps the arena file (st_dev, st_ino), if any.
+  pool_state* find_imported_pool(std::uint64_t file_device, std::uint64_t file_inode);
+  // Maps the arena file behind fd (which the caller keeps) into a new imported
+  // pool on `device`.
+  operation_outcome import_pool(int device, int fd, std::uint64_t file_device, std::uint64_t file_inode,
+                                std::uint64_t size, pool_state*& out);
+  // Registers [base + offset, + size) of an imported pool as an imported
+  // allocation; the same block imported again gives the same pointer.
+  void* import_allocation(pool_state& pool, std::uint64_t offset, std::uint64_t size);
+  int imported_allocations() const;  // live ones
 
   // Peer access (cuCtxEnablePeerAccess): whether `from` may access `to`'s memory.
   static bool peer_enabled(context_state const& from, context_state const& to) { return from.peers.count(&to) != 0; }
@@ -354,6 +395,15 @@ class CUDA_DOUBLE_INTERNAL model_state {
 
   void* host_allocate(std::size_t size);
   void insert_allocation(void* p, allocation_record const& a);
+  // The memory of an allocation goes back where it came from: the pool's
+  // arena, host memory, or (imported) nowhere.
+  void free_memory(void* p, allocation_record const& a);
+  static bool create_arena(arena_state& arena);
+  static void close_arena(arena_state& arena);
+  static void* arena_allocate(arena_state& arena, std::size_t size);  // nullptr: no free range fits
+  static void arena_free(arena_state& arena, void* p, std::size_t size);
+  // The whole pages of the free ranges go back to the system (a trim).
+  static void arena_release_free_pages(arena_state& arena);
   // After this process's used or reserved bytes on `device` changed: tells
   // the processes sharing the devices (shared_devices.hpp).
   void taken_changed(int device);

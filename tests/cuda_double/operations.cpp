@@ -3,12 +3,15 @@
 // through the internal API.
 #include "operations.hpp"
 
-#include <sys/eventfd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <string>
 
 namespace cuda_double::operations {
 namespace {
@@ -179,7 +182,8 @@ operation_outcome get_pool_attribute(cudaMemPool_t handle, int attr, void* value
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state const* pool = m.find_pool(handle);
-  if (pool == nullptr) { return operation_outcome::invalid_value; }
+  // An imported pool has no attributes to read (as measured on an H200).
+  if (pool == nullptr || pool->imported) { return operation_outcome::invalid_value; }
   return model_state::get_pool_attribute(*pool, attr, value);
 }
 
@@ -240,7 +244,8 @@ operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t siz
   model_state& m = model();
   mutex_lock lock(m.mu);
   pool_state* pool = m.find_pool(handle);
-  if (pool == nullptr) { return operation_outcome::invalid_value; }
+  // Imported pools cannot allocate (cuda.h says so).
+  if (pool == nullptr || pool->imported) { return operation_outcome::invalid_value; }
   int device = 0;  // the pool decides where the memory is
   if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
@@ -699,17 +704,59 @@ operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const&
 
 namespace {
 
-// What the double writes into an exported handle or export data: enough to
-// tell the exported things apart (never read back: importing is not modelled).
+// What the double writes into a fabric handle or a legacy IPC handle.
 struct share_data {
-  char magic[8];             // "cdpool", "cdfabric", "cdptr" or "cdipc"
+  char magic[8];             // "cdfabric" or "cdipc"
   std::uint64_t pool = 0;    // pool_state::id (0 for an IPC handle)
   std::uint64_t serial = 0;  // allocation_record::serial (0 for a pool handle)
   std::uint64_t address = 0;
   std::uint64_t size = 0;
   std::int32_t device = 0;
+  std::int32_t process = 0;  // the maker's pid (IPC handles): opening one in the same process is an error
 };
 static_assert(sizeof(share_data) <= share_data_size);
+
+// What cuMemPoolExportPointer writes: enough for another process to find the
+// bytes (the arena file, the offset in it) and to refuse what it cannot import.
+struct pointer_export_data {
+  char magic[8];                  // "cdptr"
+  std::uint64_t pool = 0;         // the exporter's pool_state::id
+  std::uint64_t serial = 0;       // allocation_record::serial
+  std::uint64_t file_device = 0;  // the arena's st_dev and st_ino; 0 without an arena (fabric only)
+  std::uint64_t file_inode = 0;
+  std::uint64_t offset = 0;  // in the arena
+  std::uint64_t size = 0;
+  std::int32_t device = 0;
+  std::uint32_t flags = 0;  // pointer_export_importable
+};
+static_assert(sizeof(pointer_export_data) == share_data_size);
+// Set when the pool had been exported (cuMemPoolExportToShareableHandle, a
+// POSIX file descriptor) before the data was made: data made before cannot be
+// imported (as measured on an H200).
+constexpr std::uint32_t pointer_export_importable = 1;
+
+template <class Data>
+void write_bytes(void* out, Data const& d)
+{
+  unsigned char bytes[share_data_size] = {};
+  std::memcpy(bytes, &d, sizeof d);
+  std::memcpy(out, bytes, sizeof bytes);
+}
+
+template <class Data>
+Data read_bytes(void const* in)
+{
+  Data d{};
+  std::memcpy(&d, in, sizeof d);
+  return d;
+}
+
+bool has_magic(char const (&field)[8], char const* magic)
+{
+  char expected[8] = {};
+  std::memcpy(expected, magic, std::min(std::strlen(magic), sizeof expected));
+  return std::memcmp(field, expected, sizeof expected) == 0;
+}
 
 void write_share_data(void* out, char const* magic, std::uint64_t pool, allocation_record const* a, void const* p)
 {
@@ -721,13 +768,24 @@ void write_share_data(void* out, char const* magic, std::uint64_t pool, allocati
     d.address = reinterpret_cast<std::uintptr_t>(p);
     d.size = a->size;
     d.device = a->device;
+    d.process = static_cast<std::int32_t>(getpid());
   }
-  unsigned char bytes[share_data_size] = {};
-  std::memcpy(bytes, &d, sizeof d);
-  std::memcpy(out, bytes, sizeof bytes);
+  write_bytes(out, d);
 }
 
 bool single_handle_type(unsigned t) { return t != 0 && (t & (t - 1)) == 0; }
+
+// Whether fd is an arena of a driver double (model_state::create_arena): a
+// memfd of that name, whichever process made it.
+bool is_arena(int fd, struct stat& st)
+{
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) { return false; }
+  std::string const link = "/proc/self/fd/" + std::to_string(fd);
+  char target[256] = {};
+  ssize_t const n = readlink(link.c_str(), target, sizeof target - 1);
+  static constexpr char prefix[] = "/memfd:cuda_double_arena";
+  return n > 0 && std::strncmp(target, prefix, sizeof prefix - 1) == 0;
+}
 
 }  // namespace
 
@@ -737,17 +795,21 @@ operation_outcome export_pool(cudaMemPool_t handle, unsigned handle_type, unsign
   if (handle_out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
-  pool_state const* pool = m.find_pool(handle);
-  if (pool == nullptr || flags != 0) { return operation_outcome::invalid_value; }
+  pool_state* pool = m.find_pool(handle);
+  // An imported pool is not exported again (not measured; the double refuses it).
+  if (pool == nullptr || pool->imported || flags != 0) { return operation_outcome::invalid_value; }
   // Exactly one handle type, one the pool was created with.
   if (!single_handle_type(handle_type) || (pool->handle_types & handle_type) == 0) {
     return operation_outcome::invalid_value;
   }
   switch (handle_type) {
     case cudaMemHandleTypePosixFileDescriptor: {
-      int const fd = eventfd(0, EFD_CLOEXEC);  // a real descriptor, the caller's to close
+      // A new descriptor of the pool's arena, the caller's to close: another
+      // process that imports it maps the same bytes.
+      int const fd = fcntl(pool->arena.fd, F_DUPFD_CLOEXEC, 0);
       if (fd < 0) { return operation_outcome::out_of_memory; }
       *static_cast<int*>(handle_out) = fd;
+      pool->exported = true;
       break;
     }
     case cudaMemHandleTypeFabric:
@@ -768,9 +830,26 @@ operation_outcome export_pool_pointer(void const* p, void* out)
   if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
+  // The start of a block (an interior pointer: invalid_value, as measured) of
+  // a pool made with a handle type; imported memory is not exported again.
   allocation_record const* a = m.find_allocation(p);
-  if (a == nullptr || a->pool == nullptr || a->pool->handle_types == 0) { return operation_outcome::invalid_value; }
-  write_share_data(out, "cdptr", a->pool->id, a, p);
+  if (a == nullptr || a->kind != allocation_kind::pool || a->pool->handle_types == 0) {
+    return operation_outcome::invalid_value;
+  }
+  pool_state const& pool = *a->pool;
+  pointer_export_data d{};
+  std::memcpy(d.magic, "cdptr", 5);
+  d.pool = pool.id;
+  d.serial = a->serial;
+  d.size = a->size;
+  d.device = a->device;
+  if (pool.arena.base != nullptr) {
+    d.file_device = pool.arena.file_device;
+    d.file_inode = pool.arena.file_inode;
+    d.offset = static_cast<std::uint64_t>(static_cast<char const*>(p) - pool.arena.base);
+    if (pool.exported) { d.flags = pointer_export_importable; }
+  }
+  write_bytes(out, d);
   m.counters.pool_pointer_exports.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
@@ -781,10 +860,100 @@ operation_outcome ipc_mem_handle(void const* p, void* out)
   model_state& m = model();
   mutex_lock lock(m.mu);
   allocation_record const* a = m.find_allocation(p);
-  // cudaMalloc / cuMemAlloc memory only: pool memory has no legacy IPC handle.
+  // cudaMalloc / cuMemAlloc memory only: pool memory (imported included) has
+  // no legacy IPC handle.
   if (a == nullptr || a->pool != nullptr) { return operation_outcome::invalid_value; }
   write_share_data(out, "cdipc", 0, a, p);
   m.counters.ipc_mem_handles.fetch_add(1, std::memory_order_relaxed);
+  return operation_outcome::ok;
+}
+
+operation_outcome import_pool(int device, void* handle, unsigned handle_type, unsigned long long flags,
+                              cudaMemPool_t* out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (out == nullptr || handle_type != cudaMemHandleTypePosixFileDescriptor || flags != 0) {
+    return operation_outcome::invalid_value;
+  }
+  auto const fd = static_cast<int>(reinterpret_cast<std::intptr_t>(handle));
+  struct stat st {};
+  if (!is_arena(fd, st)) { return operation_outcome::invalid_value; }
+  auto const file_device = static_cast<std::uint64_t>(st.st_dev);
+  auto const file_inode = static_cast<std::uint64_t>(st.st_ino);
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  // The same arena again: the same pool (as measured on an H200).
+  pool_state* pool = m.find_imported_pool(file_device, file_inode);
+  if (pool == nullptr) {
+    if (operation_outcome o =
+          m.import_pool(device, fd, file_device, file_inode, static_cast<std::uint64_t>(st.st_size), pool);
+        o != operation_outcome::ok) {
+      return o;
+    }
+  }
+  *out = reinterpret_cast<cudaMemPool_t>(pool);
+  m.counters.pool_handle_imports.fetch_add(1, std::memory_order_relaxed);
+  return operation_outcome::ok;
+}
+
+operation_outcome import_pool_pointer(cudaMemPool_t handle, void const* data, void** out)
+{
+  if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
+  if (out == nullptr || data == nullptr) { return operation_outcome::invalid_value; }
+  auto const d = read_bytes<pointer_export_data>(data);
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  pool_state* pool = m.find_pool(handle);
+  if (pool == nullptr || !pool->imported) { return operation_outcome::invalid_value; }
+  // Data of this pool's arena, made after the exporter exported the pool, for
+  // a block inside the arena.
+  if (!has_magic(d.magic, "cdptr") || (d.flags & pointer_export_importable) == 0 ||
+      d.file_device != pool->arena.file_device || d.file_inode != pool->arena.file_inode || d.size == 0 ||
+      d.offset > pool->arena.size || d.size > pool->arena.size - d.offset) {
+    return operation_outcome::invalid_value;
+  }
+  *out = m.import_allocation(*pool, d.offset, d.size);
+  m.counters.pool_pointer_imports.fetch_add(1, std::memory_order_relaxed);
+  return operation_outcome::ok;
+}
+
+operation_outcome open_ipc_mem_handle(void const* handle, unsigned flags, void** out)
+{
+  if (out == nullptr || handle == nullptr) { return operation_outcome::invalid_value; }
+  // Exactly CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (0 or 2: invalid, as measured).
+  if (flags != cudaIpcMemLazyEnablePeerAccess) { return operation_outcome::invalid_value; }
+  auto const d = read_bytes<share_data>(handle);
+  if (!has_magic(d.magic, "cdipc")) {
+    return operation_outcome::invalid_value;  // not made by the driver (zeros, random bytes: as measured)
+  }
+  if (d.process == static_cast<std::int32_t>(getpid())) {
+    return operation_outcome::invalid_context;  // opened in the process that made it (as measured)
+  }
+  // The real driver maps another process's cudaMalloc memory here; the double
+  // cannot (that memory is the other process's private heap), so the handle
+  // is refused. Legacy IPC of pool memory, which the double can share, goes
+  // through the pool imports instead.
+  return operation_outcome::invalid_value;
+}
+
+operation_outcome close_ipc_mem_handle(void const* /*p*/)
+{
+  // Only what cuIpcOpenMemHandle mapped can be closed, and the double never
+  // maps anything there (open_ipc_mem_handle): every pointer is one that was
+  // never opened. ipc_mem_closes stays 0 with ipc_mem_opens.
+  return operation_outcome::invalid_value;
+}
+
+// ---- pointer queries
+
+operation_outcome address_range(void const* p, void** base, std::size_t* size)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  auto const [start, a] = m.allocation_containing(p);
+  if (a == nullptr) { return operation_outcome::not_found; }
+  if (base != nullptr) { *base = start; }
+  if (size != nullptr) { *size = a->size; }
   return operation_outcome::ok;
 }
 

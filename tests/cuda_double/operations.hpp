@@ -1,7 +1,8 @@
 // operations.hpp: the CUDA operations of the doubles (allocation, pools,
 // stream-ordered allocation, copies, streams, events, stream capture, graphs,
-// synchronization, reset, peer and pool access, exports), each done once, on
-// the model, with its checks in the order the real APIs make them.
+// synchronization, reset, peer and pool access, exports, imports and legacy
+// IPC), each done once, on the model, with its checks in the order the real
+// APIs make them.
 //
 // INTERNAL (exported by libcuda.so.1 for libcudart_double.so only; see
 // model.hpp). An exported CUDA function of either double does what only its API
@@ -9,7 +10,7 @@
 // then calls one of these and maps the operation_outcome to its own error code. So the
 // two APIs cannot drift apart. The runtime double calls the memory and pool
 // operations directly; the stream, event, capture, graph, synchronization,
-// reset, peer access, pool access and export ones only the driver double
+// reset, peer access, pool access, export, import and IPC ones only the driver double
 // calls, and the runtime reaches them through the driver functions it fetched
 // with cuGetProcAddress_v2 (never through an exported symbol), as the real
 // runtime does.
@@ -186,7 +187,7 @@ CUDA_DOUBLE_INTERNAL operation_outcome set_pool_access(cudaMemPool_t handle, acc
 CUDA_DOUBLE_INTERNAL operation_outcome get_pool_access(cudaMemPool_t handle, access_descriptor const& location,
                                                        unsigned* flags);
 
-// ---- sharing between processes (the exporting half only)
+// ---- sharing between processes
 
 // The size of CUmemPoolPtrExportData, cudaMemPoolPtrExportData,
 // CUmemFabricHandle, CUipcMemHandle and cudaIpcMemHandle_t.
@@ -199,5 +200,20 @@ CUDA_DOUBLE_INTERNAL operation_outcome export_pool(cudaMemPool_t handle, unsigne
 // out: share_data_size bytes, or nullptr (invalid_value).
 CUDA_DOUBLE_INTERNAL operation_outcome export_pool_pointer(void const* p, void* out);
 CUDA_DOUBLE_INTERNAL operation_outcome ipc_mem_handle(void const* p, void* out);
+// handle: a POSIX file descriptor cast to a pointer; the pool is imported on
+// `device` (the current context's).
+CUDA_DOUBLE_INTERNAL operation_outcome import_pool(int device, void* handle, unsigned handle_type,
+                                                   unsigned long long flags, cudaMemPool_t* out);
+// data: share_data_size bytes of export_pool_pointer, or nullptr (invalid_value).
+CUDA_DOUBLE_INTERNAL operation_outcome import_pool_pointer(cudaMemPool_t handle, void const* data, void** out);
+// Legacy IPC: handle is share_data_size bytes; flags the CU_IPC_MEM_* flags.
+CUDA_DOUBLE_INTERNAL operation_outcome open_ipc_mem_handle(void const* handle, unsigned flags, void** out);
+CUDA_DOUBLE_INTERNAL operation_outcome close_ipc_mem_handle(void const* p);
+
+// ---- pointer queries
+
+// cuMemGetAddressRange: the live allocation containing p (any kind); base and
+// size may be nullptr. not_found when p is in none.
+CUDA_DOUBLE_INTERNAL operation_outcome address_range(void const* p, void** base, std::size_t* size);
 
 }  // namespace cuda_double::operations

@@ -30,6 +30,7 @@ enum class operation_outcome {
   peer_already_enabled,  // enabling peer access twice
   peer_not_enabled,      // disabling peer access that is not enabled
   not_permitted,         // exporting a fabric handle without IMEX (CUDA_DOUBLE_FABRIC_OK unset)
+  not_found,             // cuMemGetAddressRange of memory that is no allocation's
 };
 
 }  // namespace cuda_double

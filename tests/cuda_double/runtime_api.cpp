@@ -10,7 +10,7 @@
 //     ...): the internal API (operations.hpp), whose operation_outcome is mapped to a
 //     cudaError_t here;
 //   * streams, events, stream capture, graphs, synchronization, reset, peer
-//     access, pool access, pool exports and legacy IPC: the driver's CUDA
+//     access, pool access, pool exports and imports and legacy IPC: the driver's CUDA
 //     functions, through pointers fetched once with
 //     cuGetProcAddress_v2 (itself found with dlsym on the loaded
 //     libcuda.so.1), never through a call of an exported symbol by name, so
@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <new>
 
@@ -64,6 +65,7 @@ static_assert(int{cudaMemAccessFlagsProtReadWrite} == int{CU_MEM_ACCESS_FLAGS_PR
 static_assert(sizeof(cudaMemPoolPtrExportData) == sizeof(CUmemPoolPtrExportData));
 static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(CUipcMemHandle));
 static_assert(unsigned{cudaMemHandleTypeFabric} == unsigned{CU_MEM_HANDLE_TYPE_FABRIC});
+static_assert(unsigned{cudaMemHandleTypePosixFileDescriptor} == unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
 
 namespace {
 
@@ -160,6 +162,7 @@ cudaError_t to_cuda_error(operation_outcome outcome)
     case operation_outcome::peer_already_enabled: return cudaErrorPeerAccessAlreadyEnabled;
     case operation_outcome::peer_not_enabled: return cudaErrorPeerAccessNotEnabled;
     case operation_outcome::not_permitted: return cudaErrorNotPermitted;
+    case operation_outcome::not_found: return cudaErrorSymbolNotFound;  // as from_cu_result's CUDA_ERROR_NOT_FOUND
   }
   return cudaErrorUnknown;
 }
@@ -235,6 +238,10 @@ struct driver_entry_points {
   decltype(&::cuMemPoolExportToShareableHandle) mem_pool_export_to_shareable_handle = nullptr;
   decltype(&::cuMemPoolExportPointer) mem_pool_export_pointer = nullptr;
   decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
+  decltype(&::cuMemPoolImportFromShareableHandle) mem_pool_import_from_shareable_handle = nullptr;
+  decltype(&::cuMemPoolImportPointer) mem_pool_import_pointer = nullptr;
+  decltype(&::cuIpcOpenMemHandle_v2) ipc_open_mem_handle = nullptr;
+  decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
   decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
 };
 
@@ -290,6 +297,10 @@ driver_entry_points const& driver()
     fetch(get, "cuMemPoolExportToShareableHandle", out.mem_pool_export_to_shareable_handle);
     fetch(get, "cuMemPoolExportPointer", out.mem_pool_export_pointer);
     fetch(get, "cuIpcGetMemHandle", out.ipc_get_mem_handle);
+    fetch(get, "cuMemPoolImportFromShareableHandle", out.mem_pool_import_from_shareable_handle);
+    fetch(get, "cuMemPoolImportPointer", out.mem_pool_import_pointer);
+    fetch(get, "cuIpcOpenMemHandle", out.ipc_open_mem_handle);
+    fetch(get, "cuIpcCloseMemHandle", out.ipc_close_mem_handle);
     return out;
   }();
   return d;
@@ -306,6 +317,7 @@ cudaError_t call(F driver_entry_points::*entry, Args... args)
 }
 
 CUdeviceptr as_deviceptr(void const* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+void* as_pointer(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
 
 // The primary context of a valid `device`, as the real runtime holds the
 // contexts it works with: retained through the driver (cuDevicePrimaryCtxRetain)
@@ -755,6 +767,32 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoo
   });
 }
 
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolImportFromShareableHandle(cudaMemPool_t* memPool,
+                                                                           void* shareableHandle,
+                                                                           enum cudaMemAllocationHandleType handleType,
+                                                                           unsigned int flags)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    return call(&driver_entry_points::mem_pool_import_from_shareable_handle, memPool, shareableHandle,
+                static_cast<CUmemAllocationHandleType>(handleType), static_cast<unsigned long long>(flags));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolImportPointer(void** ptr, cudaMemPool_t memPool,
+                                                               struct cudaMemPoolPtrExportData* exportData)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (ptr == nullptr) { return cudaErrorInvalidValue; }
+    CUdeviceptr p = 0;
+    cudaError_t const e = call(&driver_entry_points::mem_pool_import_pointer, &p, memPool,
+                               reinterpret_cast<CUmemPoolPtrExportData*>(exportData));
+    if (e == cudaSuccess) { *ptr = as_pointer(p); }
+    return e;
+  });
+}
+
 // ---------------------------------------------------------------- legacy IPC (through the driver)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr)
@@ -763,6 +801,28 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* ha
     context_device();
     return call(&driver_entry_points::ipc_get_mem_handle, reinterpret_cast<CUipcMemHandle*>(handle),
                 as_deviceptr(devPtr));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (devPtr == nullptr) { return cudaErrorInvalidValue; }
+    CUipcMemHandle h{};  // the same 64 bytes (checked above)
+    std::memcpy(&h, &handle, sizeof h);
+    CUdeviceptr p = 0;
+    cudaError_t const e = call(&driver_entry_points::ipc_open_mem_handle, &p, h, flags);
+    if (e == cudaSuccess) { *devPtr = as_pointer(p); }
+    return e;
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void* devPtr)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    return call(&driver_entry_points::ipc_close_mem_handle, as_deviceptr(devPtr));
   });
 }
 
