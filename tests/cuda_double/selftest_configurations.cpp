@@ -165,6 +165,10 @@ char const* const runtime_lookups[] = {"cuStreamCreate",
                                        "cuMemPoolExportToShareableHandle",
                                        "cuMemPoolExportPointer",
                                        "cuIpcGetMemHandle",
+                                       "cuMemPoolImportFromShareableHandle",
+                                       "cuMemPoolImportPointer",
+                                       "cuIpcOpenMemHandle",
+                                       "cuIpcCloseMemHandle",
                                        "cuMemGetInfo"};
 
 bool runtime_lookups_are(unsigned long long expected)

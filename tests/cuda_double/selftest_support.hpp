@@ -20,6 +20,9 @@
 //   FabricOk     CUDA_DOUBLE_FABRIC_OK=1
 //   RuntimeLookups  no variable set, and the runtime double has not fetched
 //                its driver entry points yet: runs alone, in a process of its own
+//   IpcChild     the child process of CudaDouble.TwoProcessesSharePoolMemory
+//                (selftest_ipc.cpp), which passes it what to import; never
+//                run by CMake directly
 // Under ctest CUDA_DOUBLE_SELFTEST_STRICT=1 turns those skips into failures, so
 // that a configuration gone wrong cannot pass by skipping everything.
 #pragma once
