@@ -2,7 +2,8 @@
 # The whole GPU check in one command, on a machine with a CUDA GPU: configures
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
 # -dev packages are missing), runs the CPU tier, the GPU tier, the ordering
-# stress in each mode, compute-sanitizer, the PyTorch same-losses check, the
+# stress in each mode, compute-sanitizer, the PyTorch same-losses check, legacy
+# IPC between processes (probe scenarios, costs, PyTorch tensor sharing), the
 # shared-GPU checks (memory info, neighbours, processes starting together), with
 # two GPUs or more the two-GPU tests (with their per-device lines) and a
 # two-process torchrun job (TORCHRUN_ROUNDS rounds, default 3), and
@@ -62,6 +63,23 @@ run_ctest "GPU tier" ctest-gpu.log -L gpu -E "$excluded" || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
 
 shim=$PWD/$build/shim/libasyncshim.so
+
+# Legacy IPC between processes (tests/shim/ipc_probe.cpp: simpleIPC-style
+# sharing, open/close semantics, the exporter freeing or exiting, an importer
+# without the shim, of another user, in another PID namespace), each natively
+# and under the shim, from the GPU tier; then what it costs (tests/gpu/ipc_costs.cu).
+note "legacy IPC (each scenario natively and under the shim):"
+while read -r l; do note "    $l"; done < <(grep -E 'gpu\.ipc\.' "$logs/gpu-tests.txt" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +/ /g')
+costs=$PWD/$build/tests/gpu/ipc_costs
+if [[ -x $costs ]]; then
+  "$costs" release >"$logs/ipc-costs-release.txt" 2>&1
+  while read -r l; do note "    $l"; done <"$logs/ipc-costs-release.txt"
+  for arm in native shim; do
+    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
+    env "${preload[@]}" timeout 120 "$costs" latency >"$logs/ipc-costs-latency-$arm.txt" 2>&1
+    while read -r l; do note "    $arm: $l"; done < <(grep -v '^asyncshim' "$logs/ipc-costs-latency-$arm.txt")
+  done
+fi
 
 # A shared GPU (tests/gpu/sharing_check.py): natively, under the shim's
 # defaults, and for the record under its former defaults (half-free, no idle
@@ -135,6 +153,15 @@ echo "$torch_out" >"$logs/torch.log"
 [[ $torch_status -eq 0 ]] || failed=1
 note "PyTorch same losses (exit $torch_status):"
 while read -r l; do note "    $l"; done < <(echo "$torch_out" | tail -4)
+
+# PyTorch tensors shared by torch.multiprocessing (legacy IPC), natively and
+# under the shim, with the caching allocator and without.
+ipc_out=$(python3 tests/gpu/torch_ipc.py --shim "$shim" --timeout 60 --log-dir "$logs" 2>&1)
+ipc_status=$?
+echo "$ipc_out" >"$logs/torch-ipc.log"
+[[ $ipc_status -eq 0 ]] || failed=1
+note "PyTorch tensor sharing, torch.multiprocessing (exit $ipc_status):"
+while read -r l; do note "    $l"; done < <(echo "$ipc_out" | grep -E '^(torch ipc|SKIP)')
 
 # With two GPUs or more: the two-GPU tests, verbosely, for their per-device
 # lines; then a two-process PyTorch job (torchrun, NCCL all-reduce

@@ -169,12 +169,12 @@ bool channel_ready(shim_state& s) noexcept
 void say_if_never_opened() noexcept
 {
   shim_state* s = existing_state();
-  if (s == nullptr || s->exports.requested() || s->exports.size() == 0) { return; }
+  if (s == nullptr || s->exports.requested() || s->exports.ever_exported() == 0) { return; }
   log::warn("{} legacy IPC handle(s) of pool memory (cudaIpcGetMemHandle) were given out and no process opened one "
             "through asyncshim: such a handle opens only in a process of the same user that runs under asyncshim "
             "(LD_PRELOAD=libasyncshim.so) on the same host; elsewhere cudaIpcOpenMemHandle returns "
             "cudaErrorInvalidValue. Run the exporting process with ASYNCSHIM_DISABLE=1 to share with such processes",
-            s->exports.size());
+            s->exports.ever_exported());
 }
 
 // The pool's descriptor for importers of `device`'s blocks, made once.
@@ -185,8 +185,8 @@ CUresult pool_share_ready(shim_state& s, int device, cuda_async_memory_resource&
     auto const& drv = driver();
     if (drv.mem_pool_export_to_shareable_handle == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
     int fd = -1;
-    CUresult const r = drv.mem_pool_export_to_shareable_handle(
-      &fd, reinterpret_cast<CUmemoryPool>(pool.pool_handle()), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    CUresult const r = drv.mem_pool_export_to_shareable_handle(&fd, reinterpret_cast<CUmemoryPool>(pool.pool_handle()),
+                                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS) { return r; }
     (void)s.exports.keep_pool_share(device, fd);
     return CUDA_SUCCESS;
@@ -259,9 +259,9 @@ CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record c
   identity.uid = static_cast<std::uint32_t>(geteuid());
   identity.pid = static_cast<std::uint32_t>(getpid());
   try {
-    std::size_t const before = s.exports.size();
+    std::uint64_t const before = s.exports.ever_exported();
     ipc_handle_bytes const made = s.exports.add(block, identity);
-    if (s.exports.size() > before && s.stats != nullptr) { s.stats->block_exported(record.device); }
+    if (s.exports.ever_exported() > before && s.stats != nullptr) { s.stats->block_exported(record.device); }
     std::memcpy(handle->reserved, made.data(), made.size());
   } catch (...) {
     return CUDA_ERROR_OUT_OF_MEMORY;

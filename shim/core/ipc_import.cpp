@@ -44,16 +44,14 @@ void say_unreachable(ipc_handle const& h, int error) noexcept
   log::warn("cudaIpcOpenMemHandle: cannot reach the asyncshim process that made this handle ({}): {}. The "
             "exporting process has exited, or runs in another network namespace (container) than this one; "
             "cudaErrorInvalidValue is returned",
-            origin(h), error == ECONNREFUSED || error == ENOENT ? "nobody listens on its channel" : std::strerror(error));
+            origin(h),
+            error == ECONNREFUSED || error == ENOENT ? "nobody listens on its channel" : std::strerror(error));
 }
 
 struct answer {
   ipc_reply reply;
   int pool_fd = -1;
   bool received = false;
-  // The exporter is in a PID namespace other than this process's: its pid as
-  // seen from here is not the one it wrote into the handle.
-  bool other_pid_namespace = false;
 };
 
 answer ask_exporter(ipc_handle const& h) noexcept
@@ -72,8 +70,6 @@ answer ask_exporter(ipc_handle const& h) noexcept
               origin(h), static_cast<unsigned long>(peer), static_cast<unsigned long>(geteuid()));
     return a;
   }
-  pid_t const seen = peer_process(connection);
-  a.other_pid_namespace = seen >= 0 && static_cast<std::uint32_t>(seen) != h.pid;
   ipc_request request;
   request.block = h.block;
   if (send_message(connection, &request, sizeof request)) {
@@ -108,19 +104,10 @@ void say_refused(ipc_handle const& h, ipc_status status) noexcept
   }
 }
 
-// The driver imports pool memory only within one PID namespace (native
-// legacy IPC fails there the same way: CUDA_ERROR_OPERATING_SYSTEM on an H200).
-void say_import_failed(char const* what, ipc_handle const& h, answer const& a, CUresult r) noexcept
+void say_import_failed(char const* what, ipc_handle const& h, CUresult r) noexcept
 {
-  if (a.other_pid_namespace) {
-    log::warn("cudaIpcOpenMemHandle: cannot import the {} of the process that made this handle ({}): {}. That process "
-              "runs in another PID namespace, and the CUDA driver shares memory only within one (native legacy IPC "
-              "fails there too): run both in one PID namespace (e.g. docker run --pid=host)",
-              what, origin(h), cuda_status{r});
-  } else {
-    log::warn("cudaIpcOpenMemHandle: cannot import the {} of the process that made this handle ({}): {}", what,
-              origin(h), cuda_status{r});
-  }
+  log::warn("cudaIpcOpenMemHandle: cannot import the {} of the process that made this handle ({}): {}", what, origin(h),
+            cuda_status{r});
 }
 
 // The exporter's pool, imported from the descriptor that came with the answer (and closed here).
@@ -134,8 +121,7 @@ CUresult imported_pool(shim_state& s, ipc_handle const& h, answer const& a, CUme
   }
   if (a.pool_fd < 0 || drv.mem_pool_import_from_shareable_handle == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
   CUresult const r = drv.mem_pool_import_from_shareable_handle(
-    &pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(a.pool_fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-    0);
+    &pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(a.pool_fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   (void)close(a.pool_fd);  // the import keeps what it needs
   if (r != CUDA_SUCCESS) { return r; }
   (void)s.imports.keep_pool(h.exporter, a.reply.device, a.reply.pool_generation, pool);
@@ -184,16 +170,16 @@ CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, 
   auto const& drv = driver();
   CUmemoryPool pool = nullptr;
   if (CUresult const r = imported_pool(s, h, a, pool); r != CUDA_SUCCESS) {
-    say_import_failed("pool", h, a, r);
+    say_import_failed("pool", h, r);
     return r;
   }
   CUmemPoolPtrExportData data{};
   std::memcpy(&data, a.reply.data.data(), sizeof data);
   CUdeviceptr imported = 0;
-  CUresult const r =
-    drv.mem_pool_import_pointer != nullptr ? drv.mem_pool_import_pointer(&imported, pool, &data) : CUDA_ERROR_INVALID_VALUE;
+  CUresult const r = drv.mem_pool_import_pointer != nullptr ? drv.mem_pool_import_pointer(&imported, pool, &data)
+                                                            : CUDA_ERROR_INVALID_VALUE;
   if (r != CUDA_SUCCESS) {
-    say_import_failed("block", h, a, r);
+    say_import_failed("block", h, r);
     return r;
   }
   give_current_device_access(pool, imported);
@@ -207,6 +193,7 @@ CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, 
     CUdevice device = 0;
     if (drv.ctx_get_device == nullptr || drv.ctx_get_device(&device) != CUDA_SUCCESS) { device = -1; }
     s.stats->block_imported(device);
+    report_at_exit(s.sources);  // a process that only imports has its report too
   }
   *ptr = imported;
   log::debug("cudaIpcOpenMemHandle: block {} of {} ({}) opened at {:#x}", h.block, origin(h), byte_count{h.size},
@@ -224,7 +211,8 @@ CUresult asyncshim_hook_ipc_open_mem_handle(CUdeviceptr* ptr, CUipcMemHandle han
   std::optional<ipc_handle> const ours = decode_ipc_handle(reinterpret_cast<unsigned char const*>(handle.reserved));
   shim_state* s = ours ? active_state() : nullptr;
   if (s == nullptr) {  // a driver handle, or the shim is off here: the driver answers
-    return drv.ipc_open_mem_handle != nullptr ? drv.ipc_open_mem_handle(ptr, handle, flags) : CUDA_ERROR_NOT_INITIALIZED;
+    return drv.ipc_open_mem_handle != nullptr ? drv.ipc_open_mem_handle(ptr, handle, flags)
+                                              : CUDA_ERROR_NOT_INITIALIZED;
   }
   try {
     return open_shim_handle(*s, *ours, ptr, flags);

@@ -32,8 +32,8 @@ enum class ipc_status : std::uint32_t {
 
 struct ipc_reply {
   ipc_status status = ipc_status::failed;
-  std::int32_t device = 0;          // the exporter's device ordinal
-  std::uint64_t size = 0;           // the block's size
+  std::int32_t device = 0;            // the exporter's device ordinal
+  std::uint64_t size = 0;             // the block's size
   std::uint64_t pool_generation = 0;  // changes with the exporter's pool (pool_share)
   pool_export_data data{};
 };

@@ -34,6 +34,7 @@ ipc_handle_bytes ipc_exports::add(exported_block block, ipc_handle const& identi
     throw;
   }
   ++next_serial_;
+  ever_.fetch_add(1, std::memory_order_relaxed);
   count_.store(blocks_.size(), std::memory_order_release);
   return entry->second.handle;
 }

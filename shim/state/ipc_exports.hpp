@@ -60,6 +60,8 @@ class ipc_exports {
   // Whether any importer has asked for a block (for the exit message).
   void note_request() noexcept { requested_.store(true, std::memory_order_relaxed); }
   [[nodiscard]] bool requested() const noexcept { return requested_.load(std::memory_order_relaxed); }
+  // How many blocks were ever given a handle.
+  [[nodiscard]] std::uint64_t ever_exported() const noexcept { return ever_.load(std::memory_order_relaxed); }
 
  private:
   mutable std::mutex mutex_;
@@ -69,6 +71,7 @@ class ipc_exports {
   std::uint64_t next_serial_ = 1;
   std::uint64_t next_generation_ = 1;
   std::atomic<bool> requested_{false};
+  std::atomic<std::uint64_t> ever_{0};
   std::atomic<std::size_t> count_{0};
 };
 

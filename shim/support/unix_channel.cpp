@@ -130,16 +130,6 @@ bool peer_user(int fd, uid_t& uid) noexcept
   return true;
 }
 
-pid_t peer_process(int fd) noexcept
-{
-  ucred credentials{};
-  socklen_t length = sizeof credentials;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0 || length != sizeof credentials) {
-    return -1;
-  }
-  return credentials.pid;
-}
-
 bool send_message(int fd, void const* data, std::size_t size, int send_fd) noexcept
 {
   iovec part{const_cast<void*>(data), size};

@@ -42,9 +42,6 @@ struct listening_channel {
 // The user id of the process at the other end of a connected socket; false
 // when the system cannot tell.
 [[nodiscard]] bool peer_user(int fd, uid_t& uid) noexcept;
-// Its process id as this process's PID namespace sees it: 0 when it lives in
-// a namespace this one cannot see (-1 when the system cannot tell).
-[[nodiscard]] pid_t peer_process(int fd) noexcept;
 
 // One message of at most `size` bytes, with a descriptor when `send_fd` >= 0.
 [[nodiscard]] bool send_message(int fd, void const* data, std::size_t size, int send_fd = -1) noexcept;

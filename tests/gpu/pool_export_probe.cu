@@ -18,7 +18,8 @@
 //                  pool exists, exporting a fabric handle gives cudaSuccess (fabric
 //                  set up here) or cudaErrorNotPermitted (no fabric/IMEX set-up).
 //   ipc-hint       cudaIpcGetMemHandle on cudaMalloc memory: cudaSuccess natively,
-//                  cudaErrorInvalidValue on pool memory (the shim logs a hint).
+//                  cudaErrorInvalidValue on memory of a pool without an export
+//                  handle type (ASYNCSHIM_EXPORT_HANDLE_TYPE=none; the shim logs a hint).
 //
 // Every successful case ends with "pool_export_probe: passed" (exit 0); a
 // failed one with "pool_export_probe: FAILED" (exit 1); "SKIP: ..." (exit 0)
@@ -438,7 +439,8 @@ int ipc_hint()
   cudaError_t const got = cudaIpcGetMemHandle(&handle, ptr);
   report("cudaIpcGetMemHandle", got);
   report("cudaGetLastError", cudaGetLastError());
-  // Legacy IPC works on cudaMalloc memory and on no pool memory.
+  // Legacy IPC works natively on cudaMalloc memory and on no pool memory (the
+  // test runs the shim with ASYNCSHIM_EXPORT_HANDLE_TYPE=none).
   cudaError_t const expected = pooled ? cudaErrorInvalidValue : cudaSuccess;
   std::printf("as expected for %s: %s\n", pooled ? "pool memory" : "cudaMalloc memory", got == expected ? "yes" : "no");
   cudaError_t const freed = cudaFree(ptr);

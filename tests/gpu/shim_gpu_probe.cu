@@ -182,10 +182,14 @@ void pool_attributes()
   } else {
     CHECK(reserved <= 64 * MiB);
   }
-  // The pool is exportable exactly when ASYNCSHIM_EXPORT_HANDLE_TYPE asked for it.
+  // The pool is exportable as a POSIX descriptor when ASYNCSHIM_EXPORT_HANDLE_TYPE
+  // asks for it, or is unset or auto (the default) and the device supports it.
   char const* handle = std::getenv("ASYNCSHIM_EXPORT_HANDLE_TYPE");
-  bool const want_fd =
-    handle != nullptr && (std::string{handle} == "posix_fd" || std::string{handle} == "posix_file_descriptor");
+  std::string const asked = handle != nullptr ? handle : "auto";
+  int supported = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolSupportedHandleTypes, 0));
+  bool const want_fd = asked == "posix_fd" || asked == "posix_file_descriptor" ||
+                       (asked == "auto" && (supported & cudaMemHandleTypePosixFileDescriptor) != 0);
   int fd = -1;
   cudaError_t const exported = cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0);
   std::printf("export as posix fd: %s\n", cudaGetErrorName(exported));

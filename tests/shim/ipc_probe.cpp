@@ -9,6 +9,9 @@
 //   share [N]        a parent and N children (4) in the style of NVIDIA's
 //                    simpleIPC: each child checks the parent's part and
 //                    writes its own, the parent checks every part
+//   driver-paths     the importer reaches cuIpcOpenMemHandle by dlsym (the
+//                    current and the CUDA 4.1 name) and cuGetProcAddress, and
+//                    cuIpcCloseMemHandle by dlsym: one mapping, three opens
 //   semantics        flags, reopening, closing, cudaFree of an opened
 //                    pointer, a handle of freed memory, of an interior
 //                    pointer, a handle opened in the process that made it
@@ -22,15 +25,18 @@
 //   other-user       the importer runs as user nobody (only as root): the
 //                    expected result is the argument (ok natively, refused
 //                    under the shim)
-//   pid-namespace    the importer runs in a PID namespace of its own
-//                    (unshare --pid --fork, where allowed): the expected
-//                    result is the argument (natively on an H200:
-//                    cudaErrorOperatingSystem, with the shim's handles too)
+//   pid-namespace    the importer runs in a PID namespace of its own, with its
+//                    own /proc (unshare --pid --fork --mount-proc, where
+//                    allowed): the expected result is the argument (it opens,
+//                    natively and under the shim)
 // Prints "<scenario>: ok" and exits 0 when every check held; each failed
 // check prints a line and the exit status is 1. "SKIP: why" and 0 when the
 // scenario cannot run here.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,6 +133,48 @@ bool wait_peer(int fd)
 
 enum class as { same, without_preload, nobody, pid_namespace };
 
+// User nobody may not reach this program or the preloaded library where they
+// were built: copies of both in a directory of their own that everyone can read.
+std::string nobody_program;
+std::string nobody_preload;
+
+bool copy_file(std::string const& from, std::string const& to)
+{
+  FILE* in = std::fopen(from.c_str(), "rb");
+  FILE* out = in != nullptr ? std::fopen(to.c_str(), "wb") : nullptr;
+  bool ok = out != nullptr;
+  char buffer[65536];
+  for (std::size_t n = 0; ok && in != nullptr && (n = std::fread(buffer, 1, sizeof buffer, in)) > 0;) {
+    ok = std::fwrite(buffer, 1, n, out) == n;
+  }
+  if (in != nullptr) { std::fclose(in); }
+  if (out != nullptr && std::fclose(out) != 0) { ok = false; }
+  return ok && chmod(to.c_str(), 0755) == 0;
+}
+
+bool prepare_copies_for_nobody()
+{
+  char dir[] = "/tmp/ipc_probe.XXXXXX";
+  if (mkdtemp(dir) == nullptr || chmod(dir, 0755) != 0) { return false; }
+  nobody_program = std::string{dir} + "/ipc_probe";
+  if (!copy_file(self, nobody_program)) { return false; }
+  if (char const* preload = std::getenv("LD_PRELOAD"); preload != nullptr && *preload != 0) {
+    nobody_preload = std::string{dir} + "/libasyncshim.so";
+    if (std::strchr(preload, ':') != nullptr || std::strchr(preload, ' ') != nullptr ||
+        !copy_file(preload, nobody_preload)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void become_nobody()
+{
+  passwd const* nobody = getpwnam("nobody");
+  if (nobody == nullptr || setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0) { _exit(3); }
+  if (!nobody_preload.empty()) { setenv("LD_PRELOAD", nobody_preload.c_str(), 1); }
+}
+
 // Starts `self child ROLE HANDLE UP DOWN [ARG]`; `up` is the child's end to
 // write to, `down` the child's end to read from.
 pid_t spawn(char const* role, cudaIpcMemHandle_t const& handle, int up, int down, std::string const& arg = "",
@@ -135,16 +183,16 @@ pid_t spawn(char const* role, cudaIpcMemHandle_t const& handle, int up, int down
   pid_t const pid = fork();
   if (pid != 0) { return pid; }
   if (who == as::without_preload) { unsetenv("LD_PRELOAD"); }
-  if (who == as::nobody) {
-    passwd const* nobody = getpwnam("nobody");
-    if (nobody == nullptr || setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0) { _exit(3); }
-  }
+  if (who == as::nobody) { become_nobody(); }
   std::string const h = hex(handle);
   std::string const u = std::to_string(up);
   std::string const d = std::to_string(down);
   if (who == as::pid_namespace) {
-    execlp("unshare", "unshare", "--pid", "--fork", self, "child", role, h.c_str(), u.c_str(), d.c_str(), arg.c_str(),
-           static_cast<char*>(nullptr));
+    execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", self, "child", role, h.c_str(), u.c_str(),
+           d.c_str(), arg.c_str(), static_cast<char*>(nullptr));
+  } else if (who == as::nobody) {
+    execl(nobody_program.c_str(), nobody_program.c_str(), "child", role, h.c_str(), u.c_str(), d.c_str(), arg.c_str(),
+          static_cast<char*>(nullptr));
   } else {
     execl(self, self, "child", role, h.c_str(), u.c_str(), d.c_str(), arg.c_str(), static_cast<char*>(nullptr));
   }
@@ -221,6 +269,16 @@ int semantics()
   return 0;
 }
 
+int driver_paths()
+{
+  void* buffer = device_alloc(chunk);
+  fill(buffer, chunk, 0x5a);
+  pid_t const pid = spawn("driver-paths", handle_of(buffer), -1, -1);
+  expect_child(pid, "the importer");
+  expect_error(cudaFree(buffer), cudaSuccess, "cudaFree");
+  return 0;
+}
+
 int exporter_frees()
 {
   void* buffer = device_alloc(4 * chunk);
@@ -282,23 +340,22 @@ int foreign_or_other_user(as who, char const* expected)
     std::exit(0);
   }
   if (who == as::nobody) {
-    pid_t const pid = fork();
+    // Whether nobody can run the copy at all (it finds its libraries).
+    pid_t const pid = prepare_copies_for_nobody() ? fork() : -1;
     if (pid == 0) {
-      passwd const* nobody = getpwnam("nobody");
-      _exit(nobody != nullptr && setgid(nobody->pw_gid) == 0 && setuid(nobody->pw_uid) == 0 && access(self, X_OK) == 0
-              ? 0
-              : 1);
+      become_nobody();
+      execl(nobody_program.c_str(), nobody_program.c_str(), "runs", static_cast<char*>(nullptr));
+      _exit(4);
     }
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::printf("SKIP: user nobody cannot run %s here (no such user, or a directory on the way is not open to "
-                  "others)\n",
-                  self);
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::printf("SKIP: user nobody cannot run a copy of this program here (no such user, or its libraries are "
+                  "not open to others)\n");
       std::exit(0);
     }
   }
-  if (who == as::pid_namespace && std::system("unshare --pid --fork true >/dev/null 2>&1") != 0) {
-    std::printf("SKIP: cannot make a PID namespace here (unshare --pid --fork needs CAP_SYS_ADMIN)\n");
+  if (who == as::pid_namespace && std::system("unshare --pid --fork --mount-proc true >/dev/null 2>&1") != 0) {
+    std::printf("SKIP: cannot make a PID namespace here (unshare --pid --fork --mount-proc needs CAP_SYS_ADMIN)\n");
     std::exit(0);
   }
   void* buffer = device_alloc(chunk);
@@ -363,11 +420,49 @@ void child(char const* role, cudaIpcMemHandle_t const& h, int up, int down, char
     expect(holds(p, 4 * chunk, 0x5a), std::string{"the importer keeps the bytes after "} +
                                         (role[9] == 'f' ? "the exporter freed them" : "the exporter exited"));
     expect_error(cudaIpcCloseMemHandle(p), cudaSuccess, "cudaIpcCloseMemHandle");
+  } else if (std::strcmp(role, "driver-paths") == 0) {
+    using open_fn = CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned);
+    using close_fn = CUresult (*)(CUdeviceptr);
+    using lookup_fn = CUresult (*)(char const*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+    (void)cudaFree(nullptr);  // the runtime makes the context current
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (driver == nullptr) { driver = dlopen("libcuda.so.1", RTLD_NOW); }
+    expect(driver != nullptr, "dlopen libcuda.so.1");
+    if (driver == nullptr) { return; }
+    open_fn opens[3] = {reinterpret_cast<open_fn>(dlsym(driver, "cuIpcOpenMemHandle_v2")),
+                        reinterpret_cast<open_fn>(dlsym(driver, "cuIpcOpenMemHandle")), nullptr};
+    auto const lookup = reinterpret_cast<lookup_fn>(dlsym(driver, "cuGetProcAddress_v2"));
+    CUdriverProcAddressQueryResult status{};
+    void* found = nullptr;
+    expect(lookup != nullptr && lookup("cuIpcOpenMemHandle", &found, 12000, 0, &status) == CUDA_SUCCESS,
+           "cuGetProcAddress_v2(cuIpcOpenMemHandle)");
+    opens[2] = reinterpret_cast<open_fn>(found);
+    auto const close = reinterpret_cast<close_fn>(dlsym(driver, "cuIpcCloseMemHandle"));
+    CUipcMemHandle handle{};
+    std::memcpy(handle.reserved, h.reserved, sizeof handle.reserved);
+    CUdeviceptr first = 0;
+    char const* paths[3] = {"dlsym(cuIpcOpenMemHandle_v2)", "dlsym(cuIpcOpenMemHandle)", "cuGetProcAddress"};
+    for (int i = 0; i < 3; ++i) {
+      CUdeviceptr p = 0;
+      expect(opens[i] != nullptr && opens[i](&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS,
+             std::string{"opening by "} + paths[i]);
+      if (i == 0) { first = p; }
+      expect(p != 0 && p == first, std::string{"the same pointer by "} + paths[i]);
+    }
+    expect(first != 0 && holds(reinterpret_cast<void*>(first), chunk, 0x5a), "the importer sees the exporter's bytes");
+    for (int i = 0; i < 3; ++i) {
+      expect(close != nullptr && close(first) == CUDA_SUCCESS, "close " + std::to_string(i + 1) + " of 3");
+    }
+    expect(close != nullptr && close(first) == CUDA_ERROR_INVALID_VALUE, "a close more than opens");
   } else if (std::strcmp(role, "open-once") == 0) {
+    if (cudaError_t const started = cudaFree(nullptr); started != cudaSuccess) {
+      expect(false, std::string{"CUDA does not start in this process: "} + cudaGetErrorName(started));
+      return;
+    }
     void* p = nullptr;
     cudaError_t const r = cudaIpcOpenMemHandle(&p, h, lazy);
-    expect(std::strcmp(cudaGetErrorName(r), arg) == 0, std::string{"cudaIpcOpenMemHandle: "} + cudaGetErrorName(r) +
-                                                         ", expected " + arg);
+    expect(std::strcmp(cudaGetErrorName(r), arg) == 0,
+           std::string{"cudaIpcOpenMemHandle: "} + cudaGetErrorName(r) + ", expected " + arg);
     if (r == cudaSuccess) {
       expect(holds(p, chunk, 0x5a), "the importer sees the exporter's bytes");
       expect_error(cudaIpcCloseMemHandle(p), cudaSuccess, "cudaIpcCloseMemHandle");
@@ -389,6 +484,7 @@ int main(int argc, char** argv)
     child(argv[2], unhex(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), argc > 6 ? argv[6] : "");
     return failures == 0 ? 0 : 1;
   }
+  if (argc == 2 && std::strcmp(argv[1], "runs") == 0) { return 0; }
   if (argc == 4 && std::strcmp(argv[1], "exits-exporter") == 0) {
     return exits_exporter(std::atoi(argv[2]), std::atoi(argv[3]));
   }
@@ -402,6 +498,8 @@ int main(int argc, char** argv)
     share(argc > 2 ? std::atoi(argv[2]) : 4);
   } else if (scenario == "semantics") {
     semantics();
+  } else if (scenario == "driver-paths") {
+    driver_paths();
   } else if (scenario == "exporter-frees") {
     exporter_frees();
   } else if (scenario == "exporter-exits") {
@@ -413,7 +511,7 @@ int main(int argc, char** argv)
   } else if (scenario == "pid-namespace" && argc > 2) {
     foreign_or_other_user(as::pid_namespace, argv[2]);
   } else {
-    std::fprintf(stderr, "usage: ipc_probe share [N] | semantics | exporter-frees | exporter-exits | "
+    std::fprintf(stderr, "usage: ipc_probe share [N] | semantics | driver-paths | exporter-frees | exporter-exits | "
                          "foreign-importer ERROR | other-user ERROR | pid-namespace ERROR\n");
     return 2;
   }

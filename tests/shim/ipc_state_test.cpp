@@ -64,8 +64,10 @@ TEST(IpcHandle, DriverHandlesAreNotTheShims)
   // Legacy handles an H200 (driver 580) gave for cudaMalloc memory: they
   // begin with a user-space address.
   char const* seen[] = {
-    "d03806c4a15500000c02000000000000000010000000000000020000000000000600000000ff000032000000000000001e00d0c19600005c0000000000000000",
-    "d0a8227485550000ee01000000000000000000040000000000400000000000000600000000ff000033000000000000001c00d0c19800005c0000000000000000",
+    "d03806c4a15500000c02000000000000000010000000000000020000000000000600000000ff000032000000000000001e00d0c19600005c00"
+    "00000000000000",
+    "d0a8227485550000ee01000000000000000000040000000000400000000000000600000000ff000033000000000000001c00d0c19800005c00"
+    "00000000000000",
   };
   for (char const* text : seen) {
     unsigned char bytes[64];
@@ -91,10 +93,7 @@ TEST(IpcHandle, ZeroIdsAreRejected)
   EXPECT_FALSE(decode_ipc_handle(encode(h).data()).has_value());
 }
 
-TEST(UnixChannel, NameIsAbstractAndNamedById)
-{
-  EXPECT_EQ(channel_name(0xabcULL), "asyncshim-ipc-0000000000000abc");
-}
+TEST(UnixChannel, NameIsAbstractAndNamedById) { EXPECT_EQ(channel_name(0xabcULL), "asyncshim-ipc-0000000000000abc"); }
 
 TEST(UnixChannel, CarriesAMessageAndADescriptor)
 {
@@ -213,6 +212,7 @@ TEST(IpcExports, OneHandlePerBlockAndSerialsNeverReused)
   ipc_handle_bytes const second = exports.add(block_at(0x1000), identity);
   EXPECT_NE(decode_ipc_handle(second.data())->block, decoded->block);
   EXPECT_EQ(exports.size(), 1U);
+  EXPECT_EQ(exports.ever_exported(), 2U);
 }
 
 TEST(IpcExports, ResetForgetsTheDevicesBlocksAndPool)
