@@ -56,8 +56,8 @@ cudaMemPool_t make_pool(bool exportable)
 
 int release()
 {
-  char const* names[] = {"no handle type", "never exported", "descriptor exported",
-                         "a block exported (of one)", "one block of two exported"};
+  char const* names[] = {"no handle type", "never exported", "descriptor exported", "a block exported (of one)",
+                         "one block of two exported"};
   std::printf("%-28s %8s %8s %8s %8s %8s  (GiB free)\n", "4 GiB pool blocks", "start", "alloc", "freed", "trimmed",
               "destroyed");
   for (int scenario = 0; scenario < 5; ++scenario) {
@@ -86,8 +86,7 @@ int release()
     if (fd >= 0) { close(fd); }
     cudaMemPoolDestroy(pool);
     cudaDeviceSynchronize();
-    std::printf("%-28s %8.2f %8.2f %8.2f %8.2f %8.2f\n", names[scenario], start, allocated, freed, trimmed,
-                free_gib());
+    std::printf("%-28s %8.2f %8.2f %8.2f %8.2f %8.2f\n", names[scenario], start, allocated, freed, trimmed, free_gib());
   }
   for (bool exportable : {false, true}) {
     cudaMemPool_t pool = make_pool(exportable);
@@ -104,8 +103,8 @@ int release()
       cudaStreamSynchronize(0);
       runs.push_back((now_us() - t) / 20000);
     }
-    std::printf("1 MiB pair, %-17s %.3f us (median of 5 x 20000)\n", exportable ? "POSIX-fd pool:" : "plain pool:",
-                median(runs));
+    std::printf("1 MiB pair, %-17s %.3f us (median of 5 x 20000)\n",
+                exportable ? "POSIX-fd pool:" : "plain pool:", median(runs));
     cudaMemPoolDestroy(pool);
   }
   return 0;
