@@ -22,6 +22,8 @@
 #include "support/log.hpp"
 #include "support/unix_channel.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -43,10 +45,10 @@ struct channel_state {
   std::atomic<std::uint64_t> id{0};
 };
 
-channel_state& channel()
+channel_state& channel() noexcept
 {
-  static channel_state* const made = new channel_state;  // never destroyed: its thread may outlive exit handlers
-  return *made;
+  static channel_state state;  // trivially destructible: usable from exit handlers and the channel's thread
+  return state;
 }
 
 // A child made by fork must not keep the parent's name bound: should the
@@ -59,42 +61,43 @@ void close_channel_in_child() noexcept
   c.id.store(0, std::memory_order_relaxed);
 }
 
-void refuse_other_user(uid_t uid) noexcept
+void refuse_other_user(bool known, uid_t uid) noexcept
 {
   static std::atomic<bool> said{false};
   if (said.exchange(true)) { return; }
   log::warn("refused a process of user {} that asked for pool memory shared with a legacy IPC handle: asyncshim "
             "shares pool memory only between processes of one user (this process runs as user {})",
-            static_cast<unsigned long>(uid), static_cast<unsigned long>(geteuid()));
+            known ? std::to_string(uid) : std::string{"unknown"}, static_cast<unsigned long>(geteuid()));
 }
 
-void answer(shim_state& s, int connection) noexcept
+// How long the channel waits for a request: short, as one process at a
+// time is answered (an importer waits for its answer for ipc_timeout_ms).
+constexpr int request_timeout_ms = 1000;
+
+void answer(shim_state& s, int connection)
 {
   ipc_reply reply;
+  ipc_request request;
+  int stray_fd = -1;
+  bool const received = receive_message(connection, &request, sizeof request, stray_fd);
+  if (stray_fd >= 0) { (void)close(stray_fd); }
   uid_t peer = 0;
-  if (!peer_user(connection, peer) || peer != geteuid()) {
-    refuse_other_user(peer);
+  bool const known = peer_user(connection, peer);
+  if (!known || peer != geteuid()) {
+    refuse_other_user(known, peer);
     reply.status = ipc_status::other_user;
     (void)send_message(connection, &reply, sizeof reply);
     return;
   }
-  ipc_request request;
-  int stray_fd = -1;
-  if (!receive_message(connection, &request, sizeof request, stray_fd)) { return; }  // gone, or not the shim
-  if (stray_fd >= 0) { (void)close(stray_fd); }
+  if (!received) { return; }  // gone, or not the shim
   if (request.magic != ipc_request_magic || request.version != ipc_protocol_version) {
     reply.status = ipc_status::bad_request;
     (void)send_message(connection, &reply, sizeof reply);
     return;
   }
   s.exports.note_request();
-  std::optional<exported_block> block;
-  std::optional<pool_share> share;
-  try {
-    block = s.exports.find(request.block);
-    if (block) { share = s.exports.pool_share_of(block->device); }
-  } catch (...) {  // no host memory: refused, the importer says so
-  }
+  std::optional<exported_block> const block = s.exports.find(request.block);
+  std::optional<pool_share> const share = block ? s.exports.pool_share_copy(block->device) : std::nullopt;
   if (!block) {
     reply.status = ipc_status::unknown_block;
   } else if (!share) {
@@ -106,7 +109,8 @@ void answer(shim_state& s, int connection) noexcept
     reply.pool_generation = share->generation;
     reply.data = block->data;
   }
-  (void)send_message(connection, &reply, sizeof reply, reply.status == ipc_status::ok ? share->fd : -1);
+  (void)send_message(connection, &reply, sizeof reply, share ? share->fd : -1);
+  if (share) { (void)close(share->fd); }
 }
 
 void* serve(void* state) noexcept
@@ -114,18 +118,24 @@ void* serve(void* state) noexcept
   auto& s = *static_cast<shim_state*>(state);
   int const listening = channel().fd;
   for (;;) {
-    int const connection = accept_connection(listening, ipc_timeout_ms);
+    int const connection = accept_connection(listening, request_timeout_ms);
     if (connection < 0) {
       if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK) { return nullptr; }
-      continue;  // a peer that went away, or no descriptor left for a moment
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        (void)poll(nullptr, 0, 100);  // no descriptor for now: the connection waits, the thread does not spin
+      }
+      continue;
     }
-    answer(s, connection);
+    try {
+      answer(s, connection);
+    } catch (...) {  // no host memory: this importer is not answered (it says so)
+    }
     (void)close(connection);
   }
 }
 
 // Binds the channel and starts its thread, once; false when either fails (said once).
-bool channel_ready(shim_state& s) noexcept
+bool channel_ready(shim_state& s)
 {
   channel_state& c = channel();
   std::lock_guard lock{c.mutex};
@@ -160,7 +170,7 @@ bool channel_ready(shim_state& s) noexcept
   (void)pthread_setname_np(thread, "asyncshim-ipc");
   (void)pthread_detach(thread);
   c.id.store(opened.id, std::memory_order_release);
-  log::debug("legacy IPC channel {} open", channel_name(opened.id));
+  log::debug("legacy IPC channel asyncshim-ipc-{:016x} open", opened.id);
   return true;
 }
 
@@ -180,17 +190,19 @@ void say_if_never_opened() noexcept
 // The pool's descriptor for importers of `device`'s blocks, made once.
 CUresult pool_share_ready(shim_state& s, int device, cuda_async_memory_resource& pool) noexcept
 {
+  int fd = -1;
   try {
     if (s.exports.pool_share_of(device)) { return CUDA_SUCCESS; }
     auto const& drv = driver();
     if (drv.mem_pool_export_to_shareable_handle == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
-    int fd = -1;
     CUresult const r = drv.mem_pool_export_to_shareable_handle(&fd, reinterpret_cast<CUmemoryPool>(pool.pool_handle()),
                                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS) { return r; }
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);  // never inherited by a program the process runs
     (void)s.exports.keep_pool_share(device, fd);
     return CUDA_SUCCESS;
   } catch (...) {
+    if (fd >= 0) { (void)close(fd); }
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
 }
@@ -225,8 +237,8 @@ void say_not_exportable(config::handle_type type, CUresult result) noexcept
             cuda_status{result}, config::to_string(type));
 }
 
-CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record const& record,
-                      CUipcMemHandle* handle) noexcept
+// Throws std::bad_alloc (no host memory for a message or a record).
+CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record const& record, CUipcMemHandle* handle)
 {
   if (auto const known = s.exports.handle_of(address)) {
     std::memcpy(handle->reserved, known->data(), known->size());
@@ -258,20 +270,16 @@ CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record c
   identity.exporter = channel().id.load(std::memory_order_acquire);
   identity.uid = static_cast<std::uint32_t>(geteuid());
   identity.pid = static_cast<std::uint32_t>(getpid());
-  try {
-    std::uint64_t const before = s.exports.ever_exported();
-    ipc_handle_bytes const made = s.exports.add(block, identity);
-    if (s.exports.ever_exported() > before && s.stats != nullptr) { s.stats->block_exported(record.device); }
-    std::memcpy(handle->reserved, made.data(), made.size());
-  } catch (...) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
+  std::uint64_t const before = s.exports.ever_exported();
+  ipc_handle_bytes const made = s.exports.add(block, identity);
+  if (s.exports.ever_exported() > before && s.stats != nullptr) { s.stats->block_exported(record.device); }
+  std::memcpy(handle->reserved, made.data(), made.size());
   static std::atomic<bool> first{true};
   if (first.exchange(false)) {
     (void)std::atexit(say_if_never_opened);
     log::info("legacy IPC handles of pool memory are asyncshim's own: they open in processes of user {} that run "
-              "under asyncshim, through channel {}",
-              identity.uid, channel_name(identity.exporter));
+              "under asyncshim, through channel asyncshim-ipc-{:016x}",
+              identity.uid, identity.exporter);
   }
   return CUDA_SUCCESS;
 }
@@ -299,5 +307,9 @@ CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr p
     if (result != CUDA_SUCCESS) { say_not_exportable(type, result); }
     return result;
   }
-  return export_block(*s, block->first, block->second, handle);
+  try {
+    return export_block(*s, block->first, block->second, handle);
+  } catch (...) {  // no host memory
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
 }

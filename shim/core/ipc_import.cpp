@@ -29,17 +29,25 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 namespace asyncshim::shim {
 namespace {
 
-// Where the handle came from, for messages.
+// Held from a missed reopen until the import is recorded, and from a last
+// close until the block is unmapped: a close racing an open of the same
+// block never unmaps the fresh open (the driver gives it the same address).
+std::mutex import_mutex;
+
+// Where the handle came from, for messages (the callers may throw
+// std::bad_alloc: the hooks catch it).
 std::string origin(ipc_handle const& h)
 {
-  return fmt::format("process {} of user {}, device {}, channel {}", h.pid, h.uid, h.device, channel_name(h.exporter));
+  return fmt::format("process {} of user {}, device {}, channel asyncshim-ipc-{:016x}", h.pid, h.uid, h.device,
+                     h.exporter);
 }
 
-void say_unreachable(ipc_handle const& h, int error) noexcept
+void say_unreachable(ipc_handle const& h, int error)
 {
   log::warn("cudaIpcOpenMemHandle: cannot reach the asyncshim process that made this handle ({}): {}. The "
             "exporting process has exited, or runs in another network namespace (container) than this one; "
@@ -54,7 +62,7 @@ struct answer {
   bool received = false;
 };
 
-answer ask_exporter(ipc_handle const& h) noexcept
+answer ask_exporter(ipc_handle const& h)
 {
   answer a;
   int const connection = connect_channel(h.exporter, ipc_timeout_ms);
@@ -85,7 +93,7 @@ answer ask_exporter(ipc_handle const& h) noexcept
   return a;
 }
 
-void say_refused(ipc_handle const& h, ipc_status status) noexcept
+void say_refused(ipc_handle const& h, ipc_status status)
 {
   switch (status) {
     case ipc_status::unknown_block: return;  // freed by the exporter: an invalid value, as natively, no message
@@ -104,14 +112,14 @@ void say_refused(ipc_handle const& h, ipc_status status) noexcept
   }
 }
 
-void say_import_failed(char const* what, ipc_handle const& h, CUresult r) noexcept
+void say_import_failed(char const* what, ipc_handle const& h, CUresult r)
 {
   log::warn("cudaIpcOpenMemHandle: cannot import the {} of the process that made this handle ({}): {}", what, origin(h),
             cuda_status{r});
 }
 
 // The exporter's pool, imported from the descriptor that came with the answer (and closed here).
-CUresult imported_pool(shim_state& s, ipc_handle const& h, answer const& a, CUmemoryPool& pool) noexcept
+CUresult imported_pool(shim_state& s, ipc_handle const& h, answer const& a, CUmemoryPool& pool)
 {
   auto const& drv = driver();
   if (auto const known = s.imports.pool(h.exporter, a.reply.device, a.reply.pool_generation)) {
@@ -124,7 +132,10 @@ CUresult imported_pool(shim_state& s, ipc_handle const& h, answer const& a, CUme
     &pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(a.pool_fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   (void)close(a.pool_fd);  // the import keeps what it needs
   if (r != CUDA_SUCCESS) { return r; }
-  (void)s.imports.keep_pool(h.exporter, a.reply.device, a.reply.pool_generation, pool);
+  if (!s.imports.keep_pool(h.exporter, a.reply.device, a.reply.pool_generation, pool)) {
+    if (drv.mem_pool_destroy != nullptr) { (void)drv.mem_pool_destroy(pool); }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -151,7 +162,7 @@ void give_current_device_access(CUmemoryPool pool, CUdeviceptr ptr) noexcept
   }
 }
 
-CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, unsigned flags) noexcept
+CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, unsigned flags)
 {
   if (ptr == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) { return CUDA_ERROR_INVALID_VALUE; }
   if (!context_is_current()) { return CUDA_ERROR_INVALID_CONTEXT; }
@@ -160,9 +171,14 @@ CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, 
     *ptr = static_cast<CUdeviceptr>(*open);
     return CUDA_SUCCESS;
   }
+  std::lock_guard importing{import_mutex};
+  if (auto const open = s.imports.reopen(h.exporter, h.block)) {  // opened meanwhile by another thread
+    *ptr = static_cast<CUdeviceptr>(*open);
+    return CUDA_SUCCESS;
+  }
   answer const a = ask_exporter(h);
   if (!a.received) { return CUDA_ERROR_INVALID_VALUE; }
-  if (a.reply.status != ipc_status::ok) {
+  if (a.reply.status != ipc_status::ok || a.reply.size != h.size || a.reply.device != h.device) {
     if (a.pool_fd >= 0) { (void)close(a.pool_fd); }
     say_refused(h, a.reply.status);
     return CUDA_ERROR_INVALID_VALUE;
@@ -196,8 +212,10 @@ CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, 
     report_at_exit(s.sources);  // a process that only imports has its report too
   }
   *ptr = imported;
-  log::debug("cudaIpcOpenMemHandle: block {} of {} ({}) opened at {:#x}", h.block, origin(h), byte_count{h.size},
-             imported);
+  if (log::enabled(log::log_level::debug)) {
+    log::debug("cudaIpcOpenMemHandle: block {} of {} ({}) opened at {:#x}", h.block, origin(h), byte_count{h.size},
+               imported);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -226,7 +244,11 @@ CUresult asyncshim_hook_ipc_close_mem_handle(CUdeviceptr ptr) noexcept
   using namespace asyncshim::shim;
   auto const& drv = driver();
   shim_state* s = existing_state();
-  switch (s != nullptr ? s->imports.close(static_cast<std::uintptr_t>(ptr)) : import_close::not_imported) {
+  if (s == nullptr || !s->imports.contains(static_cast<std::uintptr_t>(ptr))) {
+    return drv.ipc_close_mem_handle != nullptr ? drv.ipc_close_mem_handle(ptr) : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  std::lock_guard closing{import_mutex};
+  switch (s->imports.close(static_cast<std::uintptr_t>(ptr))) {
     case import_close::not_imported:
       return drv.ipc_close_mem_handle != nullptr ? drv.ipc_close_mem_handle(ptr) : CUDA_ERROR_NOT_INITIALIZED;
     case import_close::still_open: return CUDA_SUCCESS;

@@ -1,5 +1,6 @@
 #include "state/ipc_exports.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace asyncshim::shim {
@@ -64,6 +65,16 @@ std::optional<pool_share> ipc_exports::pool_share_of(int device) const
   auto const share = pool_shares_.find(device);
   if (share == pool_shares_.end()) { return std::nullopt; }
   return share->second;
+}
+
+std::optional<pool_share> ipc_exports::pool_share_copy(int device) const
+{
+  std::lock_guard lock{mutex_};
+  auto const share = pool_shares_.find(device);
+  if (share == pool_shares_.end()) { return std::nullopt; }
+  int const copy = fcntl(share->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) { return std::nullopt; }
+  return pool_share{copy, share->second.generation};
 }
 
 pool_share ipc_exports::keep_pool_share(int device, int fd)

@@ -54,6 +54,10 @@ class ipc_exports {
   [[nodiscard]] std::size_t size() const noexcept { return count_.load(std::memory_order_acquire); }
 
   [[nodiscard]] std::optional<pool_share> pool_share_of(int device) const;
+  // The same with a duplicate of the descriptor (close-on-exec, the caller's
+  // to close), made under the lock so that a reset closing the original
+  // meanwhile cannot hand out whatever reuses its number.
+  [[nodiscard]] std::optional<pool_share> pool_share_copy(int device) const;
   // Keeps `fd` as the device's pool descriptor (closing one made meanwhile by
   // another thread, whose descriptor stays); returns the one kept. Throws std::bad_alloc.
   pool_share keep_pool_share(int device, int fd);

@@ -160,7 +160,9 @@ bool receive_message(int fd, void* data, std::size_t size, int& received_fd) noe
   msghdr message{};
   message.msg_iov = &part;
   message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  // Room for a few descriptors, so that a peer sending more than one cannot
+  // leave any behind unseen: the first is kept, every other one closed.
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
   message.msg_control = control;
   message.msg_controllen = sizeof control;
   ssize_t got = -1;
@@ -169,9 +171,16 @@ bool receive_message(int fd, void* data, std::size_t size, int& received_fd) noe
   } while (got < 0 && errno == EINTR);
   if (got >= 0) {
     for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
-      if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
-          header->cmsg_len == CMSG_LEN(sizeof(int))) {
-        std::memcpy(&received_fd, CMSG_DATA(header), sizeof(int));
+      if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) { continue; }
+      std::size_t const count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int passed = -1;
+        std::memcpy(&passed, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+        if (received_fd < 0) {
+          received_fd = passed;
+        } else {
+          (void)close(passed);
+        }
       }
     }
   }
