@@ -136,15 +136,10 @@ void pool_export_failed(CUmemAllocationHandleType type, CUresult result) noexcep
 
 namespace {
 
+using asyncshim::shim::call_real;
 using asyncshim::shim::driver;
 using asyncshim::shim::tracker;
 using asyncshim::shim::tracking_active;
-
-template <class Fn, class... Args>
-CUresult call_real(Fn real, Args... args) noexcept
-{
-  return real != nullptr ? real(args...) : CUDA_ERROR_NOT_INITIALIZED;
-}
 
 CUresult stream_created(CUresult result, CUstream const* stream, unsigned flags) noexcept
 {

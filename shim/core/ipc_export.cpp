@@ -170,7 +170,7 @@ bool channel_ready(shim_state& s)
   (void)pthread_setname_np(thread, "asyncshim-ipc");
   (void)pthread_detach(thread);
   c.id.store(opened.id, std::memory_order_release);
-  log::debug("legacy IPC channel asyncshim-ipc-{:016x} open", opened.id);
+  log::debug("legacy IPC channel {}{:016x} open", channel_prefix, opened.id);
   return true;
 }
 
@@ -278,8 +278,8 @@ CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record c
   if (first.exchange(false)) {
     (void)std::atexit(say_if_never_opened);
     log::info("legacy IPC handles of pool memory are asyncshim's own: they open in processes of user {} that run "
-              "under asyncshim, through channel asyncshim-ipc-{:016x}",
-              identity.uid, identity.exporter);
+              "under asyncshim, through channel {}{:016x}",
+              identity.uid, channel_prefix, identity.exporter);
   }
   return CUDA_SUCCESS;
 }
@@ -293,10 +293,7 @@ std::uint64_t own_channel_id() noexcept { return channel().id.load(std::memory_o
 CUresult asyncshim_hook_ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr ptr) noexcept
 {
   using namespace asyncshim::shim;
-  auto const real = [&] {
-    return driver().ipc_get_mem_handle != nullptr ? driver().ipc_get_mem_handle(handle, ptr)
-                                                  : CUDA_ERROR_NOT_INITIALIZED;
-  };
+  auto const real = [&] { return call_real(driver().ipc_get_mem_handle, handle, ptr); };
   shim_state* s = tracking_active() ? existing_state() : nullptr;
   if (s == nullptr || handle == nullptr) { return real(); }
   auto const block = pool_block_of(*s, ptr);

@@ -43,7 +43,7 @@ std::mutex import_mutex;
 // std::bad_alloc: the hooks catch it).
 std::string origin(ipc_handle const& h)
 {
-  return fmt::format("process {} of user {}, device {}, channel asyncshim-ipc-{:016x}", h.pid, h.uid, h.device,
+  return fmt::format("process {} of user {}, device {}, channel {}{:016x}", h.pid, h.uid, h.device, channel_prefix,
                      h.exporter);
 }
 
@@ -225,12 +225,10 @@ CUresult open_shim_handle(shim_state& s, ipc_handle const& h, CUdeviceptr* ptr, 
 CUresult asyncshim_hook_ipc_open_mem_handle(CUdeviceptr* ptr, CUipcMemHandle handle, unsigned int flags) noexcept
 {
   using namespace asyncshim::shim;
-  auto const& drv = driver();
   std::optional<ipc_handle> const ours = decode_ipc_handle(reinterpret_cast<unsigned char const*>(handle.reserved));
   shim_state* s = ours ? active_state() : nullptr;
   if (s == nullptr) {  // a driver handle, or the shim is off here: the driver answers
-    return drv.ipc_open_mem_handle != nullptr ? drv.ipc_open_mem_handle(ptr, handle, flags)
-                                              : CUDA_ERROR_NOT_INITIALIZED;
+    return call_real(driver().ipc_open_mem_handle, ptr, handle, flags);
   }
   try {
     return open_shim_handle(*s, *ours, ptr, flags);
@@ -242,18 +240,18 @@ CUresult asyncshim_hook_ipc_open_mem_handle(CUdeviceptr* ptr, CUipcMemHandle han
 CUresult asyncshim_hook_ipc_close_mem_handle(CUdeviceptr ptr) noexcept
 {
   using namespace asyncshim::shim;
-  auto const& drv = driver();
+  auto const address = static_cast<std::uintptr_t>(ptr);
   shim_state* s = existing_state();
-  if (s == nullptr || !s->imports.contains(static_cast<std::uintptr_t>(ptr))) {
-    return drv.ipc_close_mem_handle != nullptr ? drv.ipc_close_mem_handle(ptr) : CUDA_ERROR_NOT_INITIALIZED;
+  // Checked before the lock, which an open holds while it asks its exporter:
+  // closing anything else never waits for that.
+  if (s != nullptr && s->imports.contains(address)) {
+    std::lock_guard closing{import_mutex};
+    switch (s->imports.close(address)) {
+      case import_close::not_imported: break;  // closed meanwhile by another thread
+      case import_close::still_open: return CUDA_SUCCESS;
+      // An imported block is unmapped by freeing it (the real cuMemFree, not the shim's).
+      case import_close::last_close: return call_real(driver().mem_free, ptr);
+    }
   }
-  std::lock_guard closing{import_mutex};
-  switch (s->imports.close(static_cast<std::uintptr_t>(ptr))) {
-    case import_close::not_imported:
-      return drv.ipc_close_mem_handle != nullptr ? drv.ipc_close_mem_handle(ptr) : CUDA_ERROR_NOT_INITIALIZED;
-    case import_close::still_open: return CUDA_SUCCESS;
-    case import_close::last_close: break;
-  }
-  // An imported block is unmapped by freeing it (the real cuMemFree, not the shim's).
-  return drv.mem_free != nullptr ? drv.mem_free(ptr) : CUDA_ERROR_NOT_INITIALIZED;
+  return call_real(driver().ipc_close_mem_handle, ptr);
 }

@@ -35,4 +35,12 @@ struct driver_functions {
 // for again on the next call).
 [[nodiscard]] driver_functions const& driver() noexcept;
 
+// Calls a bound driver function; where the driver lacks it, the error a call
+// without a driver gives. For the hooks that forward to the real function.
+template <class Fn, class... Args>
+CUresult call_real(Fn real, Args... args) noexcept
+{
+  return real != nullptr ? real(args...) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
 }  // namespace asyncshim::shim

@@ -262,9 +262,12 @@ void device_pools::create(int device, slot& s) noexcept
     // that an initial size the device cannot give leaves a working pool.
     using handle = cuda_async_memory_resource::allocation_handle_type;
     config::handle_type export_type = resolve_handle_type(settings_.export_handle_type, device);
+    auto const make_pool = [&] {
+      return std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type));
+    };
     std::unique_ptr<cuda_async_memory_resource> pool;
     try {
-      pool = std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type));
+      pool = make_pool();
     } catch (cuda_error const& e) {
       if (settings_.export_handle_type != config::handle_type::automatic || export_type == config::handle_type::none) {
         throw;
@@ -274,7 +277,7 @@ void device_pools::create(int device, slot& s) noexcept
       log::info("device {}: cannot make an exportable pool ({}): the pool has no export handle type", device,
                 cuda_status{e.error()});
       export_type = config::handle_type::none;
-      pool = std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type));
+      pool = make_pool();
     }
     if (settings_.ordering != config::ordering_mode::stream) {
       // Hand out again only memory whose free has completed on the device

@@ -97,13 +97,15 @@ void statistics::free_served(int device, std::size_t bytes) noexcept
   while (!c->bytes_in_use.compare_exchange_weak(seen, seen > bytes ? seen - bytes : 0, relaxed)) {}
 }
 
-void statistics::allocation_failed(int device) noexcept
+void statistics::count(int device, std::atomic<std::uint64_t> device_counters::*counter) noexcept
 {
   if (device_counters* c = slot(device)) {
     c->used.store(true, relaxed);
-    c->failed_allocations.fetch_add(1, relaxed);
+    (c->*counter).fetch_add(1, relaxed);
   }
 }
+
+void statistics::allocation_failed(int device) noexcept { count(device, &device_counters::failed_allocations); }
 
 void statistics::allocation_passed_through(int device, passthrough_reason reason) noexcept
 {
@@ -115,21 +117,9 @@ void statistics::allocation_passed_through(int device, passthrough_reason reason
 
 void statistics::free_passed_through() noexcept { frees_passed_through_.fetch_add(1, relaxed); }
 
-void statistics::block_exported(int device) noexcept
-{
-  if (device_counters* c = slot(device)) {
-    c->used.store(true, relaxed);
-    c->ipc_exported_blocks.fetch_add(1, relaxed);
-  }
-}
+void statistics::block_exported(int device) noexcept { count(device, &device_counters::ipc_exported_blocks); }
 
-void statistics::block_imported(int device) noexcept
-{
-  if (device_counters* c = slot(device)) {
-    c->used.store(true, relaxed);
-    c->ipc_imported_blocks.fetch_add(1, relaxed);
-  }
-}
+void statistics::block_imported(int device) noexcept { count(device, &device_counters::ipc_imported_blocks); }
 
 void statistics::add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept
 {

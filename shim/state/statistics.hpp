@@ -69,6 +69,8 @@ class statistics {
 
  private:
   device_counters* slot(int device) noexcept;
+  // Adds one to a count of `device` (which is then reported).
+  void count(int device, std::atomic<std::uint64_t> device_counters::*counter) noexcept;
 
   std::array<device_counters, max_devices> devices_;
   device_counters unattributed_;

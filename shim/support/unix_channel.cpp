@@ -12,8 +12,6 @@
 namespace asyncshim::shim {
 namespace {
 
-constexpr char name_prefix[] = "asyncshim-ipc-";
-
 // The address of channel `id`; its length goes to `length`.
 sockaddr_un address_of(std::uint64_t id, socklen_t& length) noexcept
 {
@@ -21,8 +19,8 @@ sockaddr_un address_of(std::uint64_t id, socklen_t& length) noexcept
   address.sun_family = AF_UNIX;
   static constexpr char digits[] = "0123456789abcdef";
   char* at = address.sun_path + 1;  // sun_path[0] == 0: an abstract name
-  std::memcpy(at, name_prefix, sizeof name_prefix - 1);
-  at += sizeof name_prefix - 1;
+  std::memcpy(at, channel_prefix, sizeof channel_prefix - 1);
+  at += sizeof channel_prefix - 1;
   for (int shift = 60; shift >= 0; shift -= 4) {
     *at++ = digits[(id >> shift) & 0xF];
   }

@@ -21,7 +21,10 @@
 
 namespace asyncshim::shim {
 
-// The abstract socket name of channel `id` (without the leading zero byte).
+// The abstract socket name of channel `id` (without the leading zero byte):
+// the prefix and the id in 16 hexadecimal digits (messages print it as
+// "{}{:016x}", channel_prefix, id, which allocates nothing).
+inline constexpr char channel_prefix[] = "asyncshim-ipc-";
 [[nodiscard]] std::string channel_name(std::uint64_t id);
 
 struct listening_channel {
