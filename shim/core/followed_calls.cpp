@@ -235,12 +235,20 @@ CUresult asyncshim_hook_ctx_destroy(CUcontext context) noexcept
   return call_real(driver().ctx_destroy, context);
 }
 
+// Everything submitted before has completed: the frees queued under device
+// ordering go to the pool now, so that after a synchronization every block
+// freed before it can be handed out again. (Issuing is safe after any
+// context's synchronization: each queue is issued behind its fence.)
 CUresult asyncshim_hook_ctx_synchronize() noexcept
 {
   CUresult const result = call_real(driver().ctx_synchronize);
-  // Everything submitted before has completed: the frees queued under
-  // device ordering go to the pool now, so that after a synchronization
-  // every block freed before it can be handed out again.
+  if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::issue_all_queued_frees(); }
+  return result;
+}
+
+CUresult asyncshim_hook_ctx_synchronize_v2(CUcontext ctx) noexcept
+{
+  CUresult const result = call_real(driver().ctx_synchronize_v2, ctx);
   if (result == CUDA_SUCCESS && tracking_active()) { asyncshim::shim::issue_all_queued_frees(); }
   return result;
 }

@@ -16,7 +16,7 @@ namespace {
 // Why a function is replaced, which decides when (cuda/api_table.def).
 enum class purpose { allocation, following, lookup };
 // Which real addresses mean a replaced function (cuda/api_table.def).
-enum class lookups { every_stream, every_stream_and_older, legacy_stream, per_thread_stream, cuda_11 };
+enum class lookups { every_stream, every_stream_and_older, legacy_stream, per_thread_stream, cuda_11, cuda_2 };
 enum class need { required, optional };
 
 // The older versions a runtime may ask for, where their ABI is the same as
@@ -25,13 +25,16 @@ enum class need { required, optional };
 constexpr int older_versions[] = {2000, 4000, 7000, 11000};
 // The version a CUDA 11 runtime asks cuGetProcAddress for.
 constexpr int cuda_11_version = 11030;
+// The first ABI of the oldest functions.
+constexpr int cuda_2_version = 2000;
 
 // How many addresses can mean one replaced function: its export, and what
 // cuGetProcAddress returns for it.
 constexpr std::size_t addresses_for(lookups kind) noexcept
 {
   switch (kind) {
-    case lookups::every_stream: return 3;
+    case lookups::every_stream:
+    case lookups::cuda_2: return 3;
     case lookups::every_stream_and_older: return 3 + std::size(older_versions);
     case lookups::legacy_stream:
     case lookups::per_thread_stream:
@@ -90,13 +93,15 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
                    void* ours, int version) noexcept
 {
   constexpr cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr
-                              : kind == lookups::cuda_11         ? looked_up(name, cuda_11_version, 0)
-                                                                 : looked_up(name, version, 0);
+  int const lookup_version = kind == lookups::cuda_11  ? cuda_11_version
+                             : kind == lookups::cuda_2 ? cuda_2_version
+                                                       : version;
+  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr : looked_up(name, lookup_version, 0);
   t.add(exported, ours, why);
   t.add(legacy_lookup, ours, why);
-  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream) {
-    t.add(looked_up(name, version, per_thread), ours, why);
+  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream ||
+      kind == lookups::cuda_2) {
+    t.add(looked_up(name, lookup_version, per_thread), ours, why);
   }
   if (kind == lookups::every_stream_and_older) {
     for (int const old : older_versions) {

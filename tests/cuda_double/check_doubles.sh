@@ -32,7 +32,7 @@ rpath=$(dynamic "$runtime" RPATH)
 [[ -z "$(dynamic "$runtime" RUNPATH)" ]] || fail "the runtime double has a RUNPATH (LD_LIBRARY_PATH would win over it)"
 
 expected_driver="cuCtxGetCurrent cuCtxGetDevice cuCtxPopCurrent_v2 cuCtxPushCurrent_v2 cuCtxSetCurrent
-cuCtxSynchronize cuDeviceGet cuDeviceGetAttribute cuDeviceGetCount cuDeviceGetName cuDevicePrimaryCtxRelease_v2
+cuCtxSynchronize cuCtxSynchronize_v2 cuDeviceGet cuDeviceGetAttribute cuDeviceGetCount cuDeviceGetName cuDevicePrimaryCtxRelease_v2
 cuDevicePrimaryCtxReset_v2 cuDevicePrimaryCtxRetain cuDriverGetVersion cuEventCreate cuEventDestroy_v2 cuEventQuery
 cuEventRecord cuEventRecord_ptsz cuEventSynchronize cuGetErrorName cuGetErrorString cuGetProcAddress
 cuGetProcAddress_v2 cuGraphDestroy cuGraphGetNodes

@@ -404,8 +404,12 @@
 //     recorded in a capture: CUDA_ERROR_NOT_SUPPORTED while that capture is
 //     ongoing (a stream joining a capture is not modelled),
 //     CUDA_ERROR_CAPTURED_EVENT after it ended.
-//   * cuCtxSynchronize (and so cudaDeviceSynchronize) trims the pools of the
-//     current context's device, cuStreamSynchronize those of the stream's.
+//   * cuCtxSynchronize trims the pools of the current context's device,
+//     cuCtxSynchronize_v2(ctx) (CUDA 13's, which cuGetProcAddress hands out
+//     from version 13000, and cudaDeviceSynchronize calls with the current
+//     context) those of ctx's device (null: the current context's; no
+//     current context needed otherwise), cuStreamSynchronize those of the
+//     stream's.
 //   * Stream capture. cuStreamBeginCapture_v2(s, mode): mode a
 //     CUstreamCaptureMode, else CUDA_ERROR_INVALID_VALUE; the legacy stream (0
 //     for the plain entry points, CU_STREAM_LEGACY) cannot be captured
@@ -697,7 +701,7 @@ struct cuda_double_counters {
                                               // streams a reset destroys are not counted)
   unsigned long long events_recorded;         // cuEventRecord(_ptsz) executed
   unsigned long long stream_waits;            // cuStreamWaitEvent(_ptsz) executed
-  unsigned long long context_synchronizes;    // cuCtxSynchronize (so cudaDeviceSynchronize)
+  unsigned long long context_synchronizes;    // cuCtxSynchronize(_v2) (so cudaDeviceSynchronize)
                                               // successes
   unsigned long long stream_synchronizes;     // cuStreamSynchronize(_ptsz) (so
                                               // cudaStreamSynchronize) successes

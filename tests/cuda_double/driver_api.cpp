@@ -391,6 +391,16 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize(void)
   });
 }
 
+// CUDA 13: the context given, or the current one when it is null.
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+  return run_driver(ctx == nullptr ? call_gate::context : call_gate::initialized, [&] {
+    context_state const* c = ctx == nullptr ? cuda_double::current_context() : model().find_context(ctx);
+    if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
+    return to_cu_result(operations::synchronize_device(c->device));
+  });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::reset_device(dev)); });

@@ -55,6 +55,7 @@ proc_entry const table[] = {
   {"cuCtxPushCurrent", 4000, fn(&cuCtxPushCurrent_v2), nullptr},
   {"cuCtxPopCurrent", 4000, fn(&cuCtxPopCurrent_v2), nullptr},
   {"cuCtxSynchronize", 2000, fn(&cuCtxSynchronize), nullptr},
+  {"cuCtxSynchronize", 13000, fn(&cuCtxSynchronize_v2), nullptr},
   {"cuMemAlloc", 3020, fn(&cuMemAlloc_v2), nullptr},
   {"cuMemFree", 3020, fn(&cuMemFree_v2), nullptr},
   {"cuMemGetInfo", 3020, fn(&cuMemGetInfo_v2), nullptr},

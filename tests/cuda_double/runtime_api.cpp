@@ -227,7 +227,7 @@ struct driver_entry_points {
   decltype(&::cuThreadExchangeStreamCaptureMode) thread_exchange_stream_capture_mode = nullptr;
   decltype(&::cuGraphDestroy) graph_destroy = nullptr;
   decltype(&::cuGraphGetNodes) graph_get_nodes = nullptr;
-  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&::cuCtxSynchronize_v2) ctx_synchronize = nullptr;  // CUDA 13's: the context it is given
   decltype(&::cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) device_primary_ctx_retain = nullptr;
   decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
@@ -427,7 +427,8 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
   return run_api(gated_call, [&] {
     context_device();
-    return call(&driver_entry_points::ctx_synchronize);
+    // As CUDA 13's runtime: the context named (the current one, its device's primary).
+    return call(&driver_entry_points::ctx_synchronize, reinterpret_cast<CUcontext>(cuda_double::current_context()));
   });
 }
 

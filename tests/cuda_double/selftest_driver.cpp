@@ -118,6 +118,14 @@ TEST_F(CudaDouble, DriverContextStackIsPerThread)
     std::size_t free = 0, total = 0;
     EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_ERROR_INVALID_CONTEXT);
     EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    {  // CUDA 13's names its context: none needs to be current.
+      CUcontext primary = nullptr;
+      ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+      EXPECT_EQ(cuCtxSynchronize_v2(primary), CUDA_SUCCESS);
+      EXPECT_EQ(cuCtxSynchronize_v2(reinterpret_cast<CUcontext>(&d)), CUDA_ERROR_INVALID_CONTEXT);
+      EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    }
     CUstream s = nullptr;
     EXPECT_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
     for (CUstream special : {CUstream{}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {

@@ -52,7 +52,7 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions)
     {"cuCtxGetDevice", "cuCtxGetDevice"},
     {"cuCtxPushCurrent", "cuCtxPushCurrent_v2"},
     {"cuCtxPopCurrent", "cuCtxPopCurrent_v2"},
-    {"cuCtxSynchronize", "cuCtxSynchronize"},
+    {"cuCtxSynchronize", "cuCtxSynchronize_v2"},
     {"cuMemAlloc", "cuMemAlloc_v2"},
     {"cuMemFree", "cuMemFree_v2"},
     {"cuMemGetInfo", "cuMemGetInfo_v2"},
@@ -114,7 +114,7 @@ TEST_F(CudaDouble, GetProcAddressHandsOutTheDoublesOwnFunctions)
   EXPECT_EQ(proc("cuStreamBeginCapture", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
             driver_symbol("cuStreamBeginCapture_v2_ptsz"));
   // Those without a _ptsz variant ignore the flag.
-  for (char const* base : {"cuStreamCreateWithPriority", "cuEventQuery", "cuEventSynchronize", "cuCtxSynchronize"}) {
+  for (char const* base : {"cuStreamCreateWithPriority", "cuEventQuery", "cuEventSynchronize"}) {
     EXPECT_EQ(proc(base, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), driver_symbol(base)) << base;
   }
   EXPECT_EQ(proc("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
@@ -154,6 +154,11 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi)
   EXPECT_EQ(proc("cuStreamDestroy", 4000), driver_symbol("cuStreamDestroy_v2"));
   proc("cuStreamDestroy", 1000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
        CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // cuCtxSynchronize: no parameter before 13.0, cuCtxSynchronize_v2(ctx) from 13.0.
+  EXPECT_EQ(proc("cuCtxSynchronize", 12090), driver_symbol("cuCtxSynchronize"));
+  EXPECT_EQ(proc("cuCtxSynchronize", 13000), driver_symbol("cuCtxSynchronize_v2"));
+  EXPECT_EQ(proc("cuCtxSynchronize", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            driver_symbol("cuCtxSynchronize_v2"));
   // The other new names, just below and at their first version.
   struct since_row {
     char const* base;

@@ -75,6 +75,7 @@ std::string exported_name(std::string const& base, bool per_thread, int version)
   if (base == "cuGetProcAddress" && version < 12000) {
     return base;  // the CUDA 11.3 ABI
   }
+  if (base == "cuCtxSynchronize" && version >= 13000) { return "cuCtxSynchronize_v2"; }
   static char const* const v2[] = {
     "cuMemAlloc",      "cuMemFree",        "cuMemGetInfo",    "cuMemcpyHtoD",    "cuMemcpyDtoH",
     "cuMemsetD8",      "cuCtxPushCurrent", "cuCtxPopCurrent", "cuStreamDestroy", "cuDevicePrimaryCtxRelease",
@@ -122,7 +123,7 @@ struct driver_api {
   CUresult (*mem_free)(CUdeviceptr) = nullptr;
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t) = nullptr;
-  CUresult (*ctx_synchronize)() = nullptr;
+  CUresult (*ctx_synchronize)(CUcontext) = nullptr;  // CUDA 13's, null: the current context
 };
 
 template <class F>
@@ -174,7 +175,7 @@ driver_api look_up_directly()
   take(api.mem_free, direct("cuMemFree_v2"));
   take(api.memcpy_htod, direct("cuMemcpyHtoD_v2"));
   take(api.memcpy_dtoh, direct("cuMemcpyDtoH_v2"));
-  take(api.ctx_synchronize, direct("cuCtxSynchronize"));
+  take(api.ctx_synchronize, direct("cuCtxSynchronize_v2"));
   take(api.device_get_name, direct("cuDeviceGetName"));
   return api;
 }
@@ -259,7 +260,7 @@ void allocate_and_check(driver_api const& api)
     }
   }
   // Frees may be queued until a synchronization (the shim's device ordering).
-  if (api.ctx_synchronize != nullptr && api.ctx_synchronize() != CUDA_SUCCESS) {
+  if (api.ctx_synchronize != nullptr && api.ctx_synchronize(nullptr) != CUDA_SUCCESS) {
     std::printf("synchronize: failed\n");
     fail();
   }

@@ -6,8 +6,11 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -22,6 +25,39 @@ int failures = 0;
       ++failures;                                                                             \
     }                                                                                         \
   } while (0)
+
+std::atomic<bool> host_function_done{false};
+
+void CUDA_CB slow_host_function(void*)
+{
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  host_function_done = true;
+}
+
+// CUDA 13's cuCtxSynchronize (what cuGetProcAddress returns from version
+// 13000: cuCtxSynchronize_v2(ctx)) waits for the context it is given, also
+// from a thread where no context is current.
+void synchronize_a_named_context(CUcontext context)
+{
+  void* found = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  if (cuGetProcAddress("cuCtxSynchronize", &found, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+      status != CU_GET_PROC_ADDRESS_SUCCESS || found == nullptr) {
+    std::printf("cuCtxSynchronize of CUDA 13: not in this driver\n");
+    return;
+  }
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(cuLaunchHostFunc(stream, slow_host_function, nullptr));
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  std::thread([&] { result = reinterpret_cast<CUresult (*)(CUcontext)>(found)(context); }).join();
+  bool const waited = host_function_done.load();
+  std::printf("cuCtxSynchronize of CUDA 13, another thread: %d, %s\n", static_cast<int>(result),
+              waited ? "waited for the context's work" : "did NOT wait");
+  if (result != CUDA_SUCCESS || !waited) { ++failures; }
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuStreamDestroy(stream));
+}
 
 bool in_pool(CUdeviceptr p)
 {
@@ -80,6 +116,7 @@ int main()
     ++failures;
   }
   std::printf("cross-level frees done\n");
+  synchronize_a_named_context(context);
   // Null arguments pass through with the native answer.
   std::printf("cuMemAlloc(nullptr, 16) = %d\n", static_cast<int>(cuMemAlloc(nullptr, 16)));
   CUdeviceptr zero = 0;

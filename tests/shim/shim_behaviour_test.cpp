@@ -410,6 +410,41 @@ TEST_F(ShimDeviceOrdering, ThePendingErrorOfTheProgramSurvivesShimCalls)
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // nothing left behind by the shim's own calls
 }
 
+// CUDA 13's cuCtxSynchronize_v2(ctx), as cuGetProcAddress hands it out from
+// version 13000 on: the shim's replacement synchronizes the context it is
+// given (here from a thread with none current, where the CUDA 2.0 function
+// fails) and then issues the queued frees; the old ABI keeps its meaning.
+TEST_F(ShimDeviceOrdering, CtxSynchronizeOfCuda13SynchronizesTheContextItIsGiven)
+{
+  issue_queued_frees();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // queued
+  ASSERT_EQ(cuda_double_pointer_kind(p), pool);
+  CUcontext context = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&context), CUDA_SUCCESS);
+  ASSERT_NE(context, nullptr);
+  void* current_abi = nullptr;
+  void* first_abi = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  ASSERT_EQ(cuGetProcAddress("cuCtxSynchronize", &current_abi, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress("cuCtxSynchronize", &first_abi, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS);
+  EXPECT_NE(current_abi, first_abi);
+  auto const before = cuda_double_get_counters();
+  std::thread([&] {
+    EXPECT_EQ(reinterpret_cast<CUresult (*)()>(first_abi)(), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(reinterpret_cast<CUresult (*)(CUcontext)>(current_abi)(context), CUDA_SUCCESS);
+  }).join();
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.context_synchronizes, before.context_synchronizes + 1);
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 1);  // the queued free, issued
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  // The exported names too.
+  EXPECT_EQ(cuCtxSynchronize_v2(context), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
 TEST_F(ShimDeviceOrdering, AStreamDestroyedBetweenTheFreeAndTheIssueIsStillWaitedFor)
 {
   issue_queued_frees();
