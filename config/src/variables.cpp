@@ -85,6 +85,11 @@ std::string show_initial_pool_size(settings const& values)
   return values.initial_pool_size ? values.initial_pool_size->to_string() : std::string("0 (default)");
 }
 
+std::string show_reuse_cache(settings const& values)
+{
+  return values.reuse_cache ? values.reuse_cache->to_string() : std::string("0 (default)");
+}
+
 std::string show_release_threshold(settings const& values)
 {
   return values.release_threshold ? values.release_threshold->to_string()
@@ -158,6 +163,20 @@ constexpr std::array table{
     .describe_key = "idle_release",
     .apply = apply_idle_release,
     .show = show_idle_release,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_REUSE_CACHE",
+             .field = "reuse_cache",
+             .default_text = "0",
+             .accepted = size_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "under device ordering, the most memory per device kept in freed blocks for reuse by "
+                        "an allocation of the same size, without a CUDA call, once the work before their free has "
+                        "finished (experimental); 0: none kept"},
+    .what = "size",
+    .describe_key = "reuse_cache",
+    .apply = apply_size<&settings::reuse_cache, false>,
+    .show = show_reuse_cache,
   },
   variable{
     .info = {.name = "ASYNCSHIM_EXPORT_HANDLE_TYPE",

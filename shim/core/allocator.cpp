@@ -7,6 +7,7 @@
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "core/memory_release.hpp"
+#include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
@@ -201,6 +202,25 @@ cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_
   return result;
 }
 
+// Gives the program `ptr`, a block of `size` bytes from the pool of `device`
+// (or from its reuse cache), once it is recorded as the program's.
+cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void* ptr, std::size_t size, int device,
+                     cuda_async_memory_resource& pool, cudaStream_t stream) noexcept
+{
+  try {
+    s.registry.insert(ptr, allocation_record{size, device});
+  } catch (...) {  // no host memory for the record: give the block back
+    (void)pool.try_deallocate_async(ptr, stream);
+    *dev_ptr = nullptr;
+    count_failure(s, device);
+    return cudaErrorMemoryAllocation;
+  }
+  if (s.stats != nullptr) { s.stats->allocation_served(device, size, api.alloc_call); }
+  *dev_ptr = ptr;
+  log::trace("{}({}) on device {} -> {}", to_string(api.alloc_call), size, device, ptr);
+  return cudaSuccess;
+}
+
 cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
                             timed_call& timer) noexcept
 {
@@ -241,6 +261,11 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     // The program's streams may be capturing: allocate on the shim's own.
     stream = reinterpret_cast<cudaStream_t>(own);
   }
+  if (!during_capture && reuses_blocks(s, timer.device)) {
+    if (void* reused = reused_block(s, timer.device, size)) {
+      return hand_out(s, api, dev_ptr, reused, size, timer.device, *pool, reinterpret_cast<cudaStream_t>(own));
+    }
+  }
   void* ptr = nullptr;
   cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {
     cudaError_t r = pool->try_allocate_async(&ptr, size, stream);
@@ -251,7 +276,10 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
       // Blocks whose frees are queued or still in flight on the shim's
       // stream cannot be handed out yet: issue the queue and wait for them,
       // as native cudaFree would have.
-      if (!during_capture) { issue_queued(s, timer.device); }
+      if (!during_capture) {
+        issue_queued(s, timer.device);
+        (void)return_cached_to_pool(s, timer.device);
+      }
       (void)driver().stream_synchronize(own);
       r = pool->try_allocate_async(&ptr, size, stream);
     }
@@ -271,18 +299,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     }
     return result;
   }
-  try {
-    s.registry.insert(ptr, allocation_record{size, timer.device});
-  } catch (...) {  // no host memory for the record: give the block back
-    (void)pool->try_deallocate_async(ptr, stream);
-    *dev_ptr = nullptr;
-    count_failure(s, timer.device);
-    return cudaErrorMemoryAllocation;
-  }
-  if (s.stats != nullptr) { s.stats->allocation_served(timer.device, size, api.alloc_call); }
-  *dev_ptr = ptr;
-  log::trace("{}({}) on device {} -> {}", to_string(api.alloc_call), size, timer.device, ptr);
-  return cudaSuccess;
+  return hand_out(s, api, dev_ptr, ptr, size, timer.device, *pool, stream);
 }
 
 // The state when `api`'s level is intercepted for this call; null to pass it through.

@@ -1,6 +1,7 @@
 #include "core/fenced_frees.hpp"
 
 #include "core/memory_release.hpp"
+#include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
@@ -44,16 +45,24 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
   std::size_t issued = 0;
   std::vector<free_queue::entry> failed;  // allocates only when a free fails
   std::array<free_queue::entry, free_queue::batch_frees> chunk;
+  std::array<reuse_cache::block, free_queue::batch_frees> kept;
+  bool const reusing = reuses_blocks(s, device);
   for (;;) {
     std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
     if (count == 0) { break; }
     cudaError_t const fenced = fence_or_synchronize(streams, api_level::driver);
+    std::size_t kept_count = 0;
     for (std::size_t i = 0; i < count; ++i) {
       free_queue::entry& e = chunk[i];
       // Still claimed: not dropped by a reset, nor a second entry for an
       // address already handed back.
       std::optional<allocation_record> const claimed = s.registry.take_freed(e.ptr);
       if (!claimed) { continue; }
+      if (fenced == cudaSuccess && reusing) {  // kept for reuse below, or freed to the pool there
+        kept[kept_count++] = {e.ptr, claimed->bytes};
+        issued += claimed->bytes;
+        continue;
+      }
       cudaError_t const r =
         fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
       if (r == cudaSuccess) {
@@ -73,11 +82,22 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
       log::error("a queued free of {} on device {} failed {} times ({}): the block stays allocated", e.ptr,
                  e.record.device, e.failures, cuda_status{r});
     }
+    if (kept_count > 0 && !keep_for_reuse(s, device, streams, kept.data(), kept_count)) {
+      for (std::size_t i = 0; i < kept_count; ++i) {
+        if (cudaError_t const r = pool->try_deallocate_async(kept[i].ptr, reinterpret_cast<cudaStream_t>(streams.own));
+            r != cudaSuccess) {
+          log::error("a queued free of {} on device {} failed ({}): the block stays allocated", kept[i].ptr, device,
+                     cuda_status{r});
+        }
+      }
+    }
     if (count < chunk.size()) { break; }
   }
   for (free_queue::entry const& e : failed) {
     (void)s.pending.add(e, false);
   }  // tried again with the next batch
+  // Earlier batches may have completed meanwhile: their blocks can be reused.
+  if (reusing) { collect_completed(s, device); }
   return issued;
 }
 

@@ -24,7 +24,8 @@ namespace asyncshim::shim {
 // host instead, as native cudaFree does.
 [[nodiscard]] cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept;
 
-// Hands the frees queued for `device` to the pool; the bytes handed over.
+// Hands the frees queued for `device` to the pool, or to its reuse cache
+// (core/reused_blocks.hpp); the bytes handed over.
 // The caller holds the stream tracker's access and has checked that no
 // capture is in progress.
 std::size_t issue_queued(shim_state& s, int device) noexcept;

@@ -14,6 +14,7 @@
 #include "core/fenced_frees.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
+#include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
@@ -50,6 +51,7 @@ void release_device_pool(shim_state& s, int device) noexcept
     }
   }
   s.pending.drop(device);
+  return_cached_to_pool_at_reset(s, device);
   s.exports.forget_device(device);
   s.pools.retire(device);
   if (live > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, live); }

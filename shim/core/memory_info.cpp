@@ -1,7 +1,7 @@
 // What cudaMemGetInfo and cuMemGetInfo_v2 report under the shim (README,
 // "Sharing a GPU"): as free, what the program could still allocate, which is
 // the device's free memory plus what this process's pool on that device
-// holds unused, frees still queued or in flight included. The total is the
+// holds unused, frees still queued or in flight and the reuse cache included. The total is the
 // driver's. The runtime answers cudaMemGetInfo with cuMemGetInfo_v2, which
 // it fetches through cuGetProcAddress (a statically linked runtime too), so
 // this one hook serves both APIs however the program reaches them.
@@ -36,10 +36,11 @@ std::uint64_t held_for_the_program() noexcept
   auto access = tracker().access();
   cuda_async_memory_resource* pool = s->pools.existing(device);
   if (pool == nullptr) { return 0; }
-  // Queued frees are still used in the pool's eyes; freed blocks in flight
-  // on the device are not (the pool counts a block unused from its
-  // cudaFreeAsync on). An allocation that finds the pool short waits for both.
-  return usage_of(*pool).unused + s->pending.queued_bytes(device);
+  // Queued frees and the reuse cache's blocks are still used in the pool's
+  // eyes; freed blocks in flight on the device are not (the pool counts a
+  // block unused from its cudaFreeAsync on). An allocation that finds the
+  // pool short waits for all of them.
+  return usage_of(*pool).unused + s->pending.queued_bytes(device) + s->reuse.held_bytes(device);
 }
 
 }  // namespace

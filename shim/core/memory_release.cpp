@@ -1,6 +1,7 @@
 #include "core/memory_release.hpp"
 
 #include "core/fenced_frees.hpp"
+#include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "state/free_queue.hpp"
@@ -89,7 +90,8 @@ void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) n
   cuda_async_memory_resource* pool = s.pools.existing(device);
   if (pool == nullptr) { return; }
   std::uint64_t const kept = s.pools.kept_bytes(device);
-  std::uint64_t const unused = usage_of(*pool).unused;
+  // The reuse cache's blocks are unused memory too (they go back to the pool first).
+  std::uint64_t const unused = usage_of(*pool).unused + s.reuse.held_bytes(device);
   if (unused <= kept || unused <= short_device_floor) { return; }
   device_look& look = last_look[static_cast<std::size_t>(device)];
   std::int64_t const now = now_ns();
@@ -109,6 +111,7 @@ void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) n
     return;
   }
   look.unused.store(0, std::memory_order_relaxed);
+  (void)return_cached_to_pool(s, device);
   // The frees just made complete on the device first (the trim can only give
   // back memory whose frees have completed), as native cudaFree waits.
   if (drv.stream_synchronize == nullptr || drv.stream_synchronize(stream) != CUDA_SUCCESS) { return; }
@@ -135,7 +138,11 @@ std::uint64_t releasable_bytes(shim_state& s, int device) noexcept
 std::uint64_t release_unused(shim_state& s, int device) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(device);
-  if (pool == nullptr || releasable_bytes(s, device) == 0) { return 0; }
+  if (pool == nullptr) { return 0; }
+  // What the reuse cache holds goes back first; blocks whose frees are
+  // still in flight on the device are given back at a later release.
+  (void)return_cached_to_pool(s, device);
+  if (releasable_bytes(s, device) == 0) { return 0; }
   context_scope in_context{s.pools.streams(device).context};
   if (!in_context.current()) { return 0; }
   return trim(s, device, *pool);

@@ -233,6 +233,12 @@ config::handle_type device_pools::export_handle_type(int device) const noexcept
   return slots_[static_cast<std::size_t>(device)].export_type;
 }
 
+std::uint64_t device_pools::reuse_limit(int device) const noexcept
+{
+  if (existing(device) == nullptr) { return 0; }
+  return slots_[static_cast<std::size_t>(device)].reuse_limit;
+}
+
 std::uint64_t device_pools::kept_bytes(int device) const noexcept
 {
   if (device < 0 || device >= max_devices) { return 0; }
@@ -289,6 +295,9 @@ void device_pools::create(int device, slot& s) noexcept
     s.streams = make_streams();
     prime(device, *pool, initial, free_bytes, settings_);
     s.kept = threshold ? *threshold : initial;
+    s.reuse_limit = settings_.ordering != config::ordering_mode::device ? 0
+                    : settings_.reuse_cache ? resolve(settings_.reuse_cache, total_bytes, free_bytes).value_or(0)
+                                            : config::default_reuse_cache_bytes;
     s.export_type = export_type;
     s.pool = std::move(pool);
   } catch (std::exception const& e) {
@@ -313,10 +322,10 @@ void device_pools::create(int device, slot& s) noexcept
     std::uint64_t const released_above = pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReleaseThreshold);
     try {
       log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
-                "idle release {}, export handle type {}, stream {}, ordering {}",
+                "idle release {}, export handle type {}, stream {}, ordering {}, reuse cache {}",
                 device, byte_count{reserved}, byte_count{released_above},
                 config::duration_text(settings_.idle_release_ms), config::to_string(s.export_type),
-                config::to_string(settings_.stream), config::to_string(settings_.ordering));
+                config::to_string(settings_.stream), config::to_string(settings_.ordering), byte_count{s.reuse_limit});
     } catch (...) {  // no host memory for the message
     }
   }

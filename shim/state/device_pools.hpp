@@ -55,6 +55,9 @@ class device_pools {
   // (core/memory_release.hpp): the release threshold or the initial size the user
   // set, resolved for the device, else 0.
   [[nodiscard]] std::uint64_t kept_bytes(int device) const noexcept;
+  // The most the reuse cache of `device` keeps idle (ASYNCSHIM_REUSE_CACHE,
+  // resolved for the device; 0 unless the ordering is device, and without a pool).
+  [[nodiscard]] std::uint64_t reuse_limit(int device) const noexcept;
 
   // The handle type the pool of `device` was made with (ASYNCSHIM_EXPORT_HANDLE_TYPE,
   // auto resolved for the device); none for a device without a pool.
@@ -72,6 +75,7 @@ class device_pools {
     std::unique_ptr<cuda_async_memory_resource> pool;
     device_streams streams;
     std::uint64_t kept = 0;
+    std::uint64_t reuse_limit = 0;
     config::handle_type export_type = config::handle_type::none;
     // Pools of earlier lives of the device (before a reset); kept, never
     // used: a thread may still hold a pointer to one.

@@ -1,5 +1,5 @@
 // The shim's process-wide state: the pools, the ownership record, the queued
-// frees and the statistics. Made on the first interposed call (never at load
+// frees, the reuse cache and the statistics. Made on the first interposed call (never at load
 // time) and never destroyed: calls may still arrive from atexit handlers and
 // static destructors.
 #pragma once
@@ -9,6 +9,7 @@
 #include "state/free_queue.hpp"
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
+#include "state/reuse_cache.hpp"
 #include "state/statistics.hpp"
 
 #include <asyncshim/config/settings.hpp>
@@ -37,6 +38,7 @@ struct shim_state {
   device_pools pools;
   allocation_registry registry;
   free_queue pending;
+  reuse_cache reuse;  // device ordering's idle freed blocks (core/reused_blocks.hpp)
   statistics all_stats;
   ipc_exports exports;  // pool blocks given a legacy IPC handle
   ipc_imports imports;  // blocks opened from other processes' handles

@@ -121,6 +121,18 @@ void statistics::block_exported(int device) noexcept { count(device, &device_cou
 
 void statistics::block_imported(int device) noexcept { count(device, &device_counters::ipc_imported_blocks); }
 
+void statistics::reuse_hit(int device) noexcept { count(device, &device_counters::reuse_hits); }
+
+void statistics::reuse_miss(int device) noexcept { count(device, &device_counters::reuse_misses); }
+
+void statistics::reuse_held(int device, std::uint64_t bytes_now) noexcept
+{
+  if (device_counters* c = slot(device)) {
+    std::uint64_t seen = c->reuse_peak_held_bytes.load(relaxed);
+    while (seen < bytes_now && !c->reuse_peak_held_bytes.compare_exchange_weak(seen, bytes_now, relaxed)) {}
+  }
+}
+
 void statistics::add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept
 {
   if (device_counters* c = slot(device)) { c->time_ns[static_cast<std::size_t>(call)].fetch_add(nanoseconds, relaxed); }
@@ -266,12 +278,14 @@ std::string stats_json(report_sources const& sources, long pid)
       "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"allocations_by_entry_point\": {}, "
       "\"pool_reserved_high_water\": {}, "
       "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}, "
-      "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}}}",
+      "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}, "
+      "\"reuse_cache\": {{\"hits\": {}, \"misses\": {}, \"peak_held_bytes\": {}}}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
       allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
       passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns),
-      load(c.ipc_exported_blocks), load(c.ipc_imported_blocks));
+      load(c.ipc_exported_blocks), load(c.ipc_imported_blocks), load(c.reuse_hits), load(c.reuse_misses),
+      load(c.reuse_peak_held_bytes));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();
@@ -317,6 +331,13 @@ std::string stats_table(report_sources const& sources)
   if (exported + imported > 0) {
     out += fmt::format("\nlegacy IPC on pool memory: {} blocks shared with other processes, {} opened from them",
                        exported, imported);
+  }
+  for (int d : used_devices(sources.stats)) {
+    device_counters const* c = sources.stats.device(d);
+    if (c == nullptr || load(c->reuse_hits) + load(c->reuse_misses) == 0) { continue; }
+    out += fmt::format("\ndevice {} reuse cache: {} allocations served from it, {} found no block of their size; it "
+                       "held at most {}",
+                       d, load(c->reuse_hits), load(c->reuse_misses), byte_count{load(c->reuse_peak_held_bytes)});
   }
   return out;
 }

@@ -45,6 +45,12 @@ struct device_counters {
   // here from other processes' handles (core/ipc_export.cpp, core/ipc_import.cpp).
   std::atomic<std::uint64_t> ipc_exported_blocks{0};
   std::atomic<std::uint64_t> ipc_imported_blocks{0};
+  // The reuse cache under device ordering (state/reuse_cache.hpp): allocations
+  // served from it, those that looked and found no block of their size, and
+  // the most it held at once (idle and in flight).
+  std::atomic<std::uint64_t> reuse_hits{0};
+  std::atomic<std::uint64_t> reuse_misses{0};
+  std::atomic<std::uint64_t> reuse_peak_held_bytes{0};
   std::atomic<bool> used{false};  // anything recorded: reported only then
 };
 
@@ -60,6 +66,9 @@ class statistics {
   void free_passed_through() noexcept;
   void block_exported(int device) noexcept;
   void block_imported(int device) noexcept;
+  void reuse_hit(int device) noexcept;
+  void reuse_miss(int device) noexcept;
+  void reuse_held(int device, std::uint64_t bytes_now) noexcept;
   void add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept;
 
   // nullptr for a device outside [0, max_devices).

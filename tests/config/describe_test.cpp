@@ -15,7 +15,8 @@ TEST(Describe, Defaults)
 {
   EXPECT_EQ(cfg::describe(cfg::settings{}),
             "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
-            "export_handle_type=auto stream=legacy mode=pool intercept=all ordering=device log_level=warn "
+            "reuse_cache=0 (default) export_handle_type=auto stream=legacy mode=pool intercept=all ordering=device "
+            "log_level=warn "
             "log_file=stderr stats_file=none show_stats=no "
             "disabled=no");
 }
@@ -34,9 +35,11 @@ TEST(Describe, ExplicitValues)
   s.show_stats = true;
   s.disabled = true;
   s.idle_release_ms = 250;
+  s.reuse_cache = cfg::size_spec{cfg::size_spec::kind::bytes, 0, 0.0};
   EXPECT_EQ(
     cfg::describe(s),
-    "initial_pool_size=1536MiB release_threshold=12.5% idle_release=250ms export_handle_type=posix_file_descriptor "
+    "initial_pool_size=1536MiB release_threshold=12.5% idle_release=250ms reuse_cache=0B "
+    "export_handle_type=posix_file_descriptor "
     "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
     "stats_file=/tmp/stats-%p.json "
     "show_stats=yes disabled=yes");
@@ -48,7 +51,8 @@ TEST(Describe, FromTheEnvironment)
                        "ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric", "ASYNCSHIM_IDLE_RELEASE=off", nullptr};
   auto const result = cfg::parse_environment(env);
   std::string const line = cfg::describe(result.values);
-  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off export_handle_type=fabric "
+  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off reuse_cache=0 (default) "
+                  "export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no disabled=no");
   EXPECT_EQ(line.find('\n'), std::string::npos);

@@ -32,6 +32,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("initial_pool_size", a.initial_pool_size, b.initial_pool_size);
   compare("release_threshold", a.release_threshold, b.release_threshold);
   compare("idle_release_ms", a.idle_release_ms, b.idle_release_ms);
+  compare("reuse_cache", a.reuse_cache, b.reuse_cache);
   compare("export_handle_type", a.export_handle_type, b.export_handle_type);
   compare("stream", a.stream, b.stream);
   compare("mode", a.mode, b.mode);
@@ -44,16 +45,27 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   return changed;
 }
 
-std::set<std::string> const all_members{
-  "disabled",  "initial_pool_size", "release_threshold", "idle_release_ms", "export_handle_type", "stream",
-  "mode",      "intercept",         "ordering",          "level",           "log_file",           "stats_file",
-  "show_stats"};
+std::set<std::string> const all_members{"disabled",
+                                        "initial_pool_size",
+                                        "release_threshold",
+                                        "idle_release_ms",
+                                        "reuse_cache",
+                                        "export_handle_type",
+                                        "stream",
+                                        "mode",
+                                        "intercept",
+                                        "ordering",
+                                        "level",
+                                        "log_file",
+                                        "stats_file",
+                                        "show_stats"};
 
 // A valid value other than the default, for each variable.
 std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_INITIAL_POOL_SIZE", "1GiB"},
   {"ASYNCSHIM_RELEASE_THRESHOLD", "25%"},
   {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
+  {"ASYNCSHIM_REUSE_CACHE", "64MiB"},
   {"ASYNCSHIM_EXPORT_HANDLE_TYPE", "fabric"},
   {"ASYNCSHIM_STREAM", "per-thread"},
   {"ASYNCSHIM_MODE", "observe"},
@@ -129,6 +141,11 @@ TEST(Variables, DefaultsWrittenAsValuesAreAccepted)
       // Written, 0 is a size of 0 bytes: the same pool as when unset.
       ASSERT_TRUE(result.values.initial_pool_size.has_value());
       EXPECT_EQ(result.values.initial_pool_size->resolve(std::uint64_t{1} << 40, std::uint64_t{1} << 39), 0u);
+    } else if (v.field == "reuse_cache") {
+      // Written, the default size (0): the same limit as when unset.
+      ASSERT_TRUE(result.values.reuse_cache.has_value());
+      EXPECT_EQ(result.values.reuse_cache->resolve(std::uint64_t{1} << 40, std::uint64_t{1} << 39),
+                cfg::default_reuse_cache_bytes);
     } else {
       EXPECT_TRUE(changed.empty()) << name << "=" << v.default_text;
     }

@@ -38,12 +38,18 @@ def lookups(text):
 
 class StaticRuntime(unittest.TestCase):
     def test_allocations_come_from_the_pool(self):
-        out = run("basic")
+        out = run("basic", ASYNCSHIM_REUSE_CACHE="0")
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertEqual(re.findall(r"^alloc \d: ok kind (\d)$", out.stdout, re.M), ["2"] * 4)
         self.assertIn("data ok", out.stdout)
         self.assertIn("summary: allocations 4 pool 4 driver 0", out.stdout)
-        self.assertIn("live allocations: 0", out.stdout)
+        self.assertIn("live allocations: 0", out.stdout)  # all back in the pool after the synchronization
+
+    def test_freed_blocks_are_kept_for_reuse(self):
+        out = run("basic", ASYNCSHIM_REUSE_CACHE="1GiB")
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("summary: allocations 4 pool 4 driver 0", out.stdout)
+        self.assertIn("live allocations: 4", out.stdout)  # in the reuse cache, still the pool's
 
     def test_only_the_replaced_functions_are_the_shims(self):
         out = run("basic")

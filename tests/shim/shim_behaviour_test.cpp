@@ -480,6 +480,125 @@ TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
+// ---- ShimReuseCache: device ordering's reuse cache (ASYNCSHIM_REUSE_CACHE=16MiB),
+// on a 64 MiB device
+
+using ShimReuseCache = ShimTest;
+
+TEST_F(ShimReuseCache, AFencedBlockComesBackForTheSameSizeWithoutACudaCall)
+{
+  issue_queued_frees();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // queued
+  issue_queued_frees();                 // fenced: into the cache, not to the pool
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  auto const before = cuda_double_get_counters();
+  void* again = nullptr;
+  ASSERT_EQ(cudaMalloc(&again, 1000), cudaSuccess);
+  EXPECT_EQ(again, p);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_allocs, before.pool_allocs);    // no pool call
+  EXPECT_EQ(after.failed_calls, before.failed_calls);  // and nothing else failed
+  // Another size misses and comes from the pool.
+  void* other = nullptr;
+  ASSERT_EQ(cudaMalloc(&other, 2000), cudaSuccess);
+  EXPECT_NE(other, p);
+  EXPECT_EQ(cuda_double_get_counters().pool_allocs, before.pool_allocs + 1);
+  // A double free of the reused block is still a double free.
+  ASSERT_EQ(cudaFree(again), cudaSuccess);
+  EXPECT_EQ(cudaFree(again), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
+  issue_queued_frees();
+}
+
+TEST_F(ShimReuseCache, BlocksBeyondTheLimitGoToThePool)
+{
+  issue_queued_frees();
+  std::vector<void*> blocks(8);
+  for (void*& b : blocks) {
+    ASSERT_EQ(cudaMalloc(&b, 3 * MiB), cudaSuccess);
+  }
+  auto const before = cuda_double_get_counters();
+  for (void* b : blocks) {
+    ASSERT_EQ(cudaFree(b), cudaSuccess);
+  }
+  issue_queued_frees();
+  // The next allocation that misses (another size) finds the batch's fence
+  // completed: 5 x 3 MiB fit in 16 MiB, the other 3 go to the pool.
+  void* other = nullptr;
+  ASSERT_EQ(cudaMalloc(&other, 777), cudaSuccess);  // a size no block in the cache has
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 3);
+  int cached = 0;
+  for (void* b : blocks) {
+    // (The pool may have given `other` the start of a block it got back.)
+    cached += b != other && cuda_double_pointer_kind(b) == pool ? 1 : 0;
+  }
+  EXPECT_EQ(cached, 5);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
+}
+
+TEST_F(ShimReuseCache, CachedBlocksCountAsFreeMemory)
+{
+  // (Small enough to fit beside what the tests before left in the cache.)
+  issue_queued_frees();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 512 * KiB), cudaSuccess);
+  std::size_t free_in_use = 0;
+  std::size_t total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_in_use, &total), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
+  ASSERT_EQ(cuda_double_pointer_kind(p), pool);  // cached
+  std::size_t free_cached = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_cached, &total), cudaSuccess);
+  EXPECT_GE(free_cached, free_in_use + 512 * KiB);
+}
+
+TEST_F(ShimReuseCache, AnAllocationThatWouldFailGetsTheCachedMemory)
+{
+  issue_queued_frees();
+  std::vector<void*> blocks(4);
+  for (void*& b : blocks) {
+    ASSERT_EQ(cudaMalloc(&b, 4 * MiB), cudaSuccess);
+  }
+  for (void* b : blocks) {
+    ASSERT_EQ(cudaFree(b), cudaSuccess);
+  }
+  issue_queued_frees();  // 16 MiB cached
+  // Everything else the device has, then a size the cache does not hold:
+  // only the cached memory can serve it.
+  std::size_t free = 0;
+  std::size_t total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  void* filler = nullptr;
+  std::size_t const rest = free - 16 * MiB;
+  ASSERT_EQ(cudaMalloc(&filler, rest), cudaSuccess);
+  void* big = nullptr;
+  ASSERT_EQ(cudaMalloc(&big, 12 * MiB), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the retry left no error behind
+  ASSERT_EQ(cudaFree(big), cudaSuccess);
+  ASSERT_EQ(cudaFree(filler), cudaSuccess);
+  issue_queued_frees();
+}
+
+TEST_F(ShimReuseCache, AResetFreesTheCachedBlocks)
+{
+  issue_queued_frees();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
+  ASSERT_EQ(cuda_double_pointer_kind(p), pool);
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cuda_double_live_allocations(), 0);
+  void* after = nullptr;  // a new pool, an empty cache
+  ASSERT_EQ(cudaMalloc(&after, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(after), cudaSuccess);
+}
+
 // ---- ShimQueuedFrees: queued frees on a small device
 
 using ShimQueuedFrees = ShimTest;

@@ -22,6 +22,7 @@
 namespace shim_test {
 
 using byte_literals::GiB;
+using byte_literals::KiB;
 using byte_literals::MiB;
 using byte_literals::PiB;
 

@@ -66,6 +66,8 @@ enum class ordering_mode { device, stream, sync };
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
 inline constexpr std::uint64_t default_idle_release_ms = 1000;
+// Off by default (README, "Choosing an ordering": what is still open with it on).
+inline constexpr std::uint64_t default_reuse_cache_bytes = 0;
 
 struct settings {
   // True when ASYNCSHIM_DISABLE is set, or when any variable that changes
@@ -79,6 +81,11 @@ struct settings {
   // After this many milliseconds in which the process allocates and frees
   // nothing, its pools give their unused memory back to the device; 0: never.
   std::uint64_t idle_release_ms = default_idle_release_ms;
+  // Under device ordering, the most memory per device that freed blocks are
+  // kept in for reuse by an allocation of the same size, once the work
+  // submitted before their free has finished; absent: default_reuse_cache_bytes
+  // (0: none are kept).
+  std::optional<size_spec> reuse_cache;
   handle_type export_handle_type = handle_type::automatic;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;

@@ -1,0 +1,156 @@
+#include "state/reuse_cache.hpp"
+
+#include <algorithm>
+
+namespace asyncshim::shim {
+
+reuse_cache::cache* reuse_cache::of(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return nullptr; }
+  return &caches_[static_cast<std::size_t>(device)];
+}
+
+reuse_cache::cache const* reuse_cache::of(int device) const noexcept
+{
+  if (device < 0 || device >= max_devices) { return nullptr; }
+  return &caches_[static_cast<std::size_t>(device)];
+}
+
+void reuse_cache::cache::update_held() noexcept { held.store(idle_bytes + in_flight_bytes, std::memory_order_relaxed); }
+
+bool reuse_cache::add_in_flight(int device, CUevent done, block const* blocks, std::size_t count) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return false; }
+  try {
+    batch b{done, 0, std::vector<block>(blocks, blocks + count)};
+    std::uint64_t bytes = 0;
+    for (block const& x : b.blocks) {
+      bytes += x.bytes;
+    }
+    std::lock_guard lock{c->mutex};
+    b.serial = c->next_serial++;
+    c->in_flight.push_back(std::move(b));
+    c->in_flight_bytes += bytes;
+    c->update_held();
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+reuse_cache::in_flight_batch reuse_cache::oldest_in_flight(int device) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr || c->held.load(std::memory_order_relaxed) == 0) { return {}; }
+  std::lock_guard lock{c->mutex};
+  if (c->in_flight.empty()) { return {}; }
+  return {c->in_flight.front().done, c->in_flight.front().serial};
+}
+
+bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limit,
+                            std::vector<block>& for_the_pool) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return false; }
+  std::lock_guard lock{c->mutex};
+  // Another thread may have moved it already (and its event may be recorded
+  // again, for a newer batch: the serial, not the event, names a batch).
+  if (c->in_flight.empty() || c->in_flight.front().serial != serial) { return false; }
+  batch& b = c->in_flight.front();
+  for (block const& x : b.blocks) {
+    c->in_flight_bytes -= x.bytes;
+    bool kept = false;
+    if (c->idle_bytes + x.bytes <= limit) {
+      try {
+        c->idle[x.bytes].push_back(x.ptr);
+        c->idle_bytes += x.bytes;
+        kept = true;
+      } catch (...) {  // no host memory to keep it: the pool has it
+      }
+    }
+    if (!kept && for_the_pool.size() < for_the_pool.capacity()) { for_the_pool.push_back(x); }
+    // (A block that fits neither stays the pool's allocation until the pool
+    // goes: the caller reserves room for a whole batch, so this does not happen.)
+  }
+  c->in_flight.pop_front();
+  c->update_held();
+  return true;
+}
+
+CUevent reuse_cache::spare_event(int device) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return nullptr; }
+  std::lock_guard lock{c->mutex};
+  if (c->spare_events.empty()) { return nullptr; }
+  CUevent const e = c->spare_events.back();
+  c->spare_events.pop_back();
+  return e;
+}
+
+bool reuse_cache::keep_spare_event(int device, CUevent event) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return false; }
+  std::lock_guard lock{c->mutex};
+  try {
+    c->spare_events.push_back(event);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+void* reuse_cache::take(int device, std::size_t bytes) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return nullptr; }
+  std::lock_guard lock{c->mutex};
+  auto const found = c->idle.find(bytes);
+  if (found == c->idle.end() || found->second.empty()) { return nullptr; }
+  void* const ptr = found->second.back();
+  found->second.pop_back();  // the vector keeps its buffer for the next free of this size
+  c->idle_bytes -= bytes;
+  c->update_held();
+  return ptr;
+}
+
+void reuse_cache::take_all(int device, std::vector<block>& blocks, std::vector<CUevent>* events) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return; }
+  std::lock_guard lock{c->mutex};
+  std::size_t const blocks_before = blocks.size();
+  std::size_t const spares_before = c->spare_events.size();
+  try {
+    for (batch& b : c->in_flight) {
+      c->spare_events.push_back(b.done);
+      blocks.insert(blocks.end(), b.blocks.begin(), b.blocks.end());
+    }
+    for (auto& [bytes, pointers] : c->idle) {
+      for (void* p : pointers) {
+        blocks.push_back({p, bytes});
+      }
+    }
+    if (events != nullptr) { events->insert(events->end(), c->spare_events.begin(), c->spare_events.end()); }
+  } catch (...) {  // no host memory for the lists: everything stays cached
+    blocks.resize(blocks_before);
+    c->spare_events.resize(spares_before);
+    return;
+  }
+  if (events != nullptr) { c->spare_events.clear(); }
+  c->in_flight.clear();
+  c->idle.clear();
+  c->in_flight_bytes = 0;
+  c->idle_bytes = 0;
+  c->update_held();
+}
+
+std::uint64_t reuse_cache::held_bytes(int device) const noexcept
+{
+  cache const* c = of(device);
+  return c == nullptr ? 0 : c->held.load(std::memory_order_relaxed);
+}
+
+}  // namespace asyncshim::shim
