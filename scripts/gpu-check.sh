@@ -113,6 +113,18 @@ if [[ -x $stress ]]; then
     [[ $status -eq 0 ]] || failed=1
     note "    $ordering (exit $status): $line"
   done
+  # Few sizes: most allocations can reuse a block freed a moment before, from
+  # the reuse cache, or at 32 threads and 4 sizes from the pool.
+  line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=1GiB ASYNCSHIM_STATS_FILE=$logs/stress-classes.json timeout 240 \
+    "$stress" --size-classes 16 2>"$logs/stress-classes.err" | tail -1)
+  status=$?
+  [[ $status -eq 0 ]] || failed=1
+  note "    device, reuse cache on, 16 sizes (exit $status): $line"
+  note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]["reuse_cache"]; print("reuse cache: %d hits, %d misses, peak %d MiB held" % (d["hits"], d["misses"], d["peak_held_bytes"] >> 20))' "$logs/stress-classes.json" 2>&1)"
+  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 2>"$logs/stress-few-sizes.err" | tail -1)
+  status=$?
+  [[ $status -eq 0 ]] || failed=1
+  note "    device, 32 threads, 4 sizes (exit $status): $line"
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
 fi

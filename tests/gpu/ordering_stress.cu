@@ -23,6 +23,13 @@
 // where the native semantics need it, and nowhere else: a correct allocator
 // gives zero corrupted bytes.
 //
+// Some verifications read a buffer in other ways than a plain kernel launch:
+// after a slow host function on the stream, through a copy on the stream (the
+// copy is then verified), or with a graph launch. With --size-classes N the
+// sizes come from N fixed sizes (256 B .. 1 MiB), so that most allocations can
+// be served with a block of the same size freed a moment before (the shim's
+// reuse cache under device ordering).
+//
 // An operation is one cudaMalloc or one cudaFree (--operations, default
 // 1000000, i.e. 500000 allocations, each freed once). The live set is bounded
 // by --max-live-bytes (default 8 GiB). One summary line at the end:
@@ -128,13 +135,19 @@ struct options {
   // A verify kernel first sleeps 0 .. this long: the window in which a block
   // freed right after its launch must not be handed out and refilled.
   std::uint64_t max_verify_delay_us = 200;
+  // 0: sizes drawn at random (rarely the same twice); N: drawn from N fixed
+  // sizes, so that most allocations can get a block of the same size that was
+  // freed a moment before (the shim's reuse cache).
+  int size_classes = 0;
+  bool kernels_only = false;  // --kernels-only: every verification a plain kernel launch
 };
 
 [[noreturn]] void usage(char const* problem)
 {
   if (problem != nullptr) { std::fprintf(stderr, "ordering_stress: %s\n", problem); }
   std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
-                       "                       [--max-verify-delay-us N] [--allow-corruption]\n"
+                       "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
+                       "                       [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
   std::exit(2);
@@ -185,6 +198,10 @@ options parse_options(int argc, char** argv)
       o.allow_corruption = true;
     } else if (arg == "--max-verify-delay-us") {
       o.max_verify_delay_us = parse_number(value(), false);
+    } else if (arg == "--kernels-only") {
+      o.kernels_only = true;
+    } else if (arg == "--size-classes") {
+      o.size_classes = static_cast<int>(parse_number(value(), false));
     } else if (arg == "--help" || arg == "-h") {
       usage(nullptr);
     } else {
@@ -194,6 +211,7 @@ options parse_options(int argc, char** argv)
   if (o.threads < 1 || o.threads > 1024) { usage("--threads must be 1..1024"); }
   if (o.max_verify_delay_us > 1000000) { usage("--max-verify-delay-us must be at most 1000000"); }
   if (o.operations < 2) { usage("--operations must be at least 2"); }
+  if (o.size_classes < 0 || o.size_classes > 1000) { usage("--size-classes must be 0..1000"); }
   if (o.max_live_bytes < 512 * MiB) { usage("--max-live-bytes must be at least 512M"); }
   return o;
 }
@@ -230,6 +248,8 @@ struct shared_state {
   std::uint64_t allocation_budget = 0;
   std::size_t max_live_bytes = 0;
   unsigned max_verify_delay_ns = 0;
+  int size_classes = 0;
+  bool kernels_only = false;
   unsigned long long* bad_bytes = nullptr;  // one counter per allocation id (managed memory, not the allocator's)
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<std::size_t> live_bytes{0};
@@ -246,7 +266,14 @@ struct thread_totals {
   std::uint64_t mallocs = 0;
   std::uint64_t frees = 0;
   std::uint64_t bytes_verified = 0;
+  // How the verifications read the buffers besides a plain kernel launch.
+  std::uint64_t after_host_function = 0;  // a slow host function ran first on the stream
+  std::uint64_t by_copy = 0;              // copied on the stream, the copy then verified
+  std::uint64_t by_graph = 0;             // a graph launch of the verify kernel
 };
+
+// Holds the stream up, so that the work queued after it starts late.
+void CUDART_CB slow_host_function(void*) { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 class worker {
  public:
@@ -258,6 +285,7 @@ class worker {
   void run()
   {
     CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CK(cudaMalloc(&scratch_, scratch_bytes));
     for (;;) {
       std::uint64_t const id = shared_.next_id.fetch_add(1, std::memory_order_relaxed);
       if (id >= shared_.allocation_budget) { break; }
@@ -284,6 +312,11 @@ class worker {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
     }
+    CK(cudaStreamSynchronize(stream_));
+    for (cudaGraphExec_t g : graphs_) {
+      CK(cudaGraphExecDestroy(g));
+    }
+    CK(cudaFree(scratch_));
     std::lock_guard<std::mutex> lock{shared_.finished_mutex};
     shared_.streams.push_back(stream_);
     shared_.events.insert(shared_.events.end(), free_events_.begin(), free_events_.end());
@@ -301,6 +334,12 @@ class worker {
   // Mostly 256 B .. 1 MiB; 1% 1 .. 16 MiB; 0.05% 64 .. 256 MiB. Multiples of 8 bytes.
   std::size_t draw_size()
   {
+    if (shared_.size_classes > 0) {  // the same sizes in every thread: 256 B .. 1 MiB, log-spaced
+      int const k = std::uniform_int_distribution<int>{0, shared_.size_classes - 1}(rng_);
+      double const step = shared_.size_classes > 1 ? std::log(4096.0) / (shared_.size_classes - 1) : 0.0;
+      std::size_t const bytes = static_cast<std::size_t>(256.0 * std::exp(step * k)) & ~std::size_t{7};
+      return std::max<std::size_t>(256, bytes);
+    }
     double const r = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
     std::size_t bytes = 0;
     if (r < 0.0005) {
@@ -413,12 +452,52 @@ class worker {
     order_after(b, stream);
     std::size_t const words = b.bytes / 8;
     unsigned const blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 2047) / 2048, 1, 256));
-    unsigned const delay_ns =
+    unsigned delay_ns =
       static_cast<unsigned>(std::uniform_int_distribution<unsigned>{0, shared_.max_verify_delay_ns}(rng_));
     unsigned const spin_ns = chance(0.5) ? 100u : 0u;
-    CK_LAUNCH(
-      (verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, shared_.bad_bytes + b.id, delay_ns, spin_ns)));
+    unsigned long long* const bad = shared_.bad_bytes + b.id;
     totals_.bytes_verified += b.bytes;
+    double const how = shared_.kernels_only ? 1.0 : std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
+    if (how < 0.05) {  // a host function holds the stream up first
+      CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
+      ++totals_.after_host_function;
+    } else if (how < 0.10 && stream == stream_ && b.bytes <= scratch_bytes) {
+      // A copy reads the buffer (after a host function, so that it starts
+      // late), and the copy is verified: a block handed out again before the
+      // copy ran would show in the copy.
+      CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
+      CK(cudaMemcpyAsync(scratch_, b.ptr, b.bytes, cudaMemcpyDeviceToDevice, stream));
+      CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(scratch_, words, b.id, bad, 0, 0)));
+      ++totals_.by_copy;
+      return;
+    } else if (how < 0.11) {  // a graph launch of the verify kernel
+      launch_verify_graph(b, stream, blocks, words, bad, delay_ns, spin_ns);
+      ++totals_.by_graph;
+      return;
+    }
+    CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, bad, delay_ns, spin_ns)));
+  }
+
+  void launch_verify_graph(buffer const& b, cudaStream_t stream, unsigned blocks, std::size_t words,
+                           unsigned long long* bad, unsigned delay_ns, unsigned spin_ns)
+  {
+    std::uint64_t const* data = b.ptr;
+    std::uint64_t id = b.id;
+    void* args[] = {&data, &words, &id, &bad, &delay_ns, &spin_ns};
+    cudaKernelNodeParams params{};
+    params.func = reinterpret_cast<void*>(&verify_kernel);
+    params.gridDim = dim3(blocks);
+    params.blockDim = dim3(256);
+    params.kernelParams = args;
+    cudaGraph_t graph = nullptr;
+    cudaGraphNode_t node = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CK(cudaGraphCreate(&graph, 0));
+    CK(cudaGraphAddKernelNode(&node, graph, nullptr, 0, &params));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaGraphLaunch(exec, stream));
+    graphs_.push_back(exec);  // destroyed once the thread's work has finished
   }
 
   void free_now(buffer& b)
@@ -474,6 +553,9 @@ class worker {
   std::mt19937_64 rng_;
   thread_totals& totals_;
   cudaStream_t stream_ = nullptr;
+  static constexpr std::size_t scratch_bytes = 1 * MiB;
+  std::uint64_t* scratch_ = nullptr;  // where copies of buffers are verified (this thread's stream only)
+  std::vector<cudaGraphExec_t> graphs_;
   std::deque<buffer> local_;
   std::vector<cudaEvent_t> free_events_;
 };
@@ -501,6 +583,8 @@ int main(int argc, char** argv)
   shared.allocation_budget = opts.operations / 2;
   shared.max_live_bytes = std::min(opts.max_live_bytes, free_bytes / 2);
   shared.max_verify_delay_ns = static_cast<unsigned>(opts.max_verify_delay_us * 1000);
+  shared.size_classes = opts.size_classes;
+  shared.kernels_only = opts.kernels_only;
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
   // The counters live in managed memory: cudaMallocManaged is not the allocator under test.
@@ -526,6 +610,9 @@ int main(int argc, char** argv)
     sum.mallocs += t.mallocs;
     sum.frees += t.frees;
     sum.bytes_verified += t.bytes_verified;
+    sum.after_host_function += t.after_host_function;
+    sum.by_copy += t.by_copy;
+    sum.by_graph += t.by_graph;
   }
   unsigned long long corrupted_bytes = 0;
   unsigned long long corrupted_buffers = 0;
@@ -549,11 +636,14 @@ int main(int argc, char** argv)
   }
 
   double const seconds = std::chrono::duration<double>(stop - start).count();
-  std::printf("ordering_stress: ordering=%s shim=%s threads=%d operations=%llu allocations=%llu bytes_verified=%llu "
+  std::printf("ordering_stress: ordering=%s shim=%s threads=%d size_classes=%d operations=%llu allocations=%llu "
+              "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
               "corrupted_bytes=%llu corrupted_buffers=%llu seconds=%.2f\n",
-              ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads,
+              ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
               static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
-              static_cast<unsigned long long>(sum.bytes_verified), corrupted_bytes, corrupted_buffers, seconds);
+              static_cast<unsigned long long>(sum.bytes_verified),
+              static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
+              static_cast<unsigned long long>(sum.by_graph), corrupted_bytes, corrupted_buffers, seconds);
   if (corrupted_bytes == 0 || opts.allow_corruption) { return 0; }
   return 1;
 }
