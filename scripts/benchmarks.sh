@@ -197,6 +197,10 @@ for ((round = 1; round <= rounds; ++round)); do
     run "pairs-shim-$ordering-static$r" 90 "${shim_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $n
     run "pairs-shim-$ordering-driver$r" 90 "${shim_env[@]}" -- "$bench" pairs --api driver --size $round_sizes --iterations $n
   done
+  # The reuse cache (experimental, off by default).
+  reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB)
+  run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $fast
+  run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $fast
   if [[ -n $baseline ]]; then
     run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" pairs --api runtime --size $small_sizes --iterations $fast
     run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" pairs --api runtime --size $small_sizes --iterations $fast
@@ -214,6 +218,8 @@ for ((round = 1; round <= rounds; ++round)); do
     run "churn-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
     ((first)) && run "churn-shim-$ordering-static" 90 "${shim_env[@]}" -- "$bench_static" churn --api runtime --steps $churn_fast --live 64
   done
+  ((first)) && run churn-shim-reuse-runtime 90 "${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB -- \
+    "$bench" churn --api runtime --steps $churn_fast --live 64
   [[ -n $baseline ]] && run "before-churn-runtime$r" 90 "${before_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
   ((first)) && run churn-native-runtime 90 -- "$bench" churn --api runtime --steps $churn_slow --live 64
 
@@ -229,6 +235,8 @@ for ((round = 1; round <= rounds; ++round)); do
   # Not the default: each thread allocating on its own per-thread stream.
   ((first)) && run threads-shim-device-per-thread-runtime 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=device" \
     ASYNCSHIM_STREAM=per-thread -- "$bench" threads --api runtime "${threads[@]}"
+  ((first)) && run threads-shim-reuse-runtime 60 "${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB -- \
+    "$bench" threads --api runtime "${threads[@]}"
   [[ -n $baseline ]] && run "before-threads-runtime$r" 60 "${before_env[@]}" -- "$bench" threads --api runtime "${threads[@]}"
   ((first)) && run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
 done
@@ -280,6 +288,9 @@ else
       run "torch-$model-uncached-native" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- "$py" "${torch_bench[@]}" --model $model
       run "torch-$model-uncached-shim-stream" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
         ASYNCSHIM_ORDERING=stream -- "$py" "${torch_bench[@]}" --model $model
+      # The memory held, with the shim's default settings (no initial pool).
+      run "torch-$model-uncached-shim-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" -- \
+        "$py" "${torch_bench[@]}" --model $model --purpose memory
     done
   done
 fi

@@ -260,16 +260,19 @@ std::string lower(std::string s)
 }
 
 // "native", "pool" or "shim:<ordering>" (the shim's default ordering is
-// device), with "+per-thread" when the shim allocates on per-thread streams.
+// device), with "+per-thread" when the shim allocates on per-thread streams
+// and "+reuse" when its reuse cache is on (ASYNCSHIM_REUSE_CACHE set, not 0).
 std::string allocator_name(api kind)
 {
   if (is_pool(kind)) { return "pool"; }
   if (!shim_loaded()) { return "native"; }
   char const* ordering = std::getenv("ASYNCSHIM_ORDERING");
   char const* stream = std::getenv("ASYNCSHIM_STREAM");
+  char const* reuse = std::getenv("ASYNCSHIM_REUSE_CACHE");
   bool const per_thread = stream != nullptr && lower(stream).find("per") == 0;
+  bool const reusing = reuse != nullptr && reuse[0] != '\0' && std::string{reuse} != "0";
   return std::string{"shim:"} + (ordering != nullptr && ordering[0] != '\0' ? lower(ordering) : "device") +
-         (per_thread ? "+per-thread" : "");
+         (per_thread ? "+per-thread" : "") + (reusing ? "+reuse" : "");
 }
 
 // Which way the allocation reaches the allocator: "runtime" (exported

@@ -10,9 +10,12 @@ environment the caller sets (scripts/benchmarks.sh runs each of these):
     python3 torch_bench.py --model resnet18|transformer|mlp [--steps 40] [--warmup 10]
 
 Prints one JSON object on one line (median, p10, p90 and mean step time in ms
-over the timed steps, and what the process actually ran with: the allocator
-backend PyTorch reports, whether the shim is loaded, its ordering), then one
-line for people. Each step is bracketed by torch.cuda.synchronize(), so a step
+over the timed steps; the memory the allocator held at its most,
+reserved_high_water_bytes: PyTorch's max_memory_reserved() for its caching
+allocator, else the reserved high-water mark of the CUDA pool that served the
+tensors, which under the shim is the shim's pool; and what the process
+actually ran with: the allocator backend PyTorch reports, whether the shim is
+loaded, its ordering), then one line for people. Each step is bracketed by torch.cuda.synchronize(), so a step
 is everything it queued on the device. Prints "SKIP: ..." and exits 0 without
 torch or a CUDA device.
 """
@@ -109,6 +112,27 @@ def shim_loaded() -> bool:
         return False
 
 
+def pool_reserved_high_water(pointer: int):
+    """The reserved high-water mark of the CUDA memory pool that holds `pointer`
+    (under the shim: its pool, the reuse cache included), or None when the
+    memory is not from a pool."""
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    pointer_attribute_mempool_handle = 17  # CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+    mempool_attr_reserved_mem_high = 6  # CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
+    pool = ctypes.c_void_p()
+    if cuda.cuPointerGetAttribute(ctypes.byref(pool), pointer_attribute_mempool_handle,
+                                  ctypes.c_uint64(pointer)) != 0 or not pool.value:
+        return None
+    value = ctypes.c_uint64()
+    if cuda.cuMemPoolGetAttribute(pool, mempool_attr_reserved_mem_high, ctypes.byref(value)) != 0:
+        return None
+    return value.value
+
+
 def configuration(backend: str, shim: bool, ordering: str) -> str:
     """What the process ran with, from what it observes (not from a label)."""
     if backend == "cudaMallocAsync":
@@ -129,6 +153,9 @@ def main() -> int:
     parser.add_argument("--model", choices=("resnet18", "transformer", "mlp"), required=True)
     parser.add_argument("--steps", type=int, default=40, help="timed steps (after the warm-up)")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--purpose", choices=("time", "memory"), default="time",
+                        help="what the run is for, recorded in its result (benchmarks.sh runs the memory figures "
+                             "with the shim's default settings)")
     args = parser.parse_args()
     try:
         import torch
@@ -157,6 +184,12 @@ def main() -> int:
         if step >= args.warmup:
             times.append(1000 * (time.perf_counter() - start))
     final_loss = loss.item()
+    # The memory the allocator held at its most: PyTorch's cache, or the pool
+    # that served the tensors (the shim's, for an uncached run under it).
+    caching = torch.cuda.get_allocator_backend() == "native" and \
+        os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "") in ("", "0")
+    reserved_high_water = (torch.cuda.max_memory_reserved() if caching
+                           else pool_reserved_high_water(loss.data_ptr()))
 
     backend = torch.cuda.get_allocator_backend()
     shim = shim_loaded()
@@ -169,6 +202,8 @@ def main() -> int:
         "median_step_ms": statistics.median(times), "p10_step_ms": percentile(ordered, 0.1),
         "p90_step_ms": percentile(ordered, 0.9), "mean_step_ms": statistics.fmean(times),
         "final_loss": final_loss,
+        "reserved_high_water_bytes": reserved_high_water, "purpose": args.purpose,
+        "ASYNCSHIM_INITIAL_POOL_SIZE": os.environ.get("ASYNCSHIM_INITIAL_POOL_SIZE"),
         "allocator_backend": backend, "shim": shim, "ordering": ordering if shim else None,
         "PYTORCH_NO_CUDA_MEMORY_CACHING": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"),
         "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
