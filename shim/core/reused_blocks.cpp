@@ -54,16 +54,18 @@ void collect_completed(shim_state& s, int device) noexcept
       return;  // no host memory: the batch stays in flight for now
     }
     for_the_pool.clear();
-    if (!s.reuse.completed(device, oldest.serial, s.pools.reuse_limit(device), for_the_pool)) { continue; }
-    if (!s.reuse.keep_spare_event(device, oldest.done) && drv.event_destroy != nullptr) {
-      (void)drv.event_destroy(oldest.done);
-    }
-    if (for_the_pool.empty()) { continue; }
     cuda_async_memory_resource* pool = s.pools.existing(device);
     if (pool == nullptr) { return; }
+    // In the pool's context before the batch is taken: what the limit
+    // leaves out must be freed there.
     device_streams const streams = s.pools.streams(device);
     api_level_scope level{api_level::driver};
     context_scope in_context{streams.context};
+    if (!in_context.current()) { return; }
+    if (!s.reuse.completed(device, oldest.serial, s.pools.reuse_limit(device), for_the_pool)) { continue; }
+    // Without room to keep it the event is left alone, not destroyed: another
+    // thread may have read it as the oldest and be about to ask about it.
+    (void)s.reuse.keep_spare_event(device, oldest.done);
     for (reuse_cache::block const& b : for_the_pool) {
       free_to_pool(*pool, streams.own, b);
     }
@@ -136,6 +138,9 @@ void return_cached_to_pool_at_reset(shim_state& s, int device) noexcept
 {
   std::vector<CUevent> events;
   (void)return_to_pool(s, device, &events);
+  // Whatever could not be handed over goes with the pool and its context:
+  // the next pool must never see these addresses or events.
+  s.reuse.forget(device);
   // An event whose record is still pending is released once it completes.
   auto const destroy = driver().event_destroy;
   for (CUevent e : events) {

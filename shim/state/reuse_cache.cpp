@@ -147,6 +147,19 @@ void reuse_cache::take_all(int device, std::vector<block>& blocks, std::vector<C
   c->update_held();
 }
 
+void reuse_cache::forget(int device) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return; }
+  std::lock_guard lock{c->mutex};
+  c->in_flight.clear();
+  c->idle.clear();
+  c->spare_events.clear();
+  c->in_flight_bytes = 0;
+  c->idle_bytes = 0;
+  c->update_held();
+}
+
 std::uint64_t reuse_cache::held_bytes(int device) const noexcept
 {
   cache const* c = of(device);

@@ -78,6 +78,11 @@ class reuse_cache {
   // thread may be asking one of them whether its batch has completed).
   void take_all(int device, std::vector<block>& blocks, std::vector<CUevent>* events) noexcept;
 
+  // Forgets everything `device` holds, blocks and events, without handing
+  // anything over and without allocating: for a device reset whose pool (and
+  // context) goes with them when they could not be taken.
+  void forget(int device) noexcept;
+
   // What `device` holds: bytes idle and in flight.
   [[nodiscard]] std::uint64_t held_bytes(int device) const noexcept;
   [[nodiscard]] bool holds_anything(int device) const noexcept { return held_bytes(device) > 0; }

@@ -191,11 +191,11 @@ CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence) noexcept
 {
   auto const& drv = driver();
   if (drv.event_record == nullptr || drv.stream_wait_event == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+  // Each record is followed by its wait before any other thread records the
+  // same event (stream_tracker.hpp, the fence lock).
+  std::lock_guard one_fence{fence_mutex_};
   if (CUresult const r = drv.event_record(legacy_fence, CU_STREAM_LEGACY); r != CUDA_SUCCESS) { return r; }
   if (CUresult const r = drv.stream_wait_event(target, legacy_fence, 0); r != CUDA_SUCCESS) { return r; }
-  // A record of one thread may be overtaken by another thread's record of
-  // the same event before the wait reads it: the wait then follows the later
-  // record, which covers everything the earlier one did.
   std::shared_lock lock{stream_mutex_};
   for (tracked_stream const& t : streams_) {
     // A destroyed stream: only its last work, recorded when it was destroyed.

@@ -13,7 +13,8 @@
 //    middle of an allocation or a free;
 //  - the stream lock: a fence holds it shared while it records and waits
 //    (driver calls only), a stream created or destroyed exclusively, so no
-//    fenced stream disappears under a fence.
+//    fenced stream disappears under a fence; fences themselves take turns
+//    (the fence lock, taken before the stream lock).
 // Split so that a runtime call the shim makes while holding access() (which
 // may create streams of the runtime's own) never waits for itself.
 #pragma once
@@ -119,6 +120,11 @@ class stream_tracker {
   std::vector<capture> active_captures_;
   std::shared_mutex stream_mutex_;
   std::vector<tracked_stream> streams_;
+  // One fence at a time: a fence records the shared events (the legacy
+  // stream's, each stream's) and then waits for them, and CUDA does not say
+  // that the record a wait follows is the latest in stream order when two
+  // threads record one event at once. Fences are one per batch of frees.
+  std::mutex fence_mutex_;
   std::atomic<int> captures_{0};
 };
 

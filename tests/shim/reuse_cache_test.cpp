@@ -54,11 +54,11 @@ TEST(ReuseCache, ASerialNamesABatchNotItsEvent)
   std::vector<block> for_the_pool;
   for_the_pool.reserve(64);
   ASSERT_TRUE(cache->add_in_flight(0, event(7), first, 1));
-  auto const seen = cache->oldest_in_flight(0);  // one thread looks at the first batch
+  auto const seen = cache->oldest_in_flight(0);                           // one thread looks at the first batch
   ASSERT_TRUE(cache->completed(0, seen.serial, no_limit, for_the_pool));  // another moves it
   ASSERT_TRUE(cache->keep_spare_event(0, event(7)));
   ASSERT_EQ(cache->spare_event(0), event(7));
-  ASSERT_TRUE(cache->add_in_flight(0, event(7), second, 1));  // the same event, a new batch
+  ASSERT_TRUE(cache->add_in_flight(0, event(7), second, 1));               // the same event, a new batch
   EXPECT_FALSE(cache->completed(0, seen.serial, no_limit, for_the_pool));  // the first looker is too late
   EXPECT_EQ(cache->take(0, 256), address(0x1000));
   EXPECT_EQ(cache->take(0, 256), nullptr);  // the second batch is still in flight
@@ -111,6 +111,19 @@ TEST(ReuseCache, TakingEverythingEmptiesTheCacheAndKeepsOrHandsOverTheEvents)
   EXPECT_EQ(blocks.size(), 1U);
   EXPECT_EQ(events.size(), 2U);
   EXPECT_EQ(cache->spare_event(0), nullptr);
+}
+
+TEST(ReuseCache, AResetForgetsEverythingItCouldNotHandOver)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  block const blocks[] = {{address(0x1000), 256}};
+  ASSERT_TRUE(cache->add_in_flight(3, event(1), blocks, 1));
+  ASSERT_TRUE(cache->keep_spare_event(3, event(2)));
+  cache->forget(3);
+  EXPECT_EQ(cache->held_bytes(3), 0U);
+  EXPECT_EQ(cache->oldest_in_flight(3).done, nullptr);
+  EXPECT_EQ(cache->spare_event(3), nullptr);
+  EXPECT_EQ(cache->take(3, 256), nullptr);
 }
 
 }  // namespace
