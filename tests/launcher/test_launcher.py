@@ -112,17 +112,59 @@ class Checks(unittest.TestCase):
 
     def test_usage_errors(self):
         for args, text in [(["--bogus", "true"], "unknown option --bogus"), (["--stream"], "--stream needs a value"),
-                           ([], "no program given"), (["no-such-program-xyz"], "program not found: no-such-program-xyz"),
+                           ([], "no program given"),
+                           (["no-such-program-xyz"], "program not found in PATH: no-such-program-xyz"),
+                           (["./no-such-program-xyz"], "program not found: ./no-such-program-xyz"),
                            (["--stats=", "true"], "--stats= needs a file name")]:
             out = launch(*args)
             self.assertEqual(out.returncode, 2, args)
             self.assertIn(text, out.stderr)
 
-    def test_unknown_variable_in_the_environment_is_a_warning_only(self):
+    def test_unknown_variable_is_left_to_the_shim_to_warn_about_once(self):
+        # The shim says it when the program starts CUDA; the launcher does not say it a second time.
         out = launch("true", env={"ASYNCSHIM_STREEM": "legacy"})
         self.assertEqual(out.returncode, 0)
-        self.assertIn("asyncshim: warn: unknown variable ASYNCSHIM_STREEM (ignored); did you mean ASYNCSHIM_STREAM?",
-                      out.stderr)
+        self.assertEqual(out.stderr, "")
+
+    def test_double_dash_is_not_a_value(self):
+        for args in (["--initial-pool-size", "--", "true"], ["--library", "--", "true"]):
+            out = launch(*args)
+            self.assertEqual(out.returncode, 2, args)
+            self.assertIn(f"{args[0]} needs a value, and got --, which ends the options", out.stderr)
+
+    def test_a_program_that_cannot_run_says_why(self):
+        with tempfile.TemporaryDirectory() as folder:
+            plain = os.path.join(folder, "data.txt")
+            with open(plain, "w") as f:
+                f.write("not a program\n")
+            for program, text in [(plain, f"program {plain} is not executable"),
+                                  (folder, f"program {folder} is a folder, not a program")]:
+                out = launch("--", program)
+                self.assertEqual(out.returncode, 2, program)
+                self.assertIn(text, out.stderr)
+
+    def test_library_must_be_a_shared_library(self):
+        with tempfile.TemporaryDirectory() as folder:
+            text = os.path.join(folder, "libasyncshim.so")
+            with open(text, "w") as f:
+                f.write("not a library\n")
+            for library in (text, folder):
+                out = launch("--library", library, "true")
+                self.assertEqual(out.returncode, 2, library)
+                self.assertIn(os.path.realpath(library), out.stderr)
+                self.assertRegex(out.stderr, "is not a (shared library|readable file)")
+
+    def test_stats_file_is_checked_before_the_program_runs(self):
+        out = launch("--stats=/nonexistent/folder/s-%p.json", *SHOW)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--stats=/nonexistent/folder/s-%p.json: the folder /nonexistent/folder does not exist", out.stderr)
+        self.assertEqual(out.stdout, "")
+        with tempfile.TemporaryDirectory() as folder:
+            out = launch(f"--stats={folder}", "true")
+            self.assertEqual(out.returncode, 2)
+            self.assertIn("is a folder; give a file name", out.stderr)
+            out = launch(f"--stats={folder}/s-%p.json", "true")
+            self.assertEqual(out.returncode, 0, out.stderr)
 
 
 class OptionsFromTheList(unittest.TestCase):
@@ -166,7 +208,8 @@ class OptionsFromTheList(unittest.TestCase):
                 continue
             self.assertIn(f"{option_of(name)} VALUE {name}: {' '.join(summary.split())}", help_text)
             self.assertIn(f"values: {' '.join(accepted.split())}; default: {default.strip('()')}", help_text)
-        for own in ("--stats ", "--stats=FILE", "--verbose", "--library PATH", "--version", "-h, --help"):
+        for own in ("--stats ", "--stats=FILE", "--verbose", "--library PATH", "--print-library", "--version",
+                    "-h, --help"):
             self.assertIn(own, out.stdout)
 
     def test_without_asyncshim_settings(self):
@@ -186,6 +229,19 @@ class OptionsFromTheList(unittest.TestCase):
                                  text=True, check=False)
             self.assertEqual(out.returncode, 2)
             self.assertIn("cannot find asyncshim-settings", out.stderr)
+
+
+class PrintLibrary(unittest.TestCase):
+    def test_prints_the_library_it_would_preload(self):
+        out = launch("--print-library")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, os.path.realpath(os.path.join(BUILD, "shim", "libasyncshim.so")) + "\n")
+        libm = "/lib/x86_64-linux-gnu/libm.so.6"
+        out = launch("--library", libm, "--print-library")
+        self.assertEqual(out.stdout, os.path.realpath(libm) + "\n")
+        out = launch("--print-library", env={"ASYNCSHIM_LIBRARY": "/nonexistent.so"})
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("libasyncshim.so not found at /nonexistent.so", out.stderr)
 
 
 class ExitStatus(unittest.TestCase):
