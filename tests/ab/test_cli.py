@@ -5,6 +5,7 @@ shim, no GPU needed) and its report, exports and exit statuses are checked."""
 import csv
 import os
 import re
+import subprocess
 import sys
 import textwrap
 import unittest
@@ -346,6 +347,34 @@ class CommandLine(AbTestCase):
         self.assertUsageError(["--stats-dir", "/nonexistent/dir"], "argument --stats-dir")
         self.assertUsageError(["--frobnicate"], "--frobnicate")
         self.assertUsageError(["--runs", "3"], "no program given", program=False)
+
+    def test_config_values_are_checked_with_the_shims_rules(self):
+        build = os.environ.get("AB_TEST_BUILD_DIR")
+        if not build:
+            self.skipTest("AB_TEST_BUILD_DIR is not set (ctest sets it): no asyncshim-settings to check with")
+        script = os.path.join(build, "bin", "asyncshim-ab")
+
+        def run(config):
+            argv = [sys.executable, script, "--shim", self.shim, "--runs", "1", "--warmup", "0", "--config", config,
+                    "--"] + ab_support.FAKE_PROGRAM
+            return subprocess.run(argv, env=ab_support.clean_environment({"FAKE_LOG": self.log}),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                                  timeout=120, cwd=self.tmp)
+
+        for config, fragments in [
+                ("ASYNCSHIM_ORDERING=fast", ["--config 'ASYNCSHIM_ORDERING=fast': ASYNCSHIM_ORDERING='fast' is not a "
+                                             "valid ordering: expected one of device, stream, sync"]),
+                ("ASYNCSHIM_ORDRING=stream", ["unknown variable ASYNCSHIM_ORDRING",
+                                              "did you mean ASYNCSHIM_ORDERING?"])]:
+            proc = run(config)
+            self.assertExit(proc, 2)
+            for fragment in fragments + ["asyncshim-ab: error: nothing was run"]:
+                self.assertIn(fragment, proc.stderr)
+            self.assertEqual(self.invocations(), [])
+        # Valid settings, and variables that are not the shim's, run.
+        proc = run("ASYNCSHIM_ORDERING=stream PYTORCH_NO_CUDA_MEMORY_CACHING=1")
+        self.assertExit(proc, 0)
+        self.assertEqual(len(self.invocations()), 2)
 
     def test_missing_program_exits_2(self):
         self.assertUsageError([], "program /nonexistent/program was not found",
