@@ -1,6 +1,8 @@
 # cmake --install: libasyncshim.so, the launcher scripts, and the resource for
 # C++ users (headers, static library and a CMake package: find_package(asyncshim)
-# gives asyncshim::resource, which brings CUDA::cudart along).
+# gives asyncshim::resource, which brings CUDA::cudart along), a pkg-config
+# file (asyncshim.pc, with the preload library's path as a variable), the
+# licence and the README.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS asyncshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
@@ -18,3 +20,10 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfigVers
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/asyncshimConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asyncshim)
+
+# pkg-config: relocatable (the prefix found from the .pc file's own folder),
+# so that cmake --install --prefix anywhere gives a working file.
+file(RELATIVE_PATH ASYNCSHIM_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" ASYNCSHIM_PC_TO_PREFIX "${ASYNCSHIM_PC_TO_PREFIX}")
+configure_file(cmake/asyncshim.pc.in ${CMAKE_CURRENT_BINARY_DIR}/asyncshim.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/asyncshim.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -30,6 +30,7 @@ apt_install() {
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 packages=(cmake ninja-build g++ make libfmt-dev libspdlog-dev libgtest-dev binutils python3
+          pkgconf              # reads the installed asyncshim.pc in the tests (tests/install)
           python3-jsonschema)  # validates the statistics files in the tests (tests/support/stats_schema.py)
 missing=()
 for p in "${packages[@]}"; do
