@@ -50,8 +50,10 @@ config::settings load() noexcept
   try {
     config::parse_result parsed = config::parse_environment(environ);
     std::string const log_problem = log::setup(parsed.values.level, parsed.values.log_file);
+    // At the level asked for, as every other message: ASYNCSHIM_LOG_LEVEL=off
+    // says nothing at all, and ASYNCSHIM_DISABLE=1 says why only at info.
     for (auto const& d : parsed.diagnostics) {
-      log::write(d.level, d.text);
+      if (log::enabled(d.level)) { log::write(d.level, d.text); }
     }
     if (!log_problem.empty()) { log::warn("{}", log_problem); }
     log::info("settings: {}", config::describe(parsed.values));

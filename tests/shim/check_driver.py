@@ -90,6 +90,22 @@ class StaticRuntime(unittest.TestCase):
         out = run("basic", ASYNCSHIM_DISABLE="1")
         self.assertIn("summary: allocations 4 pool 0 driver 4", out.stdout)
 
+    def test_disabled_shim_says_nothing_at_the_default_level(self):
+        out = run("basic", ASYNCSHIM_DISABLE="1")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn("asyncshim", out.stderr)
+        out = run("basic", ASYNCSHIM_DISABLE="1", ASYNCSHIM_LOG_LEVEL="info")
+        self.assertIn("ASYNCSHIM_DISABLE", out.stderr)  # says why when asked
+
+    def test_log_level_off_says_nothing_at_all(self):
+        bad = {"ASYNCSHIM_RELEASE_THRESHOLD": "lots", "ASYNCSHIM_STREEM": "legacy"}
+        out = run("basic", ASYNCSHIM_LOG_LEVEL="off", **bad)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn("asyncshim", out.stderr)
+        out = run("basic", **bad)  # at the default level they are said
+        self.assertIn("ASYNCSHIM_RELEASE_THRESHOLD='lots' is not a valid size", out.stderr)
+        self.assertIn("unknown variable ASYNCSHIM_STREEM", out.stderr)
+
     def test_statistics_name_the_entry_point(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "stats.json")
