@@ -1,4 +1,5 @@
 #include "messages.hpp"
+#include "suggestions.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -62,7 +63,9 @@ std::string invalid_duration_message(std::string_view name, std::string_view val
 std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
                                    std::string_view accepted)
 {
-  return fmt::format("{}={} is not a valid {}: expected one of {}", name, quoted(value), what, accepted);
+  std::string text = fmt::format("{}={} is not a valid {}: expected one of {}", name, quoted(value), what, accepted);
+  if (auto const meant = closest_value(value, accepted)) { text += fmt::format("; did you mean {}?", *meant); }
+  return text;
 }
 
 std::string unknown_variable_message(std::string_view name, std::optional<std::string> const& suggestion,

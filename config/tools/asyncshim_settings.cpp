@@ -7,12 +7,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace {
 
 namespace cfg = asyncshim::config;
 
-constexpr char const* help_text = "usage: asyncshim-settings [--describe | --list | --version | --help]\n"
+constexpr char const* help_text = "usage: asyncshim-settings [--describe | --list | --closest WORD CANDIDATE... |\n"
+                                  "                          --version | --help]\n"
                                   "\n"
                                   "Checks the ASYNCSHIM_* variables of the environment with the shim's own rules\n"
                                   "and prints the shim's messages, one a line as LEVEL: TEXT. The exit status is 1\n"
@@ -32,6 +35,9 @@ constexpr char const* help_text = "usage: asyncshim-settings [--describe | --lis
                                   "                          reported and the default is used), - (every value\n"
                                   "                          is accepted)\n"
                                   "                SUMMARY   what it sets, in words\n"
+                                  "  --closest   print the CANDIDATE that WORD most likely stands for, by the\n"
+                                  "              rules of the shim's \"did you mean\" (words separated by _,\n"
+                                  "              then spelling); print nothing and exit 1 when none is close\n"
                                   "  --version   print the version and exit\n"
                                   "  --help      print this help and exit\n";
 
@@ -59,6 +65,17 @@ int main(int argc, char** argv)
   }
   if (std::strcmp(option, "--list") == 0) {
     print_list();
+    return 0;
+  }
+  if (std::strcmp(option, "--closest") == 0) {
+    if (argc < 3) {
+      std::fputs(help_text, stderr);
+      return 2;
+    }
+    std::vector<std::string> const candidates(argv + 3, argv + argc);
+    auto const found = cfg::closest_of(argv[2], candidates);
+    if (!found) { return 1; }
+    std::printf("%s\n", found->c_str());
     return 0;
   }
   bool const describe = std::strcmp(option, "--describe") == 0;

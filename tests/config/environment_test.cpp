@@ -372,10 +372,35 @@ TEST(ParseEnvironment, InvalidStreamDisables)
   EXPECT_EQ(result.values.stream, cfg::stream_choice::legacy);
   std::vector<diagnostic> const expected{
     {log_level::error,
-     "ASYNCSHIM_STREAM='perthread' is not a valid stream: expected one of legacy, per-thread (or per_thread)"},
+     "ASYNCSHIM_STREAM='perthread' is not a valid stream: expected one of legacy, per-thread (or per_thread); "
+     "did you mean per-thread?"},
     {log_level::error, disabled_one},
   };
   EXPECT_EQ(result.diagnostics, expected);
+}
+
+TEST(ParseEnvironment, AValueCloseToAnAcceptedOneGetsASuggestion)
+{
+  struct example {
+    char const* setting;
+    char const* guess;  // in the first message; null: none
+  };
+  for (auto const& [setting, guess] : {
+         example{"ASYNCSHIM_ORDERING=devise", "expected one of device, stream, sync; did you mean device?"},
+         example{"ASYNCSHIM_MODE=observer", "; did you mean observe?"},
+         example{"ASYNCSHIM_LOG_LEVEL=warnings", "; did you mean warning?; using warn"},
+         example{"ASYNCSHIM_EXPORT_HANDLE_TYPE=posixfd", "; did you mean posix_fd?"},
+         example{"ASYNCSHIM_ORDERING=fast", nullptr},  // nothing close: no guess
+       }) {
+    auto const result = parse({setting});
+    ASSERT_FALSE(result.diagnostics.empty()) << setting;
+    std::string const& text = result.diagnostics[0].text;
+    if (guess != nullptr) {
+      EXPECT_NE(text.find(guess), std::string::npos) << text;
+    } else {
+      EXPECT_EQ(text.find("did you mean"), std::string::npos) << text;
+    }
+  }
 }
 
 TEST(ParseEnvironment, InvalidLogLevelKeepsWarnAndDoesNotDisable)
@@ -486,6 +511,13 @@ TEST(UnknownVariables, MoreTypos)
          example{"ASYNCSHIM_LOGLEVEL", "ASYNCSHIM_LOG_LEVEL"},
          example{"ASYNCSHIM_LOG_FIL", "ASYNCSHIM_LOG_FILE"},
          example{"ASYNCSHIM_DISABLED", "ASYNCSHIM_DISABLE"},
+         // By words rather than by spelling alone:
+         example{"ASYNCSHIM_POOL_SIZE", "ASYNCSHIM_INITIAL_POOL_SIZE"},
+         example{"ASYNCSHIM_ORDER", "ASYNCSHIM_ORDERING"},
+         example{"ASYNCSHIM_STATS", "ASYNCSHIM_STATS_FILE"},
+         example{"ASYNCSHIM_THRESHOLD", "ASYNCSHIM_RELEASE_THRESHOLD"},
+         example{"ASYNCSHIM_CACHE", "ASYNCSHIM_REUSE_CACHE"},
+         example{"ASYNCSHIM_HANDLE_TYPE", "ASYNCSHIM_EXPORT_HANDLE_TYPE"},
        }) {
     auto const result = parse({std::string(name) + "=1"});
     ASSERT_EQ(result.diagnostics.size(), 1u) << name;

@@ -126,6 +126,15 @@ class Checks(unittest.TestCase):
         self.assertEqual(out.returncode, 0)
         self.assertEqual(out.stderr, "")
 
+    def test_a_misspelt_option_gets_a_suggestion(self):
+        for written, meant in [("--ordring", "--ordering"), ("--pool-size", "--initial-pool-size"),
+                               ("--libary", "--library"), ("--threshold", "--release-threshold")]:
+            out = launch(written, "x", "true")
+            self.assertEqual(out.returncode, 2, written)
+            self.assertIn(f"unknown option {written}; did you mean {meant}? (see asyncshim --help)", out.stderr)
+        out = launch("--frobnicate", "true")
+        self.assertIn("unknown option --frobnicate (see asyncshim --help)", out.stderr)
+
     def test_double_dash_is_not_a_value(self):
         for args in (["--initial-pool-size", "--", "true"], ["--library", "--", "true"]):
             out = launch(*args)

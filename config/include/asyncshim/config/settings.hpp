@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -142,6 +143,11 @@ struct parse_result {
 
 // One line listing every effective setting, e.g. for the info-level banner.
 [[nodiscard]] std::string describe(settings const&);
+
+// The candidate `written` most likely meant, by the same rules as the
+// "did you mean" of an unknown variable (words separated by '_', then
+// spelling); nothing when none is close. For the launcher's options.
+[[nodiscard]] std::optional<std::string> closest_of(std::string_view written, std::span<std::string const> candidates);
 
 // The names of the variables this version understands.
 [[nodiscard]] std::vector<std::string> const& known_variables();
