@@ -16,8 +16,8 @@ import ab_support  # noqa: E402
 from ab_support import AbTestCase  # noqa: E402
 
 GIB = 1 << 30
-NO_STATS_WARNING = ("Warning: no asyncshim statistics were written (no GPU, or the program made "
-                    "no cudaMalloc/cudaFree calls): GPU figures are absent.")
+NO_STATS_PROBLEM = ("the shim wrote no statistics in any run: it did not load into the program, "
+                    "or the program made no cudaMalloc/cudaFree through it (no GPU?)")
 # One process of the fake program (see fake_program.py).
 FAKE_ALLOCATIONS = 15
 FAKE_PEAK = 8000
@@ -222,7 +222,7 @@ class Baselines(AbTestCase):
         self.assertIn("Benchmark 1: without asyncshim (native)\n", proc.stdout)
         self.assertIn("  GPU:              no figures (no shim in this arm)\n", proc.stdout)
         self.assertRegex(proc.stdout, r"times (faster|slower) than without asyncshim \(native\)\n")
-        self.assertNotIn(NO_STATS_WARNING, proc.stderr)
+        self.assertNotIn("no result", proc.stdout + proc.stderr)
         calls = self.invocations()
         self.assertEqual([c["mode"] for c in calls], ["", "pool"] * 3)
         self.assertEqual([c["ld_preload"] for c in calls], [None, self.shim] * 3)
@@ -236,46 +236,54 @@ class Baselines(AbTestCase):
             self.assertIn("| `without asyncshim (native)` | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 |",
                           fh.read())
 
-    def test_no_statistics_warning_once(self):
+    def assertNoResult(self, proc, why):
+        """Exit status 3: the B arm's times are reported, but not as a comparison."""
+        self.assertExit(proc, 3)
+        self.assertIn("asyncshim-ab: error: arm 'with asyncshim' has no result: " + why, proc.stderr)
+        self.assertIn("  with asyncshim: no result: " + why, proc.stdout)
+        self.assertNotIn("times faster", proc.stdout)
+        self.assertNotIn("times slower", proc.stdout)
+
+    def test_no_statistics_is_no_result(self):
         proc = self.run_ab(["--runs", "3", "--warmup", "1", "--export-json", "r.json"],
                            env={"FAKE_NO_STATS": "1"})
-        self.assertExit(proc, 0)
-        self.assertEqual(proc.stderr.count(NO_STATS_WARNING), 1, proc.stderr)
+        self.assertNoResult(proc, NO_STATS_PROBLEM)
         self.assertEqual(proc.stdout.count("  GPU:              no statistics were written\n"), 2)
         data = self.read_json("r.json")
         self.assertEqual([r["gpu"] for r in data["results"]], [None, None])
-        self.assertIn("Summary", proc.stdout)
+        self.assertEqual([r["problem"] for r in data["results"]], [None, NO_STATS_PROBLEM])
 
     def test_no_statistics_from_b_only(self):
         proc = self.run_ab(["--runs", "3", "--warmup", "0"], env={"FAKE_NO_STATS_B": "1"})
+        self.assertNoResult(proc, NO_STATS_PROBLEM)
+        self.assertIn("GPU (median/run):        15 allocations", proc.stdout)  # arm A's
+
+    def test_statistics_from_b_only_is_a_result(self):
+        proc = self.run_ab(["--runs", "3", "--warmup", "0", "--baseline", "native"])
         self.assertExit(proc, 0)
-        self.assertEqual(proc.stderr.count(NO_STATS_WARNING), 1, proc.stderr)
-        self.assertIn("GPU (median/run):        15 allocations", proc.stdout)
+        self.assertIn("times", proc.stdout)
+        self.assertNotIn("no result", proc.stdout)
 
     def test_program_that_makes_no_cuda_calls(self):
         # a real program, not the fake: no statistics, and a peak RSS at the floor
         proc = self.run_ab(["--runs", "3", "--warmup", "0"], program=["true"])
-        self.assertExit(proc, 0)
-        self.assertEqual(proc.stderr.count(NO_STATS_WARNING), 1, proc.stderr)
+        self.assertNoResult(proc, NO_STATS_PROBLEM)
         self.assertEqual(proc.stdout.count("(at most: the kernel counts "), 2, proc.stdout)
 
     def test_newer_statistics_format_is_ignored_with_a_warning(self):
         proc = self.run_ab(["--runs", "3", "--warmup", "0"], env={"FAKE_STATS_VERSION": "2"})
-        self.assertExit(proc, 0)
+        self.assertNoResult(proc, NO_STATS_PROBLEM)
         self.assertEqual(proc.stderr.count("format_version 2 is newer than this asyncshim-ab "
                                            "understands (1)"), 1, proc.stderr)
-        self.assertIn(NO_STATS_WARNING, proc.stderr)
 
     def test_foreign_statistics_format_is_ignored_with_a_warning(self):
         proc = self.run_ab(["--runs", "1", "--warmup", "0"], env={"FAKE_STATS_FORMAT": "other"})
-        self.assertExit(proc, 0)
+        self.assertNoResult(proc, NO_STATS_PROBLEM)
         self.assertIn("\"format\" is 'other', not 'asyncshim-stats'", proc.stderr)
 
-    def test_mode_other_than_requested_is_reported(self):
+    def test_mode_other_than_requested_is_no_result(self):
         proc = self.run_ab(["--runs", "1", "--warmup", "0"], env={"FAKE_STATS_MODE": "disabled"})
-        self.assertExit(proc, 0)
-        self.assertIn("Warning: in arm 'with asyncshim' the shim reported mode 'disabled', not 'pool'",
-                      proc.stderr)
+        self.assertNoResult(proc, "the shim ran in mode 'disabled', not 'pool'")
         self.assertIn("Warning: in arm 'without asyncshim (observe)' the shim reported mode "
                       "'disabled', not 'observe'", proc.stderr)
 
