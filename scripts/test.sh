@@ -5,7 +5,8 @@
 # machine and says why it skips elsewhere; config.fuzz fuzzes the
 # environment parser for 30 s), then builds a second tree, Debug with
 # AddressSanitizer and UndefinedBehaviorSanitizer ("<build-dir>-sanitize",
-# ASYNCSHIM_SANITIZE=ON), and runs the CPU tier in it.
+# ASYNCSHIM_SANITIZE=ON), and runs the CPU tier in it. After each run it prints
+# why the skipped tests skipped, one line per reason (scripts/skip-reasons.py).
 #   scripts/test.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ scripts/format.sh --check || status=$?
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DASYNCSHIM_FUZZ=ON >/dev/null
 cmake --build "$build" --parallel
 ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" || status=$?
+python3 scripts/skip-reasons.py "$build/Testing/Temporary/LastTest.log"  # why the skipped ones skipped
 
 # The sanitizer tree (cmake/sanitizers.cmake): the CPU tier only. The fuzz
 # test is left out (the fuzzer is built with the sanitizers anyway); the GPU
@@ -26,4 +28,5 @@ echo "asyncshim: the CPU tier again, built with -fsanitize=address,undefined, in
 cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DASYNCSHIM_SANITIZE=ON -DASYNCSHIM_FUZZ=OFF >/dev/null
 cmake --build "$sanitize" --parallel
 ctest --test-dir "$sanitize" --output-on-failure --parallel "$(nproc)" -LE gpu || status=$?
+python3 scripts/skip-reasons.py "$sanitize/Testing/Temporary/LastTest.log"
 exit "$status"
