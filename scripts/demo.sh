@@ -9,9 +9,30 @@ cd "$(dirname "$0")/.."
 requests=${1:-3000}
 build=build
 
+echo "demo: 1/4 installing what is missing (scripts/install-deps.sh)"
 scripts/install-deps.sh
+echo "demo: 2/4 configuring $build/ (Release)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" --parallel >/dev/null
+# Ninja's own [done/total] counter, on one line of its own on a terminal (a
+# few minutes on two cores: the tests are built too).
+echo "demo: 3/4 building the shim, its tools, the demo and the tests"
+progress() {  # ninja's lines -> one counter that overwrites itself
+  local line
+  while IFS= read -r line; do
+    if [[ "$line" =~ ^\[([0-9]+/[0-9]+)\] ]]; then printf '\r  %s' "${BASH_REMATCH[1]}"; fi
+  done
+  echo
+}
+if [[ -t 1 ]]; then
+  built() { cmake --build "$build" --parallel | progress; }
+else
+  built() { cmake --build "$build" --parallel >/dev/null; }
+fi
+if ! built; then
+  echo "demo: the build failed; again, with its output:"
+  cmake --build "$build"
+  exit 1
+fi
 shim=$PWD/$build/shim/libasyncshim.so
 demo=$PWD/$build/tests/demo/alloc_per_request
 echo "built $shim"
@@ -26,7 +47,7 @@ if ! "$demo" 1 >/dev/null 2>&1; then
   exit 0
 fi
 
-echo "demo: $requests requests, each 3 cudaMalloc + 3 cudaFree around two small kernels"
+echo "demo: 4/4 running: $requests requests, each 3 cudaMalloc + 3 cudaFree around two small kernels"
 echo "asyncshim-ab -- $demo $requests"
 # A pool primed with 1 GiB, as a long-running server's pool would have grown to (the
 # default starts empty and grows).
