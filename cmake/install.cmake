@@ -9,6 +9,7 @@ install(TARGETS asyncshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS asyncshim-settings RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/asyncshim)
 install(PROGRAMS scripts/asyncshim scripts/asyncshim-ab DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)  # where Debian looks for it
 install(TARGETS asyncshim_resource EXPORT asyncshimTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY resource/include/asyncshim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT asyncshimTargets NAMESPACE asyncshim:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/asyncshim)

@@ -1,5 +1,5 @@
 # cmake --install into a scratch prefix, then build and run a separate project
-# that uses find_package(asyncshim).
+# that uses find_package(asyncshim), read the pkg-config file, and uninstall.
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DSOURCE_DIR=... -P install_and_consume.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(run)
@@ -53,3 +53,12 @@ if(NOT cflags MATCHES "-I.*include")
 endif()
 pkg_config_value(version --modversion)
 message(STATUS "pkg-config: asyncshim ${version}, preload ${expected}")
+
+# And the way back: the uninstall target removes what cmake --install put there.
+run(${CMAKE_COMMAND} --build "${BUILD_DIR}" --target uninstall)
+foreach(installed lib/libasyncshim.so bin/asyncshim include/asyncshim/cuda_async_memory_resource.hpp
+        lib/pkgconfig/asyncshim.pc)
+  if(EXISTS "${WORK_DIR}/prefix/${installed}")
+    message(FATAL_ERROR "uninstall left ${installed}")
+  endif()
+endforeach()
