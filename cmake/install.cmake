@@ -1,6 +1,7 @@
 # cmake --install: libasyncshim.so, the launcher scripts, and the resource for
 # C++ users (headers, static library and a CMake package: find_package(asyncshim)
-# gives asyncshim::resource, which brings CUDA::cudart along), a pkg-config
+# gives asyncshim::preload and asyncshim::launcher, and its component resource
+# asyncshim::resource, which brings CUDA::cudart along), a pkg-config
 # file (asyncshim.pc, with the preload library's path as a variable), the
 # licence and the README.
 include(CMakePackageConfigHelpers)

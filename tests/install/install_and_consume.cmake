@@ -20,6 +20,24 @@ run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/consumer" -B "${WORK_DIR}/build" "-DCMAKE
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer")
 
+# Without CUDA: the path and the launcher, no resource; asking for the
+# resource component then fails.
+run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/path_consumer" -B "${WORK_DIR}/path_build" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
+    -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+file(READ "${WORK_DIR}/path_build/preload.txt" preload)
+string(STRIP "${preload}" preload)
+if(NOT EXISTS "${preload}")
+  message(FATAL_ERROR "$<TARGET_FILE:asyncshim::preload> is ${preload}, which does not exist")
+endif()
+file(WRITE "${WORK_DIR}/needs_resource/CMakeLists.txt"
+     "cmake_minimum_required(VERSION 3.25)\nproject(p NONE)\nfind_package(asyncshim REQUIRED COMPONENTS resource)\n")
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${WORK_DIR}/needs_resource" -B "${WORK_DIR}/needs_resource/build"
+                        "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON
+                RESULT_VARIABLE status OUTPUT_QUIET ERROR_QUIET)
+if(status EQUAL 0)
+  message(FATAL_ERROR "find_package(asyncshim COMPONENTS resource) succeeded without the CUDA toolkit")
+endif()
+
 # pkg-config finds the preload library, the launcher and the headers where
 # they were installed.
 find_program(PKG_CONFIG NAMES pkg-config pkgconf)
