@@ -438,6 +438,75 @@ class CommandLine(AbTestCase):
             self.assertIn(option, proc.stdout)
 
 
+class HyperfineOptions(AbTestCase):
+    """The hyperfine options, with hyperfine's meaning."""
+
+    def test_min_and_max_runs_bound_the_chosen_count(self):
+        proc = self.run_ab(["--warmup", "0", "--min-time", "1000", "--max-runs", "3"])
+        self.assertExit(proc, 0)
+        self.assertEqual(len(self.invocations()), 2 * 3)
+        os.remove(self.log)
+        proc = self.run_ab(["--warmup", "0", "--min-time", "0.000001", "--min-runs", "4"])
+        self.assertExit(proc, 0)
+        self.assertEqual(len(self.invocations()), 2 * 4)
+
+    def test_run_count_options_that_contradict_each_other(self):
+        for options, text in [(["--runs", "3", "--min-runs", "2"], "cannot be combined with --min-runs"),
+                              (["--min-runs", "5", "--max-runs", "4"], "5 is more than --max-runs 4"),
+                              (["--max-runs", "0"], "argument -M/--max-runs")]:
+            proc = self.run_ab(options)
+            self.assertExit(proc, 2)
+            self.assertIn(text, proc.stderr)
+            self.assertEqual(self.invocations(), [])
+
+    def test_command_names_name_the_arms(self):
+        proc = self.run_ab(["--runs", "3", "--warmup", "0", "-n", "plain", "-n", "pooled",
+                            "--export-json", "r.json"])
+        self.assertExit(proc, 0)
+        self.assertIn("Benchmark 1: plain\n", proc.stdout)
+        self.assertIn("Benchmark 2: pooled\n", proc.stdout)
+        self.assertIn("times faster than plain", proc.stdout.replace("slower", "faster"))
+        self.assertEqual([r["command"] for r in self.read_json("r.json")["results"]], ["plain", "pooled"])
+        proc = self.run_ab(["--runs", "1", "-n", "a", "-n", "b", "-n", "c"])
+        self.assertExit(proc, 2)
+        self.assertIn("3 --command-name given for 2 arms", proc.stderr)
+
+    def test_time_unit(self):
+        proc = self.run_ab(["--runs", "2", "--warmup", "0", "--time-unit", "second"])
+        self.assertExit(proc, 0)
+        self.assertRegex(proc.stdout, r"Time \(median\): +\d+\.\d{3} s\n")
+        proc = self.run_ab(["--runs", "2", "--warmup", "0", "-u", "microsecond"])
+        self.assertRegex(proc.stdout, "Time \\(median\\): +\\d+\\.\\d \u00b5s\n")
+
+    def test_setup_prepare_and_cleanup(self):
+        hooks = self.path("hooks.log")
+        proc = self.run_ab(["--runs", "2", "--warmup", "1",
+                            "--setup", "echo setup >> %s" % hooks,
+                            "--prepare", "echo prepare >> %s" % hooks,
+                            "--cleanup", "echo cleanup >> %s" % hooks])
+        self.assertExit(proc, 0)
+        with open(hooks) as fh:
+            lines = fh.read().split()
+        self.assertEqual(lines[0], "setup")
+        self.assertEqual(lines[-1], "cleanup")
+        self.assertEqual(lines.count("prepare"), 2 * (1 + 2))  # every run of both arms, warm-ups too
+        proc = self.run_ab(["--runs", "2", "--prepare", "exit 4", "--cleanup", "echo cleanup >> %s" % hooks])
+        self.assertExit(proc, 1)
+        self.assertIn("the --prepare command 'exit 4' failed", proc.stderr)
+        with open(hooks) as fh:
+            self.assertEqual(fh.read().split().count("cleanup"), 2)  # cleanup runs after a failure too
+
+    def test_parameter_list_adds_an_arm_per_value(self):
+        proc = self.run_ab(["--runs", "2", "--warmup", "0", "-L", "ASYNCSHIM_INITIAL_POOL_SIZE", "0,1GiB",
+                            "--export-json", "r.json"])
+        self.assertExit(proc, 0)
+        results = self.read_json("r.json")["results"]
+        self.assertEqual([r["command"] for r in results],
+                         ["without asyncshim (observe)", "with asyncshim (ASYNCSHIM_INITIAL_POOL_SIZE=0)",
+                          "with asyncshim (ASYNCSHIM_INITIAL_POOL_SIZE=1GiB)"])
+        self.assertEqual(results[2]["env"]["ASYNCSHIM_INITIAL_POOL_SIZE"], "1GiB")
+
+
 class Plot(AbTestCase):
     def fake_matplotlib(self, body):
         package = self.path(os.path.join("pythonpath", "matplotlib"))
