@@ -496,6 +496,18 @@ class HyperfineOptions(AbTestCase):
         with open(hooks) as fh:
             self.assertEqual(fh.read().split().count("cleanup"), 2)  # cleanup runs after a failure too
 
+    def test_style_full_shows_a_progress_bar_and_none_does_not(self):
+        proc = self.run_ab(["--runs", "2", "--warmup", "1", "--style", "full"])
+        self.assertExit(proc, 0)
+        self.assertRegex(proc.stderr, r"\[#*-*\] Run 2/2 of 2 arms")
+        self.assertIn("[" + "-" * 30 + "] Warm-up 1/1", proc.stderr)
+        proc = self.run_ab(["--runs", "2", "--warmup", "1", "--style", "none"])
+        self.assertExit(proc, 0)
+        self.assertNotIn("Run 1/2", proc.stderr)
+        proc = self.run_ab(["--style", "fancy"])
+        self.assertExit(proc, 2)
+        self.assertIn("argument --style", proc.stderr)
+
     def test_parameter_list_adds_an_arm_per_value(self):
         proc = self.run_ab(["--runs", "2", "--warmup", "0", "-L", "ASYNCSHIM_INITIAL_POOL_SIZE", "0,1GiB",
                             "--export-json", "r.json"])
