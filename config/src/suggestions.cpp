@@ -46,7 +46,8 @@ std::vector<std::string_view> words_of(std::string_view name)
 
 bool starts_with_ignoring_case(std::string_view text, std::string_view prefix)
 {
-  return text.size() >= prefix.size() && edit_distance(text.substr(0, prefix.size()), prefix) == 0;
+  return text.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), text.begin(),
+                                                    [](char a, char b) { return to_lower(a) == to_lower(b); });
 }
 
 // Whether a word someone wrote stands for a word of a name: the same word
@@ -54,9 +55,10 @@ bool starts_with_ignoring_case(std::string_view text, std::string_view prefix)
 // the word with one letter wrong (STREEM, THRESHOLDS; words of 5 letters or more).
 bool stands_for(std::string_view written, std::string_view word)
 {
-  if (edit_distance(written, word) == 0) { return true; }
+  std::size_t const distance = edit_distance(written, word);
+  if (distance == 0) { return true; }
   if (written.size() >= 4 && starts_with_ignoring_case(word, written)) { return true; }
-  return written.size() >= 5 && word.size() >= 5 && edit_distance(written, word) <= 1;
+  return written.size() >= 5 && word.size() >= 5 && distance <= 1;
 }
 
 }  // namespace

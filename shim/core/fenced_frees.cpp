@@ -58,7 +58,7 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
       // address already handed back.
       std::optional<allocation_record> const claimed = s.registry.take_freed(e.ptr);
       if (!claimed) { continue; }
-      if (fenced == cudaSuccess && reusing) {  // kept for reuse below, or freed to the pool there
+      if (fenced == cudaSuccess && reusing) {  // kept for reuse below (or freed to the pool there)
         kept[kept_count++] = {e.ptr, claimed->bytes};
         issued += claimed->bytes;
         continue;
@@ -82,15 +82,7 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
       log::error("a queued free of {} on device {} failed {} times ({}): the block stays allocated", e.ptr,
                  e.record.device, e.failures, cuda_status{r});
     }
-    if (kept_count > 0 && !keep_for_reuse(s, device, streams, kept.data(), kept_count)) {
-      for (std::size_t i = 0; i < kept_count; ++i) {
-        if (cudaError_t const r = pool->try_deallocate_async(kept[i].ptr, reinterpret_cast<cudaStream_t>(streams.own));
-            r != cudaSuccess) {
-          log::error("a queued free of {} on device {} failed ({}): the block stays allocated", kept[i].ptr, device,
-                     cuda_status{r});
-        }
-      }
-    }
+    if (kept_count > 0) { keep_for_reuse(s, device, *pool, streams, kept.data(), kept_count); }
     if (count < chunk.size()) { break; }
   }
   for (free_queue::entry const& e : failed) {

@@ -19,13 +19,13 @@
 #include "cuda/error_text.hpp"
 #include "state/shim_state.hpp"
 #include "state/statistics.hpp"
+#include "support/background_thread.hpp"
 #include "support/log.hpp"
 #include "support/unix_channel.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -150,16 +150,7 @@ bool channel_ready(shim_state& s)
   }
   c.fd = opened.fd;
   (void)pthread_atfork(nullptr, nullptr, close_channel_in_child);
-  // Every signal blocked in the new thread, so that signals meant for the
-  // program reach the program's threads.
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_t thread{};
-  int const made = pthread_create(&thread, nullptr, serve, &s);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (made != 0) {
+  if (int const made = start_background_thread(serve, &s, "asyncshim-ipc"); made != 0) {
     (void)close(c.fd);
     c.fd = -1;
     log::warn("cannot start the thread that answers legacy IPC handles of pool memory ({}): cudaIpcGetMemHandle "
@@ -167,8 +158,6 @@ bool channel_ready(shim_state& s)
               std::strerror(made));
     return false;
   }
-  (void)pthread_setname_np(thread, "asyncshim-ipc");
-  (void)pthread_detach(thread);
   c.id.store(opened.id, std::memory_order_release);
   log::debug("legacy IPC channel {}{:016x} open", channel_prefix, opened.id);
   return true;

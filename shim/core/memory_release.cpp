@@ -7,12 +7,11 @@
 #include "state/free_queue.hpp"
 #include "state/shim_state.hpp"
 #include "state/stream_tracker.hpp"
+#include "support/background_thread.hpp"
 #include "support/device_limit.hpp"
 #include "support/log.hpp"
 
 #include <dirent.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <array>
 #include <atomic>
@@ -248,22 +247,10 @@ void start_idle_release_thread(shim_state& s) noexcept
               "runs short");
     return;
   }
-  // Every signal blocked in the new thread (it inherits this mask), so that
-  // signals meant for the program reach the program's threads.
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_t thread{};
-  int const made = pthread_create(&thread, nullptr, thread_main, &s);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (made != 0) {
+  if (int const made = start_background_thread(thread_main, &s, "asyncshim-idle"); made != 0) {
     log::warn("cannot start the idle release ({}): unused pool memory goes back only when the device runs short",
               std::strerror(made));
-    return;
   }
-  (void)pthread_setname_np(thread, "asyncshim-idle");
-  (void)pthread_detach(thread);
 }
 
 }  // namespace asyncshim::shim

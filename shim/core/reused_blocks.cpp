@@ -72,19 +72,28 @@ void collect_completed(shim_state& s, int device) noexcept
   }
 }
 
-bool keep_for_reuse(shim_state& s, int device, device_streams const& streams, reuse_cache::block const* blocks,
-                    std::size_t count) noexcept
+void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool, device_streams const& streams,
+                    reuse_cache::block const* blocks, std::size_t count) noexcept
 {
   auto const& drv = driver();
-  if (drv.event_record == nullptr || drv.event_create == nullptr) { return false; }
-  CUevent done = s.reuse.spare_event(device);
-  if (done == nullptr && drv.event_create(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) { return false; }
-  if (drv.event_record(done, streams.own) != CUDA_SUCCESS || !s.reuse.add_in_flight(device, done, blocks, count)) {
-    if (!s.reuse.keep_spare_event(device, done) && drv.event_destroy != nullptr) { (void)drv.event_destroy(done); }
-    return false;
+  CUevent done = nullptr;
+  bool kept = drv.event_record != nullptr && drv.event_create != nullptr;
+  if (kept) {
+    done = s.reuse.spare_event(device);
+    kept = done != nullptr || drv.event_create(&done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   }
-  if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.held_bytes(device)); }
-  return true;
+  kept =
+    kept && drv.event_record(done, streams.own) == CUDA_SUCCESS && s.reuse.add_in_flight(device, done, blocks, count);
+  if (kept) {
+    if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.held_bytes(device)); }
+    return;
+  }
+  if (done != nullptr && !s.reuse.keep_spare_event(device, done) && drv.event_destroy != nullptr) {
+    (void)drv.event_destroy(done);  // never in flight: nobody else knows it
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    free_to_pool(pool, streams.own, blocks[i]);
+  }
 }
 
 void* reused_block(shim_state& s, int device, std::size_t bytes) noexcept

@@ -17,10 +17,10 @@ namespace asyncshim::shim {
 
 // A batch of freed blocks (their records taken), just fenced on the shim's
 // stream of `device`, in the pool's context: kept, behind an event recorded
-// there now. False when it cannot be (no event, no host memory): the caller
-// then frees them to the pool.
-[[nodiscard]] bool keep_for_reuse(shim_state& s, int device, device_streams const& streams,
-                                  reuse_cache::block const* blocks, std::size_t count) noexcept;
+// there now; when it cannot be (no event, no host memory), freed to `pool`
+// on that stream instead.
+void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool, device_streams const& streams,
+                    reuse_cache::block const* blocks, std::size_t count) noexcept;
 
 // Moves the batches of `device` whose fence has completed to the idle blocks
 // (those beyond the limit go to the pool). The caller holds the tracker's

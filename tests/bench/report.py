@@ -228,21 +228,20 @@ def evaluate_targets(records, before=None):
         text = f"{r:.2f}× ({us(shim)} vs {us(pool)} a step, wall)" if r is not None else ""
         out.append(target(f"churn, shim default, {PATH_TEXT[path]}: ≤ 1.0× the raw pool's step", text, r, 1.0, True))
 
-    memory = torch_memory(records)
-    for model in ("resnet18", "transformer", "mlp"):
-        m = memory.get(model, {})
-        r = ratio(m.get("shim"), m.get("caching"))
-        text = (f"{r:.2f}× ({size_text(int(m['shim']))} vs {size_text(int(m['caching']))})" if r is not None else "")
-        out.append(target(f"memory held, PyTorch {model}, uncached under the shim's defaults: pool reserved "
-                          f"high-water ≤ 1.1× the caching allocator's max_memory_reserved", text, r, 1.1, True))
+    def per_model(values, key, show, name, limit):
+        """One target per model: values[model][key] against values[model]["caching"]."""
+        for model in ("resnet18", "transformer", "mlp"):
+            m = values.get(model, {})
+            r = ratio(m.get(key), m.get("caching"))
+            text = f"{r:.2f}× ({show(m[key])} vs {show(m['caching'])})" if r is not None else ""
+            out.append(target(name(model), text, r, limit, True))
 
-    steps = torch_steps(records)
-    for model in ("resnet18", "transformer", "mlp"):
-        m = steps.get(model, {})
-        r = ratio(m.get("uncached+shim:device"), m.get("caching"))
-        text = (f"{r:.2f}× ({m['uncached+shim:device']:.2f} ms vs {m['caching']:.2f} ms)" if r is not None else "")
-        out.append(target(f"PyTorch {model}, uncached under the shim (default ordering): ≤ 1.0× PyTorch's caching "
-                          f"allocator", text, r, 1.0, True))
+    per_model(torch_memory(records), "shim", lambda v: size_text(int(v)),
+              lambda model: f"memory held, PyTorch {model}, uncached under the shim's defaults: pool reserved "
+                            f"high-water ≤ 1.1× the caching allocator's max_memory_reserved", 1.1)
+    per_model(torch_steps(records), "uncached+shim:device", lambda v: f"{v:.2f} ms",
+              lambda model: f"PyTorch {model}, uncached under the shim (default ordering): ≤ 1.0× PyTorch's "
+                            f"caching allocator", 1.0)
 
     changes = before_after_changes(before or [], records)
     if changes:

@@ -2,13 +2,7 @@
 # that uses find_package(asyncshim), read the pkg-config file, and uninstall.
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DSOURCE_DIR=... -P install_and_consume.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "failed: ${ARGN}\n${out}${err}")
-  endif()
-  message(STATUS "${out}")
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run.cmake")
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 foreach(installed lib/libasyncshim.so lib/libasyncshim_resource.a include/asyncshim/cuda_async_memory_resource.hpp
         lib/cmake/asyncshim/asyncshimConfig.cmake lib/pkgconfig/asyncshim.pc share/doc/asyncshim/LICENSE)
@@ -45,13 +39,9 @@ if(NOT PKG_CONFIG)
   message(FATAL_ERROR "pkg-config is not installed (scripts/install-deps.sh installs pkgconf)")
 endif()
 function(pkg_config_value result)
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${WORK_DIR}/prefix/lib/pkgconfig"
-                          ${PKG_CONFIG} ${ARGN} asyncshim
-                  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "pkg-config ${ARGN} asyncshim failed: ${err}")
-  endif()
-  set(${result} "${out}" PARENT_SCOPE)
+  run(${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${WORK_DIR}/prefix/lib/pkgconfig" ${PKG_CONFIG} ${ARGN} asyncshim)
+  string(STRIP "${output}" output)
+  set(${result} "${output}" PARENT_SCOPE)
 endfunction()
 foreach(variable preload launcher)
   pkg_config_value(path --variable=${variable})
