@@ -95,33 +95,70 @@ __host__ __device__ inline std::uint64_t pattern(std::uint64_t id, std::uint64_t
   return x;
 }
 
-__global__ void fill_kernel(std::uint64_t* data, std::size_t words, std::uint64_t id)
+__device__ inline unsigned long long device_clock_ns()
+{
+  unsigned long long t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// When an allocation's fill kernel ran: how many of its blocks have finished,
+// and when the last one did (the device's clock, in ns).
+struct fill_progress {
+  unsigned long long blocks_done;
+  unsigned long long done_at_ns;
+};
+
+__global__ void fill_kernel(std::uint64_t* data, std::size_t words, std::uint64_t id, fill_progress* progress)
 {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride) {
     data[i] = pattern(id, i);
   }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicMax(&progress->done_at_ns, device_clock_ns());
+    atomicAdd(&progress->blocks_done, 1ull);
+  }
 }
 
 // Sleeps delay_ns first and spin_ns before each word it reads, so that it is
 // still reading when a block freed right after its launch could be refilled.
-__global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std::uint64_t id,
-                              unsigned long long* bad_bytes, unsigned delay_ns, unsigned spin_ns)
+// What the verifications of one allocation found: the bytes that differed,
+// and one word that differed (its index and value, to tell whose pattern it
+// holds). Managed memory, not the allocator's.
+struct damage {
+  unsigned long long bytes;
+  unsigned long long word;  // ~0: none recorded
+  unsigned long long value;
+  unsigned long long seen_at_ns;        // when that word was read
+  unsigned long long fill_blocks_seen;  // how many blocks of the allocation's fill had finished then
+};
+
+__global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std::uint64_t id, damage* found,
+                              fill_progress* progress, unsigned delay_ns, unsigned spin_ns)
 {
   if (delay_ns != 0) { __nanosleep(delay_ns); }
   unsigned long long bad = 0;
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride) {
     if (spin_ns != 0) { __nanosleep(spin_ns); }
-    std::uint64_t diff = data[i] ^ pattern(id, i);
+    std::uint64_t const value = data[i];
+    std::uint64_t diff = value ^ pattern(id, i);
     if (diff != 0) {  // count the bytes that differ
+      if (bad == 0 && atomicCAS(&found->word, ~0ull, static_cast<unsigned long long>(i)) == ~0ull) {
+        found->value = value;
+        found->seen_at_ns = device_clock_ns();
+        found->fill_blocks_seen = atomicAdd(&progress->blocks_done, 0ull);
+      }
       diff |= diff >> 4;
       diff |= diff >> 2;
       diff |= diff >> 1;
       bad += static_cast<unsigned long long>(__popcll(diff & 0x0101010101010101ull));
     }
   }
-  if (bad != 0) { atomicAdd(bad_bytes, bad); }
+  if (bad != 0) { atomicAdd(&found->bytes, bad); }
 }
 
 // ---- options ------------------------------------------------------------------
@@ -244,13 +281,33 @@ struct buffer {
   cudaEvent_t done = nullptr;   // recorded on `last` after that work, when another stream must wait for it
 };
 
+// What happened to one allocation, to explain a corrupted one: who allocated
+// and freed it, when (in the order of all cudaMalloc/cudaFree calls), where it
+// was filled and how it was last verified.
+struct history {
+  std::uintptr_t address = 0;
+  std::size_t bytes = 0;
+  unsigned fill_blocks = 0;
+  std::uint64_t allocated_at = 0;
+  std::uint64_t freed_at = 0;
+  int allocated_by = -1;
+  int freed_by = -1;
+  char const* filled_on = "";
+  char const* fate = "";
+  char const* verified_on = "not verified";
+  char const* verified_how = "";
+};
+
 struct shared_state {
   std::uint64_t allocation_budget = 0;
   std::size_t max_live_bytes = 0;
   unsigned max_verify_delay_ns = 0;
   int size_classes = 0;
   bool kernels_only = false;
-  unsigned long long* bad_bytes = nullptr;  // one counter per allocation id (managed memory, not the allocator's)
+  damage* found = nullptr;              // one per allocation id
+  fill_progress* fills = nullptr;       // one per allocation id
+  std::vector<history> histories;       // one per allocation id
+  std::atomic<std::uint64_t> clock{0};  // orders the cudaMalloc and cudaFree calls of all threads
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<std::size_t> live_bytes{0};
   std::atomic<int> producers{0};
@@ -278,7 +335,10 @@ void CUDART_CB slow_host_function(void*) { std::this_thread::sleep_for(std::chro
 class worker {
  public:
   worker(shared_state& shared, int index, std::uint64_t seed, thread_totals& totals)
-      : shared_{shared}, rng_{splitmix(seed ^ splitmix(static_cast<std::uint64_t>(index) + 1))}, totals_{totals}
+      : shared_{shared},
+        index_{index},
+        rng_{splitmix(seed ^ splitmix(static_cast<std::uint64_t>(index) + 1))},
+        totals_{totals}
   {
   }
 
@@ -406,11 +466,24 @@ class worker {
     b.ptr = static_cast<std::uint64_t*>(p);
     // Usable from any stream at once: filled on the legacy stream or this thread's stream.
     b.last = chance(0.3) ? cudaStreamLegacy : stream_;
+    history& h = shared_.histories[id];
+    h.address = reinterpret_cast<std::uintptr_t>(p);
+    h.bytes = bytes;
+    h.allocated_at = shared_.clock.fetch_add(1);
+    h.allocated_by = index_;
+    h.filled_on = b.last == stream_ ? "its thread's non-blocking stream" : "the legacy stream";
     std::size_t const words = bytes / 8;
     unsigned const fill_blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 1023) / 1024, 1, 1024));
-    CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id)));
+    CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id, shared_.fills + id)));
+    h.fill_blocks = fill_blocks;
 
     double const fate = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
+    h.fate = fate < 0.05   ? "verified on a temporary stream, freed"
+             : fate < 0.40 ? "verified, freed at once"
+             : fate < 0.50 ? "freed right after its fill"
+             : fate < 0.65 ? "handed over after its fill"
+             : fate < 0.75 ? "verified, then handed over"
+                           : "kept a while, verified, freed";
     if (fate < 0.05) {  // verify on a stream of its own, destroy that stream at once, then free
       cudaStream_t temporary = nullptr;
       CK(cudaStreamCreateWithFlags(&temporary, cudaStreamNonBlocking));
@@ -455,35 +528,46 @@ class worker {
     unsigned delay_ns =
       static_cast<unsigned>(std::uniform_int_distribution<unsigned>{0, shared_.max_verify_delay_ns}(rng_));
     unsigned const spin_ns = chance(0.5) ? 100u : 0u;
-    unsigned long long* const bad = shared_.bad_bytes + b.id;
+    damage* const bad = shared_.found + b.id;
+    fill_progress* const progress = shared_.fills + b.id;
+    history& h = shared_.histories[b.id];
+    h.verified_on = stream == stream_               ? "its verifier's non-blocking stream"
+                    : stream == cudaStreamLegacy    ? "the legacy stream"
+                    : stream == cudaStreamPerThread ? "a per-thread default stream"
+                                                    : "a temporary stream";
+    h.verified_how = "kernel";
     totals_.bytes_verified += b.bytes;
     double const how = shared_.kernels_only ? 1.0 : std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
     if (how < 0.05) {  // a host function holds the stream up first
       CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
       ++totals_.after_host_function;
+      h.verified_how = "kernel after a host function";
     } else if (how < 0.10 && stream == stream_ && b.bytes <= scratch_bytes) {
       // A copy reads the buffer (after a host function, so that it starts
       // late), and the copy is verified: a block handed out again before the
       // copy ran would show in the copy.
       CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
       CK(cudaMemcpyAsync(scratch_, b.ptr, b.bytes, cudaMemcpyDeviceToDevice, stream));
-      CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(scratch_, words, b.id, bad, 0, 0)));
+      CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(scratch_, words, b.id, bad, progress, 0, 0)));
       ++totals_.by_copy;
+      h.verified_how = "copy, then kernel";
       return;
     } else if (how < 0.11) {  // a graph launch of the verify kernel
       launch_verify_graph(b, stream, blocks, words, bad, delay_ns, spin_ns);
       ++totals_.by_graph;
+      h.verified_how = "graph launch";
       return;
     }
-    CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, bad, delay_ns, spin_ns)));
+    CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, bad, progress, delay_ns, spin_ns)));
   }
 
-  void launch_verify_graph(buffer const& b, cudaStream_t stream, unsigned blocks, std::size_t words,
-                           unsigned long long* bad, unsigned delay_ns, unsigned spin_ns)
+  void launch_verify_graph(buffer const& b, cudaStream_t stream, unsigned blocks, std::size_t words, damage* bad,
+                           unsigned delay_ns, unsigned spin_ns)
   {
     std::uint64_t const* data = b.ptr;
     std::uint64_t id = b.id;
-    void* args[] = {&data, &words, &id, &bad, &delay_ns, &spin_ns};
+    fill_progress* progress = shared_.fills + b.id;
+    void* args[] = {&data, &words, &id, &bad, &progress, &delay_ns, &spin_ns};
     cudaKernelNodeParams params{};
     params.func = reinterpret_cast<void*>(&verify_kernel);
     params.gridDim = dim3(blocks);
@@ -502,6 +586,9 @@ class worker {
 
   void free_now(buffer& b)
   {
+    history& h = shared_.histories[b.id];
+    h.freed_at = shared_.clock.fetch_add(1);
+    h.freed_by = index_;
     CK(cudaFree(b.ptr));
     ++totals_.frees;
     shared_.live_bytes.fetch_sub(b.bytes);
@@ -550,6 +637,7 @@ class worker {
   }
 
   shared_state& shared_;
+  int index_;
   std::mt19937_64 rng_;
   thread_totals& totals_;
   cudaStream_t stream_ = nullptr;
@@ -559,6 +647,42 @@ class worker {
   std::deque<buffer> local_;
   std::vector<cudaEvent_t> free_events_;
 };
+
+void describe(char const* what, std::uint64_t id, history const& h, fill_progress const& fill)
+{
+  std::printf("ordering_stress:   %s %llu: %zu bytes at 0x%llx, allocated by thread %d at call %llu, filled on %s, "
+              "%s; last verified on %s (%s); freed by thread %d at call %llu\n",
+              what, static_cast<unsigned long long>(id), h.bytes, static_cast<unsigned long long>(h.address),
+              h.allocated_by, static_cast<unsigned long long>(h.allocated_at), h.filled_on, h.fate, h.verified_on,
+              h.verified_how, h.freed_by, static_cast<unsigned long long>(h.freed_at));
+  std::printf("ordering_stress:     its fill: %llu of %u blocks, the last done at %llu ns\n", fill.blocks_done,
+              h.fill_blocks, fill.done_at_ns);
+}
+
+// For the first few corrupted allocations: what happened to each, and which
+// allocation's pattern the differing word holds (the one that wrote it).
+void explain_corruption(shared_state const& shared)
+{
+  int explained = 0;
+  for (std::uint64_t id = 0; id < shared.allocation_budget && explained < 4; ++id) {
+    damage const& d = shared.found[id];
+    if (d.bytes == 0) { continue; }
+    ++explained;
+    std::printf("ordering_stress: corrupted: %llu bytes of allocation %llu; word %llu holds 0x%016llx\n", d.bytes,
+                static_cast<unsigned long long>(id), d.word, d.value);
+    std::printf("ordering_stress:   read at %llu ns, when %llu blocks of its fill had finished\n", d.seen_at_ns,
+                d.fill_blocks_seen);
+    describe("allocation", id, shared.histories[id], shared.fills[id]);
+    bool writer_found = false;
+    for (std::uint64_t other = 0; other < shared.allocation_budget; ++other) {
+      if (other != id && d.word != ~0ull && pattern(other, d.word) == d.value) {
+        describe("its word holds the pattern of allocation", other, shared.histories[other], shared.fills[other]);
+        writer_found = true;
+      }
+    }
+    if (!writer_found) { std::printf("ordering_stress:   the word holds no allocation's pattern\n"); }
+  }
+}
 
 }  // namespace
 
@@ -588,9 +712,14 @@ int main(int argc, char** argv)
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
   // The counters live in managed memory: cudaMallocManaged is not the allocator under test.
-  std::size_t const counter_bytes = shared.allocation_budget * sizeof(unsigned long long);
-  CK(cudaMallocManaged(&shared.bad_bytes, counter_bytes));
-  CK(cudaMemset(shared.bad_bytes, 0, counter_bytes));
+  std::size_t const damage_bytes = shared.allocation_budget * sizeof(damage);
+  CK(cudaMallocManaged(&shared.found, damage_bytes));
+  CK(cudaMallocManaged(&shared.fills, shared.allocation_budget * sizeof(fill_progress)));
+  for (std::uint64_t id = 0; id < shared.allocation_budget; ++id) {
+    shared.found[id] = damage{0, ~0ull, 0, 0, 0};
+    shared.fills[id] = fill_progress{0, 0};
+  }
+  shared.histories.resize(shared.allocation_budget);
   CK(cudaDeviceSynchronize());
 
   std::vector<thread_totals> totals(static_cast<std::size_t>(opts.threads));
@@ -617,16 +746,18 @@ int main(int argc, char** argv)
   unsigned long long corrupted_bytes = 0;
   unsigned long long corrupted_buffers = 0;
   for (std::uint64_t id = 0; id < shared.allocation_budget; ++id) {
-    corrupted_bytes += shared.bad_bytes[id];
-    corrupted_buffers += shared.bad_bytes[id] != 0 ? 1 : 0;
+    corrupted_bytes += shared.found[id].bytes;
+    corrupted_buffers += shared.found[id].bytes != 0 ? 1 : 0;
   }
+  explain_corruption(shared);
   for (cudaStream_t s : shared.streams) {
     CK(cudaStreamDestroy(s));
   }
   for (cudaEvent_t e : shared.events) {
     CK(cudaEventDestroy(e));
   }
-  CK(cudaFree(shared.bad_bytes));
+  CK(cudaFree(shared.found));
+  CK(cudaFree(shared.fills));
   CK(cudaGetLastError());
   if (sum.mallocs != shared.allocation_budget || sum.frees != sum.mallocs || shared.live_bytes.load() != 0) {
     std::printf("ordering_stress: internal error: %llu cudaMalloc, %llu cudaFree, %zu bytes still counted live\n",
