@@ -224,7 +224,12 @@ cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void*
 cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
                             timed_call& timer) noexcept
 {
-  if (api.current_device(&timer.device) != cudaSuccess) {
+  // With a pool's context current, that pool's device is the runtime's
+  // current device too (the runtime works in the current context): no need
+  // to ask it, and no runtime call in the way of a fork (device_pools.hpp).
+  CUcontext const context = current_context();
+  timer.device = s.pools.device_of_context(context);
+  if (timer.device < 0 && api.current_device(&timer.device) != cudaSuccess) {
     timer.device = statistics::unattributed;
     count_passthrough(s, statistics::unattributed, passthrough_reason::no_current_device);
     return api.malloc(dev_ptr, size);
@@ -232,7 +237,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   // The shim's own pool calls go to the driver, which needs the device's
   // context current: the runtime makes it so on a thread's first call that
   // needs one, so do that now (the runtime's device stays the same).
-  bool context_current = api.level == api_level::driver || context_is_current();
+  bool context_current = api.level == api_level::driver || context != nullptr;
   if (!context_current) { context_current = runtime().set_device(timer.device) == cudaSuccess && context_is_current(); }
 
   issue_urgent(s);

@@ -205,6 +205,25 @@ device_streams const& device_pools::streams(int device) const noexcept
   return slots_[static_cast<std::size_t>(device)].streams;
 }
 
+int device_pools::device_of_context(CUcontext context) const noexcept
+{
+  if (context == nullptr) { return -1; }
+  // The device this thread found last, checked again; else every device.
+  thread_local int last = 0;
+  auto const holds = [&](int device) {
+    slot const& s = slots_[static_cast<std::size_t>(device)];
+    return s.current.load(std::memory_order_acquire) == state::ready && s.streams.context == context;
+  };
+  if (holds(last)) { return last; }
+  for (int device = 0; device < max_devices; ++device) {
+    if (holds(device)) {
+      last = device;
+      return device;
+    }
+  }
+  return -1;
+}
+
 void device_pools::retire(int device) noexcept
 {
   if (device < 0 || device >= max_devices) { return; }

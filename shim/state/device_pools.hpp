@@ -51,6 +51,11 @@ class device_pools {
   [[nodiscard]] cuda_async_memory_resource* existing(int device) const noexcept;
   // The shim's streams on `device`, which has a pool (get/existing returned one).
   [[nodiscard]] device_streams const& streams(int device) const noexcept;
+  // The device whose pool lives in `context`, or -1 (no pool there, or not
+  // yet made). Lets an allocation find its device without asking the
+  // runtime: a thread inside the runtime when another forks leaves the
+  // runtime's lock held in the child, whose exit then hangs.
+  [[nodiscard]] int device_of_context(CUcontext context) const noexcept;
   // What the pool of `device` keeps when it gives unused memory back
   // (core/memory_release.hpp): the release threshold or the initial size the user
   // set, resolved for the device, else 0.

@@ -729,12 +729,14 @@ struct cuda_double_counters {
   unsigned long long pool_pointer_exports;       // cuMemPoolExportPointer successes
   unsigned long long ipc_mem_handles;            // cuIpcGetMemHandle successes
   // Imports and legacy IPC opens (so their runtime counterparts too):
-  unsigned long long pool_handle_imports;   // cuMemPoolImportFromShareableHandle successes (the same pool
-                                            // handed out again included)
-  unsigned long long pool_pointer_imports;  // cuMemPoolImportPointer successes (the same pointer handed out
-                                            // again included)
-  unsigned long long ipc_mem_opens;         // cuIpcOpenMemHandle(_v2) successes (none: see the driver section)
-  unsigned long long ipc_mem_closes;        // cuIpcCloseMemHandle successes (none, likewise)
+  unsigned long long pool_handle_imports;     // cuMemPoolImportFromShareableHandle successes (the same pool
+                                              // handed out again included)
+  unsigned long long pool_pointer_imports;    // cuMemPoolImportPointer successes (the same pointer handed out
+                                              // again included)
+  unsigned long long ipc_mem_opens;           // cuIpcOpenMemHandle(_v2) successes (none: see the driver section)
+  unsigned long long ipc_mem_closes;          // cuIpcCloseMemHandle successes (none, likewise)
+  unsigned long long runtime_device_queries;  // cudaGetDevice calls (a thread inside the runtime when
+                                              // another forks can leave the child's exit hanging)
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);

@@ -213,8 +213,8 @@ struct counter_set {
     free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
     peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
     pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0}, pool_handle_imports{0},
-    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0};
-  static constexpr std::size_t counter_count = 34;
+    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0}, runtime_device_queries{0};
+  static constexpr std::size_t counter_count = 35;
   std::array<std::atomic<unsigned long long>*, counter_count> all()
   {
     return {&native_mallocs,
@@ -250,7 +250,8 @@ struct counter_set {
             &pool_handle_imports,
             &pool_pointer_imports,
             &ipc_mem_opens,
-            &ipc_mem_closes};
+            &ipc_mem_closes,
+            &runtime_device_queries};
   }
 };
 static_assert(sizeof(cuda_double_counters) == counter_set::counter_count * sizeof(unsigned long long));

@@ -389,6 +389,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDeviceCount(int* count)
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGetDevice(int* device)
 {
+  ++model().counters.runtime_device_queries;
   return run_api(gated_call, [&] {
     if (device == nullptr) { return cudaErrorInvalidValue; }
     *device = reported_device();

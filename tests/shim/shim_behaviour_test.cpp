@@ -135,6 +135,34 @@ TEST_F(ShimRedirects, OnePoolPerDeviceCreatedLazily)
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
+// Once a device has its pool, an allocation finds the device from the current
+// context and never asks the runtime (cudaGetDevice): a thread inside the
+// runtime while another thread forks leaves the runtime's lock held in the
+// child, and the child then hangs in the runtime's exit handler.
+TEST_F(ShimRedirects, AllocationsAskTheRuntimeNothingOnceThePoolExists)
+{
+  void* warm[2] = {nullptr, nullptr};
+  for (int device = 0; device < 2; ++device) {
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&warm[device], 100), cudaSuccess);  // makes the pool
+  }
+  auto const before = cuda_double_get_counters();
+  void* p[2] = {nullptr, nullptr};
+  for (int device = 1; device >= 0; --device) {
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&p[device], 256), cudaSuccess);
+  }
+  EXPECT_EQ(cuda_double_get_counters().runtime_device_queries, before.runtime_device_queries);
+  EXPECT_EQ(cuda_double_get_counters().pool_allocs, before.pool_allocs + 2);
+  // Each in the pool of the device that was current.
+  EXPECT_EQ(cuda_double_pointer_pool(p[0]), cuda_double_pointer_pool(warm[0]));
+  EXPECT_EQ(cuda_double_pointer_pool(p[1]), cuda_double_pointer_pool(warm[1]));
+  for (int device = 0; device < 2; ++device) {
+    EXPECT_EQ(cudaFree(p[device]), cudaSuccess);
+    EXPECT_EQ(cudaFree(warm[device]), cudaSuccess);
+  }
+}
+
 TEST_F(ShimRedirects, NativeEdgeCasesBehaveNatively)
 {
   void* p = reinterpret_cast<void*>(0x1234);
