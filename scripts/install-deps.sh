@@ -41,6 +41,13 @@ if ((${#missing[@]})); then
   apt_install "${missing[@]}"
 fi
 
+# The wheel's test (tests/install/wheel.cmake) makes a virtual environment
+# with pip in it: Debian's python3 needs python3-venv for that.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  echo "asyncshim: installing python3-venv"
+  apt_install python3-venv
+fi
+
 if [[ ! -f /usr/local/cuda/include/cuda_runtime_api.h ]]; then
   echo "asyncshim: the CUDA toolkit (12.x or 13.x) is needed in /usr/local/cuda for its headers;" >&2
   echo "           install it from NVIDIA's packages, then run this again" >&2

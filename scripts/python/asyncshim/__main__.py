@@ -1,0 +1,4 @@
+"""python -m asyncshim: the launcher."""
+from asyncshim._run import launcher
+
+launcher()
