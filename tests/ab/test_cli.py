@@ -5,6 +5,7 @@ shim, no GPU needed) and its report, exports and exit statuses are checked."""
 import csv
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -68,8 +69,12 @@ class ReportAndExports(AbTestCase):
         self.assertEqual(data["shim"], self.shim)
         self.assertEqual(data["program"], ab_support.FAKE_PROGRAM)
         a, b = data["results"]
-        self.assertEqual((a["command"], a["arm"]), ("without asyncshim (observe)", "A"))
-        self.assertEqual((b["command"], b["arm"]), ("with asyncshim", "B"))
+        # Named by command, as hyperfine does: the variables the arm adds, then the program.
+        program = " ".join(shlex.quote(w) for w in ab_support.FAKE_PROGRAM)
+        command_a = "LD_PRELOAD=%s ASYNCSHIM_MODE=observe %s" % (shlex.quote(self.shim), program)
+        command_b = "LD_PRELOAD=%s ASYNCSHIM_MODE=pool %s" % (shlex.quote(self.shim), program)
+        self.assertEqual((a["command"], a["name"], a["arm"]), (command_a, "without asyncshim (observe)", "A"))
+        self.assertEqual((b["command"], b["name"], b["arm"]), (command_b, "with asyncshim", "B"))
         self.assertEqual(a["env"], {"LD_PRELOAD": self.shim, "ASYNCSHIM_MODE": "observe"})
         self.assertEqual(b["env"], {"LD_PRELOAD": self.shim, "ASYNCSHIM_MODE": "pool"})
         for r in (a, b):
@@ -90,8 +95,8 @@ class ReportAndExports(AbTestCase):
         self.assertEqual(a["gpu"]["time_in_calls_ns"], [FAKE_TIME_NS["observe"]] * 4)
         self.assertEqual(b["gpu"]["time_in_calls_ns"], [FAKE_TIME_NS["pool"]] * 4)
         (comp,) = data["comparisons"]
-        self.assertEqual(comp["baseline"], "without asyncshim (observe)")
-        self.assertEqual(comp["candidate"], "with asyncshim")
+        self.assertEqual(comp["baseline"], command_a)
+        self.assertEqual(comp["candidate"], command_b)
         self.assertIs(comp["faster"], True)
         self.assertIsInstance(comp["ratio"], float)
         self.assertIsInstance(comp["ratio_stddev"], float)
@@ -106,14 +111,15 @@ class ReportAndExports(AbTestCase):
             md = fh.read().splitlines()
         self.assertEqual(md[0], "| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |")
         self.assertEqual(md[1], "|:---|---:|---:|---:|---:|")
-        self.assertRegex(md[2], r"^\| `without asyncshim \(observe\)` \| [\d.]+ \u00b1 [\d.]+ \| "
+        self.assertRegex(md[2], r"^\| `" + re.escape(command_a) + r"` \| [\d.]+ \u00b1 [\d.]+ \| "
                                 r"[\d.]+ \| [\d.]+ \| [\d.]+ \u00b1 [\d.]+ \|$")
-        self.assertRegex(md[3], r"^\| `with asyncshim` \| [\d.]+ \u00b1 [\d.]+ \| [\d.]+ \| [\d.]+ \| 1\.00 \|$")
+        self.assertRegex(md[3], r"^\| `" + re.escape(command_b) + r"` \| [\d.]+ \u00b1 [\d.]+ \| [\d.]+ \| [\d.]+ "
+                                r"\| 1\.00 \|$")
         gpu_header = md.index("| Command | Allocations | Peak in use | Pool reserved high-water | "
                               "Failed allocations | Time in cudaMalloc/cudaFree |")
         self.assertEqual(md[gpu_header + 2],
-                         "| `without asyncshim (observe)` | 15 | 7.8 KiB | \u2014 | 1 | 4.2 ms |")
-        self.assertEqual(md[gpu_header + 3], "| `with asyncshim` | 15 | 7.8 KiB | 3.0 GiB | 1 | 1.8 ms |")
+                         "| `%s` | 15 | 7.8 KiB | \u2014 | 1 | 4.2 ms |" % command_a)
+        self.assertEqual(md[gpu_header + 3], "| `%s` | 15 | 7.8 KiB | 3.0 GiB | 1 | 1.8 ms |" % command_b)
 
         # CSV
         with open(self.path("r.csv"), newline="") as fh:
@@ -122,7 +128,7 @@ class ReportAndExports(AbTestCase):
             "command,mean,stddev,median,user,system,min,max,peak_rss_kib,allocations,"
             "peak_bytes_in_use,pool_reserved_high_water\r\n"))
         rows = list(csv.DictReader(text.splitlines()))
-        self.assertEqual([r["command"] for r in rows], ["without asyncshim (observe)", "with asyncshim"])
+        self.assertEqual([r["command"] for r in rows], [command_a, command_b])
         self.assertAlmostEqual(float(rows[0]["mean"]), a["mean"], places=9)
         self.assertEqual(rows[0]["allocations"], "15")
         self.assertEqual(rows[0]["peak_bytes_in_use"], "8000")
@@ -233,8 +239,10 @@ class Baselines(AbTestCase):
         self.assertIsNone(a["gpu"])
         self.assertEqual(b["gpu"]["allocations"], [FAKE_ALLOCATIONS] * 3)
         with open(self.path("r.md")) as fh:
-            self.assertIn("| `without asyncshim (native)` | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 |",
-                          fh.read())
+            # the native arm adds no variable: its command is the program alone
+            program = " ".join(shlex.quote(w) for w in ab_support.FAKE_PROGRAM)
+            self.assertIn("| `%s` | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 |" % program, fh.read())
+        self.assertEqual(a["command"], program)
 
     def assertNoResult(self, proc, why):
         """Exit status 3: the B arm's times are reported, but not as a comparison."""
@@ -513,9 +521,12 @@ class HyperfineOptions(AbTestCase):
                             "--export-json", "r.json"])
         self.assertExit(proc, 0)
         results = self.read_json("r.json")["results"]
-        self.assertEqual([r["command"] for r in results],
+        self.assertEqual([r["name"] for r in results],
                          ["without asyncshim (observe)", "with asyncshim (ASYNCSHIM_INITIAL_POOL_SIZE=0)",
                           "with asyncshim (ASYNCSHIM_INITIAL_POOL_SIZE=1GiB)"])
+        # The commands carry the value, as hyperfine's names do for a parameter scan.
+        self.assertIn("ASYNCSHIM_INITIAL_POOL_SIZE=0 ", results[1]["command"])
+        self.assertIn("ASYNCSHIM_INITIAL_POOL_SIZE=1GiB ", results[2]["command"])
         self.assertEqual(results[2]["env"]["ASYNCSHIM_INITIAL_POOL_SIZE"], "1GiB")
 
 
