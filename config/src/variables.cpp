@@ -61,6 +61,8 @@ std::string nothing_more() { return {}; }
 std::string default_level_used() { return std::string{"; using "} + to_string(settings{}.level); }
 // The table only reports: a bad value prints none.
 std::string no_table_printed() { return "; no statistics table is printed"; }
+// The report only reports: a bad value means none.
+std::string no_leak_report() { return "; no leak report is made"; }
 
 // One of a few words, read by `parse` (which returns nothing for other text).
 template <auto field, auto parse, auto instead = nothing_more>
@@ -117,6 +119,11 @@ std::string show_log_file(settings const& values)
 std::string show_stats_file(settings const& values)
 {
   return values.stats_file.empty() ? std::string("none") : escaped(values.stats_file);
+}
+
+std::string show_leak_report_file(settings const& values)
+{
+  return values.leak_report_file.empty() ? std::string("none") : escaped(values.leak_report_file);
 }
 
 template <bool settings::*field>
@@ -289,6 +296,30 @@ constexpr std::array table{
     .describe_key = "show_stats",
     .apply = apply_choice<&settings::show_stats, parse_bool, no_table_printed>,
     .show = show_yes_no<&settings::show_stats>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_LEAK_REPORT",
+             .field = "leak_report",
+             .default_text = "off",
+             .accepted = boolean_accepted,
+             .invalid = on_invalid::uses_default,
+             .summary = "at exit, list the blocks still allocated (the largest, then the oldest) in the log"},
+    .what = "boolean",
+    .describe_key = "leak_report",
+    .apply = apply_choice<&settings::leak_report, parse_bool, no_leak_report>,
+    .show = show_yes_no<&settings::leak_report>,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_LEAK_REPORT_FILE",
+             .field = "leak_report_file",
+             .default_text = "(none)",
+             .accepted = "a path, replaced (the same rules as the log file); %p becomes the process id",
+             .invalid = on_invalid::none,
+             .summary = "where the blocks still allocated at exit are written as JSON"},
+    .what = "path",
+    .describe_key = "leak_report_file",
+    .apply = apply_path<&settings::leak_report_file>,
+    .show = show_leak_report_file,
   },
   variable{
     .info = {.name = disable_variable,

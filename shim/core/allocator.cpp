@@ -14,6 +14,7 @@
 #include "cuda/runtime.hpp"
 #include "state/allocation_registry.hpp"
 #include "state/device_pools.hpp"
+#include "state/leak_report.hpp"
 #include "state/shim_state.hpp"
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
@@ -57,6 +58,18 @@ native_api const driver_api{
 void arm_report(shim_state& s) noexcept
 {
   if (s.stats != nullptr) { report_at_exit(s.sources); }
+  if (s.leaks != nullptr) { leak_report_at_exit(s.settings, *s.leaks); }
+}
+
+// The program has a new block: recorded for the leak report, if one was asked for.
+void note_allocated(shim_state& s, void const* ptr, std::size_t size, int device, interposed_call call) noexcept
+{
+  if (s.leaks != nullptr) { s.leaks->allocated(ptr, size, device, call); }
+}
+
+void note_freed(shim_state& s, void const* ptr) noexcept
+{
+  if (s.leaks != nullptr) { s.leaks->freed(ptr); }
 }
 
 cudaStream_t allocation_stream(config::settings const& settings) noexcept
@@ -182,13 +195,13 @@ void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda
             byte_count{free_bytes}, byte_count{total_bytes});
 }
 
-// Observe mode: the native allocator serves everything; with statistics on,
-// sizes are recorded so that frees can be counted.
+// Observe mode: the native allocator serves everything; with statistics or
+// the leak report on, sizes are recorded so that frees can be counted.
 cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
                                timed_call& timer) noexcept
 {
   cudaError_t const result = api.malloc(dev_ptr, size);
-  if (s.stats == nullptr) { return result; }
+  if (s.stats == nullptr && s.leaks == nullptr) { return result; }
   if (api.current_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
   if (result != cudaSuccess) {
     count_failure(s, timer.device);
@@ -196,7 +209,8 @@ cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_
   }
   try {
     s.registry.insert(*dev_ptr, allocation_record{size, timer.device});
-    s.stats->allocation_served(timer.device, size, api.alloc_call);
+    if (s.stats != nullptr) { s.stats->allocation_served(timer.device, size, api.alloc_call); }
+    note_allocated(s, *dev_ptr, size, timer.device, api.alloc_call);
   } catch (...) {  // the program keeps its memory; only the count misses it
   }
   return result;
@@ -216,6 +230,7 @@ cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void*
     return cudaErrorMemoryAllocation;
   }
   if (s.stats != nullptr) { s.stats->allocation_served(device, size, api.alloc_call); }
+  note_allocated(s, ptr, size, device, api.alloc_call);
   *dev_ptr = ptr;
   log::trace("{}({}) on device {} -> {}", to_string(api.alloc_call), size, device, ptr);
   return cudaSuccess;
@@ -377,8 +392,9 @@ cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_
       s.registry.insert(ptr, *record);
     } catch (...) {
     }
-  } else if (s.stats != nullptr) {
-    s.stats->free_served(record->device, record->bytes);
+  } else {
+    if (s.stats != nullptr) { s.stats->free_served(record->device, record->bytes); }
+    note_freed(s, ptr);
   }
   return result;
 }
@@ -402,8 +418,9 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
     // Still allocated (e.g. no current context at the driver level, as
     // natively an error): the program's again, so a retry frees it.
     s.registry.unclaim(ptr);
-  } else if (s.stats != nullptr) {
-    s.stats->free_served(record.device, record.bytes);
+  } else {
+    if (s.stats != nullptr) { s.stats->free_served(record.device, record.bytes); }
+    note_freed(s, ptr);
   }
   log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record.device, record.bytes);
   return result;

@@ -51,6 +51,7 @@ void release_device_pool(shim_state& s, int device) noexcept
     }
   }
   s.pending.drop(device);
+  if (s.leaks != nullptr) { s.leaks->forget_device(device); }  // natively a reset frees them all
   return_cached_to_pool_at_reset(s, device);
   s.exports.forget_device(device);
   s.pools.retire(device);

@@ -9,12 +9,14 @@
 #include "state/free_queue.hpp"
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
+#include "state/live_blocks.hpp"
 #include "state/reuse_cache.hpp"
 #include "state/statistics.hpp"
 
 #include <asyncshim/config/settings.hpp>
 
 #include <atomic>
+#include <memory>
 
 namespace asyncshim::shim {
 
@@ -32,6 +34,16 @@ namespace asyncshim::shim {
 // Called before the shim first takes any lock of its own.
 void watch_for_fork() noexcept;
 
+// A new tracker, or null when there is no host memory for it.
+[[nodiscard]] inline std::unique_ptr<live_blocks> make_live_blocks() noexcept
+{
+  try {
+    return std::make_unique<live_blocks>();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 struct shim_state {
   explicit shim_state(config::settings const& s) : settings{s}, pools{s} {}
   config::settings const& settings;
@@ -45,6 +57,9 @@ struct shim_state {
   // What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   report_sources sources{settings, all_stats, pools};
+  // The program's live blocks for the leak report at exit; null unless one
+  // was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
+  std::unique_ptr<live_blocks> leaks = settings.wants_leak_report() ? make_live_blocks() : nullptr;
   // Set once the idle release's thread has been started (or was not wanted).
   std::atomic<bool> idle_release_started{false};
 };

@@ -42,6 +42,8 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("log_file", a.log_file, b.log_file);
   compare("stats_file", a.stats_file, b.stats_file);
   compare("show_stats", a.show_stats, b.show_stats);
+  compare("leak_report", a.leak_report, b.leak_report);
+  compare("leak_report_file", a.leak_report_file, b.leak_report_file);
   return changed;
 }
 
@@ -58,7 +60,9 @@ std::set<std::string> const all_members{"disabled",
                                         "level",
                                         "log_file",
                                         "stats_file",
-                                        "show_stats"};
+                                        "show_stats",
+                                        "leak_report",
+                                        "leak_report_file"};
 
 // A valid value other than the default, for each variable.
 std::map<std::string, std::string> const example_values{
@@ -75,6 +79,8 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_LOG_FILE", "/tmp/asyncshim.log"},
   {"ASYNCSHIM_STATS_FILE", "/tmp/s.json"},
   {"ASYNCSHIM_SHOW_STATS", "yes"},
+  {"ASYNCSHIM_LEAK_REPORT", "1"},
+  {"ASYNCSHIM_LEAK_REPORT_FILE", "/tmp/leaks-%p.json"},
   {"ASYNCSHIM_DISABLE", "1"},
 };
 

@@ -29,9 +29,10 @@ def listed_variables():
 
 
 # The variables the launcher sets with options of its own (--stats, --stats=FILE,
-# --verbose) or not at all; every other listed variable has an option named after it.
-NOT_AN_OPTION = {"ASYNCSHIM_SHOW_STATS", "ASYNCSHIM_STATS_FILE", "ASYNCSHIM_LOG_LEVEL", "ASYNCSHIM_LOG_FILE",
-                 "ASYNCSHIM_DISABLE"}
+# --leak-report, --leak-report=FILE, --verbose) or not at all; every other
+# listed variable has an option named after it.
+NOT_AN_OPTION = {"ASYNCSHIM_SHOW_STATS", "ASYNCSHIM_STATS_FILE", "ASYNCSHIM_LEAK_REPORT", "ASYNCSHIM_LEAK_REPORT_FILE",
+                 "ASYNCSHIM_LOG_LEVEL", "ASYNCSHIM_LOG_FILE", "ASYNCSHIM_DISABLE"}
 
 
 def option_of(name):
@@ -176,6 +177,28 @@ class Checks(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
 
 
+    def test_leak_report_options(self):
+        out = launch("--leak-report", *SHOW)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("ASYNCSHIM_LEAK_REPORT=1\n", out.stdout)
+        self.assertNotIn("ASYNCSHIM_LEAK_REPORT_FILE", out.stdout)
+        with tempfile.TemporaryDirectory() as folder:
+            out = launch(f"--leak-report={folder}/leaks-%p.json", *SHOW)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn(f"ASYNCSHIM_LEAK_REPORT_FILE={folder}/leaks-%p.json\n", out.stdout)
+            out = launch(f"--leak-report={folder}", "true")
+            self.assertEqual(out.returncode, 2)
+            self.assertIn("is a folder; give a file name", out.stderr)
+        out = launch("--leak-report=/nonexistent/folder/l.json", *SHOW)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--leak-report=/nonexistent/folder/l.json: the folder /nonexistent/folder does not exist",
+                      out.stderr)
+        self.assertEqual(out.stdout, "")
+        out = launch("--leak-reprt", "true")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("did you mean --leak-report?", out.stderr)
+
+
 class OptionsFromTheList(unittest.TestCase):
     """The options that set a variable come from asyncshim-settings --list."""
 
@@ -203,10 +226,11 @@ class OptionsFromTheList(unittest.TestCase):
                 self.assertIn(name + "=", out.stdout.splitlines(), args)
 
     def test_variables_without_an_option(self):
-        for name in NOT_AN_OPTION:
+        for name in NOT_AN_OPTION - {"ASYNCSHIM_LEAK_REPORT"}:  # --leak-report is the launcher's own flag
             out = launch(option_of(name), "1", "true")
             self.assertEqual(out.returncode, 2, name)
-            self.assertIn(f"unknown option {option_of(name)} (see asyncshim --help)", out.stderr)
+            self.assertRegex(out.stderr, rf"unknown option {option_of(name)}(; did you mean --[a-z-]+\?)? "
+                                         r"\(see asyncshim --help\)")
 
     def test_help_lists_every_option_with_its_variable_values_and_default(self):
         out = launch("--help")
@@ -217,7 +241,7 @@ class OptionsFromTheList(unittest.TestCase):
                 continue
             self.assertIn(f"{option_of(name)} VALUE {name}: {' '.join(summary.split())}", help_text)
             self.assertIn(f"values: {' '.join(accepted.split())}; default: {default.strip('()')}", help_text)
-        for own in ("--stats ", "--stats=FILE", "--verbose", "--library PATH", "--print-library", "--version",
+        for own in ("--stats ", "--stats=FILE", "--leak-report ", "--leak-report=FILE", "--verbose", "--library PATH", "--print-library", "--version",
                     "-h, --help"):
             self.assertIn(own, out.stdout)
 

@@ -1,7 +1,7 @@
 // Makes a known set of CUDA calls (against the test double) and exits with
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
-//   stats_probe basic|fork|two-devices
+//   stats_probe basic|fork|two-devices|many
 #include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
@@ -76,8 +76,21 @@ int main(int argc, char** argv)
     int status = 0;
     waitpid(child, &status, 0);
     expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child");
+  } else if (what == "many") {
+    // 22 blocks of 256 B .. 5.5 KiB, then 3 of 100 B, a moment apart; none freed.
+    // Prints each 100-byte block's address ("same <address>"), in allocation order.
+    for (int i = 0; i < 22; ++i) {
+      void* q = nullptr;
+      expect(cudaMalloc(&q, 256 * (i + 1)) == cudaSuccess, "cudaMalloc");
+    }
+    for (int i = 0; i < 3; ++i) {
+      void* q = nullptr;
+      expect(cudaMalloc(&q, 100) == cudaSuccess, "cudaMalloc(100)");
+      std::printf("same %p\n", q);
+      usleep(2000);
+    }
   } else {
-    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices\n");
+    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many\n");
     return 2;
   }
   return problems == 0 ? 0 : 1;

@@ -96,9 +96,16 @@ struct settings {
   std::string log_file;     // empty: standard error
   std::string stats_file;   // empty: no statistics file; "%p" stands for the process id
   bool show_stats = false;  // print a statistics table at exit
+  // At exit, the blocks the program still has allocated: listed in the log
+  // (leak_report), and/or written as JSON to leak_report_file ("%p" stands
+  // for the process id).
+  bool leak_report = false;
+  std::string leak_report_file;
 
   // Whether the shim keeps statistics at all (they cost a little per call).
   [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty(); }
+  // Whether the shim follows each allocation for a report of what is left at exit.
+  [[nodiscard]] bool wants_leak_report() const { return leak_report || !leak_report_file.empty(); }
   [[nodiscard]] bool intercepts_runtime() const { return intercept != intercept_level::driver; }
   [[nodiscard]] bool intercepts_driver() const { return intercept != intercept_level::runtime; }
 };

@@ -1,0 +1,38 @@
+// The leak report at exit (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE):
+// the blocks the program still has allocated (state/live_blocks.hpp), the
+// largest first and, among blocks of one size, the oldest first; in the log
+// at most leak_report_lines_listed of them with a total and a count of the
+// rest, in the JSON file all of them (up to leak_report_json_listed).
+#pragma once
+
+#include "state/live_blocks.hpp"
+
+#include <asyncshim/config/settings.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace asyncshim::shim {
+
+inline constexpr std::size_t leak_report_lines_listed = 20;
+inline constexpr std::size_t leak_report_json_listed = 100000;
+
+// Sorts `blocks` into the report's order.
+void order_for_leak_report(std::vector<live_block>& blocks);
+
+// The log's lines for `ordered` (in the report's order), `now_ns` being the
+// time of exit on the records' clock.
+[[nodiscard]] std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordered,
+                                                         std::uint64_t untracked, std::int64_t now_ns);
+
+// The JSON document of the file.
+[[nodiscard]] std::string leak_report_json(std::vector<live_block> const& ordered, std::uint64_t untracked,
+                                           std::int64_t now_ns, long pid);
+
+// Arranges for the report to be made when the process exits (once; a forked
+// child makes none: it passes everything through and records nothing).
+void leak_report_at_exit(config::settings const& settings, live_blocks const& blocks) noexcept;
+
+}  // namespace asyncshim::shim
