@@ -121,6 +121,11 @@ std::string show_stats_file(settings const& values)
   return values.stats_file.empty() ? std::string("none") : escaped(values.stats_file);
 }
 
+std::string show_event_log(settings const& values)
+{
+  return values.event_log.empty() ? std::string("none") : escaped(values.event_log);
+}
+
 std::string show_leak_report_file(settings const& values)
 {
   return values.leak_report_file.empty() ? std::string("none") : escaped(values.leak_report_file);
@@ -320,6 +325,19 @@ constexpr std::array table{
     .describe_key = "leak_report_file",
     .apply = apply_path<&settings::leak_report_file>,
     .show = show_leak_report_file,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_EVENT_LOG",
+             .field = "event_log",
+             .default_text = "(none)",
+             .accepted = "a path, replaced (the same rules as the log file); %p becomes the process id",
+             .invalid = on_invalid::none,
+             .summary = "where every allocation and free is written, one line each, in RMM's CSV event log "
+                        "format (Thread,Time,Action,Pointer,Size,Stream)"},
+    .what = "path",
+    .describe_key = "event_log",
+    .apply = apply_path<&settings::event_log>,
+    .show = show_event_log,
   },
   variable{
     .info = {.name = disable_variable,

@@ -61,21 +61,36 @@ void arm_report(shim_state& s) noexcept
   if (s.leaks != nullptr) { leak_report_at_exit(s.settings, *s.leaks); }
 }
 
-// The program has a new block: recorded for the leak report, if one was asked for.
-void note_allocated(shim_state& s, void const* ptr, std::size_t size, int device, interposed_call call) noexcept
-{
-  if (s.leaks != nullptr) { s.leaks->allocated(ptr, size, device, call); }
-}
-
-void note_freed(shim_state& s, void const* ptr) noexcept
-{
-  if (s.leaks != nullptr) { s.leaks->freed(ptr); }
-}
-
 cudaStream_t allocation_stream(config::settings const& settings) noexcept
 {
   // Equal to CU_STREAM_PER_THREAD / CU_STREAM_LEGACY at the driver level.
   return settings.stream == config::stream_choice::per_thread ? cudaStreamPerThread : cudaStreamLegacy;
+}
+
+// The stream an event of the program's is logged with: the one the shim
+// allocates on for it (the legacy or the per-thread default stream).
+std::uintptr_t logged_stream(shim_state const& s) noexcept
+{
+  return reinterpret_cast<std::uintptr_t>(allocation_stream(s.settings));
+}
+
+// The program has a new block: recorded for the leak report and the event
+// log, if they were asked for.
+void note_allocated(shim_state& s, void const* ptr, std::size_t size, int device, interposed_call call) noexcept
+{
+  if (s.leaks != nullptr) { s.leaks->allocated(ptr, size, device, call); }
+  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, size, logged_stream(s)); }
+}
+
+void note_freed(shim_state& s, void const* ptr, std::size_t size) noexcept
+{
+  if (s.leaks != nullptr) { s.leaks->freed(ptr); }
+  if (s.events != nullptr) { log_event(*s.events, event_action::free, ptr, size, logged_stream(s)); }
+}
+
+void note_failed(shim_state& s, std::size_t size) noexcept
+{
+  if (s.events != nullptr) { log_event(*s.events, event_action::allocate_failure, nullptr, size, logged_stream(s)); }
 }
 
 void count_passthrough(shim_state& s, int device, passthrough_reason reason) noexcept
@@ -201,10 +216,11 @@ cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_
                                timed_call& timer) noexcept
 {
   cudaError_t const result = api.malloc(dev_ptr, size);
-  if (s.stats == nullptr && s.leaks == nullptr) { return result; }
+  if (s.stats == nullptr && s.leaks == nullptr && s.events == nullptr) { return result; }
   if (api.current_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
   if (result != cudaSuccess) {
     count_failure(s, timer.device);
+    note_failed(s, size);
     return result;
   }
   try {
@@ -311,6 +327,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   if (result != cudaSuccess) {
     *dev_ptr = nullptr;  // as a failed native allocation leaves it
     count_failure(s, timer.device);
+    note_failed(s, size);
     if (result == cudaErrorMemoryAllocation) {
       log_out_of_memory(api, size, timer.device, *pool);
     } else if (log::enabled(log::log_level::debug)) {
@@ -394,7 +411,7 @@ cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_
     }
   } else {
     if (s.stats != nullptr) { s.stats->free_served(record->device, record->bytes); }
-    note_freed(s, ptr);
+    note_freed(s, ptr, record->bytes);
   }
   return result;
 }
@@ -420,7 +437,7 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
     s.registry.unclaim(ptr);
   } else {
     if (s.stats != nullptr) { s.stats->free_served(record.device, record.bytes); }
-    note_freed(s, ptr);
+    note_freed(s, ptr, record.bytes);
   }
   log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record.device, record.bytes);
   return result;

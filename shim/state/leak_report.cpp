@@ -126,9 +126,13 @@ void write_file(std::string const& pattern, std::string const& json, long pid)
 {
   std::string const path = expand_stats_path(pattern, pid);
   opened_file const file = open_own_file(path, file_write::replace);
+  if (file.fd < 0 && file.by_rule) {
+    log::error("ASYNCSHIM_LEAK_REPORT_FILE: the leak report is not written to '{}': {} ({})", path, file.why,
+               own_file_rule);
+    return;
+  }
   if (file.fd < 0) {
-    log::error("ASYNCSHIM_LEAK_REPORT_FILE: the leak report is not written to '{}': {}{}{}", path, file.why,
-               file.by_rule ? " (" : "", file.by_rule ? own_file_rule : "");
+    log::error("ASYNCSHIM_LEAK_REPORT_FILE: the leak report is not written to '{}': {}", path, file.why);
     return;
   }
   bool written = write_all(file.fd, json.data(), json.size());

@@ -6,6 +6,7 @@
 
 #include "state/allocation_registry.hpp"
 #include "state/device_pools.hpp"
+#include "state/event_log.hpp"
 #include "state/free_queue.hpp"
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
@@ -60,6 +61,9 @@ struct shim_state {
   // The program's live blocks for the leak report at exit; null unless one
   // was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
   std::unique_ptr<live_blocks> leaks = settings.wants_leak_report() ? make_live_blocks() : nullptr;
+  // The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
+  // file cannot be written.
+  event_log* events = settings.event_log.empty() ? nullptr : start_event_log(settings.event_log);
   // Set once the idle release's thread has been started (or was not wanted).
   std::atomic<bool> idle_release_started{false};
 };

@@ -35,7 +35,8 @@ constexpr char const* known_list =
   "ASYNCSHIM_STREAM, "
   "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, "
   "ASYNCSHIM_STATS_FILE, "
-  "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_DISABLE";
+  "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_EVENT_LOG, "
+  "ASYNCSHIM_DISABLE";
 
 using asyncshim::config::testing::parse;
 
@@ -70,6 +71,7 @@ TEST(KnownVariables, FixedOrder)
                                           "ASYNCSHIM_SHOW_STATS",
                                           "ASYNCSHIM_LEAK_REPORT",
                                           "ASYNCSHIM_LEAK_REPORT_FILE",
+                                          "ASYNCSHIM_EVENT_LOG",
                                           "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
 }

@@ -44,6 +44,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("show_stats", a.show_stats, b.show_stats);
   compare("leak_report", a.leak_report, b.leak_report);
   compare("leak_report_file", a.leak_report_file, b.leak_report_file);
+  compare("event_log", a.event_log, b.event_log);
   return changed;
 }
 
@@ -62,7 +63,8 @@ std::set<std::string> const all_members{"disabled",
                                         "stats_file",
                                         "show_stats",
                                         "leak_report",
-                                        "leak_report_file"};
+                                        "leak_report_file",
+                                        "event_log"};
 
 // A valid value other than the default, for each variable.
 std::map<std::string, std::string> const example_values{
@@ -81,6 +83,7 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_SHOW_STATS", "yes"},
   {"ASYNCSHIM_LEAK_REPORT", "1"},
   {"ASYNCSHIM_LEAK_REPORT_FILE", "/tmp/leaks-%p.json"},
+  {"ASYNCSHIM_EVENT_LOG", "/tmp/events-%p.csv"},
   {"ASYNCSHIM_DISABLE", "1"},
 };
 

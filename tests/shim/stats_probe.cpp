@@ -1,7 +1,7 @@
 // Makes a known set of CUDA calls (against the test double) and exits with
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
-//   stats_probe basic|fork|two-devices|many
+//   stats_probe basic|fork|two-devices|many|threads|abort
 #include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -89,8 +91,30 @@ int main(int argc, char** argv)
       std::printf("same %p\n", q);
       usleep(2000);
     }
+  } else if (what == "threads") {
+    // 8 threads, each 2000 pairs of 256 * (its index + 1) bytes.
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([t] {
+        for (int i = 0; i < 2000; ++i) {
+          void* q = nullptr;
+          if (cudaMalloc(&q, 256 * (t + 1)) != cudaSuccess || cudaFree(q) != cudaSuccess) { std::_Exit(3); }
+        }
+      });
+    }
+    for (auto& th : threads) {
+      th.join();
+    }
+  } else if (what == "abort") {
+    // Three allocations, then the program dies of SIGABRT before any exit handler.
+    for (int i = 0; i < 3; ++i) {
+      void* q = nullptr;
+      expect(cudaMalloc(&q, 1000 * (i + 1)) == cudaSuccess, "cudaMalloc");
+    }
+    std::fflush(stdout);
+    std::abort();
   } else {
-    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many\n");
+    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many|threads|abort\n");
     return 2;
   }
   return problems == 0 ? 0 : 1;

@@ -101,6 +101,9 @@ struct settings {
   // for the process id).
   bool leak_report = false;
   std::string leak_report_file;
+  // Every allocation and free as a line of RMM's CSV event log; empty: none.
+  // "%p" stands for the process id.
+  std::string event_log;
 
   // Whether the shim keeps statistics at all (they cost a little per call).
   [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty(); }

@@ -1,0 +1,34 @@
+// One line of the allocation event log in RMM's CSV format
+// (logging_resource_adaptor: "Thread,Time,Action,Pointer,Size,Stream"; the
+// time of day as HH:MM:SS.ffffff, pointers and streams in hexadecimal as
+// RMM writes them), formatted without the heap, locale or stdio, so that a
+// crash handler can write what is still buffered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace asyncshim::shim {
+
+inline constexpr char event_log_header[] = "Thread,Time,Action,Pointer,Size,Stream\n";
+
+enum class event_action : std::uint8_t { allocate, free, allocate_failure };
+
+struct event_record {
+  long thread = 0;           // gettid
+  std::int64_t time_ns = 0;  // CLOCK_REALTIME
+  event_action action = event_action::allocate;
+  std::uintptr_t pointer = 0;  // 0 for a failure
+  std::size_t bytes = 0;
+  std::uintptr_t stream = 0;
+};
+
+// Room for the longest line.
+inline constexpr std::size_t event_line_max = 160;
+
+// Writes the line (with its newline) for `r` to `out`, which has room for
+// event_line_max characters, and returns its length. `utc_offset_s` turns
+// the time into local time, as RMM's log has it.
+[[nodiscard]] std::size_t format_event_line(event_record const& r, long utc_offset_s, char* out) noexcept;
+
+}  // namespace asyncshim::shim

@@ -1,0 +1,121 @@
+"""The allocation event log (ASYNCSHIM_EVENT_LOG) checked against what
+stats_probe did, under the CUDA test double: RMM's CSV format (a golden file
+with the thread, the time and the pointers normalised), per-thread buffering
+across threads, fork, a crash by SIGABRT, and a path that cannot be written.
+
+    python3 check_event_log.py SHIM STATS_PROBE GOLDEN_CSV
+"""
+import csv
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True
+
+SHIM = PROBE = GOLDEN = None
+TIME = re.compile(r"^\d\d:\d\d:\d\d\.\d{6}$")
+
+
+def run_probe(what, directory, expect_status=0, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
+    full.update(LD_PRELOAD=SHIM, ASYNCSHIM_INITIAL_POOL_SIZE="64MiB")
+    full.setdefault("ASYNCSHIM_EVENT_LOG", os.path.join(directory, "events-%p.csv"))
+    full.update(env)
+    out = subprocess.run([PROBE, what], env=full, capture_output=True, text=True, check=False, cwd=directory)
+    if out.returncode != expect_status:
+        raise AssertionError(f"stats_probe {what} exited {out.returncode}:\n{out.stdout}{out.stderr}")
+    pids = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines() if line.split()[0] != "same"}
+    return pids, out.stderr
+
+
+def read_log(path):
+    with open(path, newline="") as fh:
+        text = fh.read()
+    assert text.endswith("\n"), "the log ends in the middle of a line"
+    return list(csv.reader(text.splitlines()))
+
+
+def normalised(rows, pid):
+    """The rows with the thread (checked to be `pid`), the time (checked to
+    be HH:MM:SS.ffffff) and each pointer (by first appearance) replaced."""
+    names = {}
+    out = [rows[0]]
+    for thread, time, action, pointer, size, stream in rows[1:]:
+        assert int(thread) == pid, (thread, pid)
+        assert TIME.match(time), time
+        if pointer != "0":
+            pointer = names.setdefault(pointer, "P%d" % (len(names) + 1))
+        out.append(["T", "TIME", action, pointer, size, stream])
+    return out
+
+
+class EventLog(unittest.TestCase):
+    def test_a_known_program_gives_the_golden_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("basic", d)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        with open(GOLDEN, newline="") as fh:
+            golden = list(csv.reader(fh.read().splitlines()))
+        self.assertEqual(normalised(rows, pids["pid"]), golden)
+        # Pointers and streams in hexadecimal, as RMM writes them.
+        for row in rows[1:]:
+            int(row[3], 16), int(row[5], 16)
+
+    def test_every_threads_records_are_complete_and_in_order(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("threads", d)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        by_thread = {}
+        for thread, _, action, pointer, size, _ in rows:
+            by_thread.setdefault(thread, []).append((action, pointer, int(size)))
+        self.assertEqual(len(by_thread), 8)
+        sizes = set()
+        for events in by_thread.values():
+            self.assertEqual(len(events), 4000)
+            size = events[0][2]
+            sizes.add(size)
+            for i in range(0, 4000, 2):  # allocate, then free of the same block
+                self.assertEqual(events[i][0], "allocate")
+                self.assertEqual(events[i + 1][0], "free")
+                self.assertEqual(events[i][1], events[i + 1][1])
+                self.assertEqual((events[i][2], events[i + 1][2]), (size, size))
+        self.assertEqual(sizes, {256 * (t + 1) for t in range(8)})
+
+    def test_a_forked_child_adds_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("fork", d)
+            files = sorted(os.listdir(d))
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        self.assertEqual(files, ["events-%d.csv" % pids["pid"]])
+        with open(GOLDEN, newline="") as fh:
+            golden = list(csv.reader(fh.read().splitlines()))
+        self.assertEqual(normalised(rows, pids["pid"]), golden)  # the parent's, once each
+
+    def test_a_crash_keeps_what_was_buffered(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("abort", d, expect_status=-signal.SIGABRT)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        self.assertEqual([(r[2], int(r[4])) for r in rows[1:]], [("allocate", 1000), ("allocate", 2000),
+                                                                  ("allocate", 3000)])
+
+    def test_an_unwritable_path_is_said_and_the_program_runs(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "missing", "events.csv")
+            _, err = run_probe("basic", d, ASYNCSHIM_EVENT_LOG=path)
+        self.assertIn("ASYNCSHIM_EVENT_LOG: no event log is written to '%s': " % path, err)
+
+    def test_no_log_by_default(self):
+        with tempfile.TemporaryDirectory() as d:
+            full = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
+            full.update(LD_PRELOAD=SHIM)
+            subprocess.run([PROBE, "basic"], env=full, capture_output=True, check=True, cwd=d)
+            self.assertEqual(os.listdir(d), [])
+
+
+if __name__ == "__main__":
+    SHIM, PROBE, GOLDEN = sys.argv[1], sys.argv[2], sys.argv[3]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
