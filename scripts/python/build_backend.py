@@ -24,7 +24,9 @@ import zipfile
 NAME = "asyncshim"
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
-# What goes from the install tree into the wheel: the preload library, the
+# What goes from the install tree into the wheel, by its place in the
+# package (the install tree's bin/, lib/ and libexec/ may be named otherwise
+# there, as lib64/): the preload library, the
 # launcher scripts and the settings tool (not the C++ resource, headers or
 # CMake/pkg-config files, which a C++ build takes from a system install).
 PACKAGED = ("lib/libasyncshim.so", "bin/asyncshim", "bin/asyncshim-ab", "libexec/asyncshim/asyncshim-settings")
@@ -34,7 +36,7 @@ def _version():
     with open(os.path.join(SOURCE, "CMakeLists.txt"), encoding="utf-8") as f:
         found = re.search(r"project\(asyncshim VERSION ([0-9.]+)", f.read())
     if not found:
-        raise RuntimeError("no project(asyncshim VERSION ...) in CMakeLists.txt")
+        raise RuntimeError("the project's version was not found: is this an asyncshim checkout?")
     return found.group(1)
 
 
@@ -54,8 +56,10 @@ def _install_tree(build_dir, prefix):
         temporary = tempfile.mkdtemp(prefix="asyncshim-wheel-build-")
         build_dir = temporary
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        # The package's own layout (bin/, lib/, libexec/), also where GNUInstallDirs would say lib64/.
         _run([cmake, "-S", SOURCE, "-B", build_dir, *generator, "-DCMAKE_BUILD_TYPE=Release",
-              "-DASYNCSHIM_BUILD_TESTS=OFF"])
+              "-DASYNCSHIM_BUILD_TESTS=OFF", "-DCMAKE_INSTALL_BINDIR=bin", "-DCMAKE_INSTALL_LIBDIR=lib",
+              "-DCMAKE_INSTALL_LIBEXECDIR=libexec"])
     try:
         if temporary is not None:  # a tree of the caller's is used as it is built
             _run([cmake, "--build", build_dir, "--parallel"])
@@ -63,6 +67,21 @@ def _install_tree(build_dir, prefix):
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _install_dirs(build_dir):
+    """Where the install tree of build_dir puts each part (its CMake cache's
+    GNUInstallDirs values, which are lib64/... on some systems)."""
+    dirs = {"BINDIR": "bin", "LIBDIR": "lib", "LIBEXECDIR": "libexec"}
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt"), encoding="utf-8") as f:
+            for line in f:
+                found = re.match(r"CMAKE_INSTALL_(BINDIR|LIBDIR|LIBEXECDIR):\w+=(.*)$", line.strip())
+                if found:
+                    dirs[found.group(1)] = found.group(2)
+    except OSError:
+        pass
+    return dirs
 
 
 def _platform_tag():
@@ -133,6 +152,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     stage = tempfile.mkdtemp(prefix="asyncshim-wheel-stage-")
     try:
         _install_tree(build_dir, stage)
+        dirs = _install_dirs(build_dir) if build_dir is not None else {"BINDIR": "bin", "LIBDIR": "lib",
+                                                                        "LIBEXECDIR": "libexec"}
         name = "%s-%s-%s.whl" % (NAME, version, tag)
         writer = _wheel_writer(os.path.join(wheel_directory, name))
         package = os.path.join(HERE, NAME)
@@ -141,9 +162,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
                 with open(os.path.join(package, file), "rb") as f:
                     writer.add("%s/%s" % (NAME, file), f.read())
         for relative in PACKAGED:
-            path = os.path.join(stage, relative)
+            top, rest = relative.split("/", 1)
+            installed = {"bin": dirs["BINDIR"], "lib": dirs["LIBDIR"], "libexec": dirs["LIBEXECDIR"]}[top]
+            path = os.path.join(stage, installed, rest)
             if not os.path.isfile(path):
-                raise RuntimeError("the install tree has no %s" % relative)
+                raise RuntimeError("the install tree has no %s" % os.path.join(installed, rest))
             with open(path, "rb") as f:
                 writer.add("%s/prefix/%s" % (NAME, relative), f.read(), executable=os.access(path, os.X_OK))
         dist_info = "%s-%s.dist-info" % (NAME, version)

@@ -529,6 +529,16 @@ class HyperfineOptions(AbTestCase):
         self.assertIn("ASYNCSHIM_INITIAL_POOL_SIZE=1GiB ", results[2]["command"])
         self.assertEqual(results[2]["env"]["ASYNCSHIM_INITIAL_POOL_SIZE"], "1GiB")
 
+    def test_a_command_is_what_the_shell_would_run(self):
+        # A value with a space is quoted after its '=', so the word stays an assignment.
+        proc = self.run_ab(["--runs", "1", "--warmup", "0", "--config", "FAKE_TAG='two words'",
+                            "--export-json", "r.json"])
+        self.assertExit(proc, 0)
+        command = self.read_json("r.json")["results"][1]["command"]
+        self.assertIn(" FAKE_TAG='two words' ", command)
+        words = shlex.split(command)
+        self.assertIn("FAKE_TAG=two words", words)
+
 
 class Plot(AbTestCase):
     def fake_matplotlib(self, body):
