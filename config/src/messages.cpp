@@ -55,6 +55,11 @@ std::string half_free_not_allowed_message(std::string_view name, std::string_vie
                      name, quoted(value), initial_pool_size_name, accepted);
 }
 
+std::string invalid_count_message(std::string_view name, std::string_view value, std::string_view accepted)
+{
+  return fmt::format("{}={} is not a valid number: expected {}", name, quoted(value), accepted);
+}
+
 std::string invalid_duration_message(std::string_view name, std::string_view value, std::string_view accepted)
 {
   return fmt::format("{}={} is not a valid duration: expected {}", name, quoted(value), accepted);

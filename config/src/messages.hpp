@@ -20,6 +20,8 @@ namespace asyncshim::config::detail {
 [[nodiscard]] std::string half_free_not_allowed_message(std::string_view name, std::string_view value,
                                                         std::string_view accepted,
                                                         std::string_view initial_pool_size_name);
+[[nodiscard]] std::string invalid_count_message(std::string_view name, std::string_view value,
+                                                std::string_view accepted);
 [[nodiscard]] std::string invalid_duration_message(std::string_view name, std::string_view value,
                                                    std::string_view accepted);
 // "NAME='value' is not a valid <what>: expected one of <accepted>": the

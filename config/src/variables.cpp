@@ -63,6 +63,7 @@ std::string default_level_used() { return std::string{"; using "} + to_string(se
 std::string no_table_printed() { return "; no statistics table is printed"; }
 // The report only reports: a bad value means none.
 std::string no_leak_report() { return "; no leak report is made"; }
+std::string no_stacks() { return "; the leak report shows no call stacks"; }
 
 // One of a few words, read by `parse` (which returns nothing for other text).
 template <auto field, auto parse, auto instead = nothing_more>
@@ -120,6 +121,28 @@ std::string show_stats_file(settings const& values)
 {
   return values.stats_file.empty() ? std::string("none") : escaped(values.stats_file);
 }
+
+// A whole number from 0 to settings::max_leak_stack_depth, in decimal.
+std::optional<std::string> apply_leak_stack_depth(variable const& self, std::string_view value, settings& values)
+{
+  std::string_view const digits = trim(value);
+  unsigned parsed = 0;
+  bool ok = !digits.empty() && digits.size() <= 3;
+  for (char c : digits) {
+    if (c < '0' || c > '9') {
+      ok = false;
+      break;
+    }
+    parsed = parsed * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (!ok || parsed > settings::max_leak_stack_depth) {
+    return invalid_count_message(self.info.name, value, self.info.accepted) + no_stacks();
+  }
+  values.leak_stack_depth = parsed;
+  return std::nullopt;
+}
+
+std::string show_leak_stack_depth(settings const& values) { return std::to_string(values.leak_stack_depth); }
 
 std::string show_event_log(settings const& values)
 {
@@ -325,6 +348,19 @@ constexpr std::array table{
     .describe_key = "leak_report_file",
     .apply = apply_path<&settings::leak_report_file>,
     .show = show_leak_report_file,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_LEAK_STACK_DEPTH",
+             .field = "leak_stack_depth",
+             .default_text = "0",
+             .accepted = "a whole number from 0 to 64",
+             .invalid = on_invalid::uses_default,
+             .summary = "how many frames of each allocating call stack the leak report shows (recorded at "
+                        "each allocation, named at exit); 0: none"},
+    .what = "number",
+    .describe_key = "leak_stack_depth",
+    .apply = apply_leak_stack_depth,
+    .show = show_leak_stack_depth,
   },
   variable{
     .info = {.name = "ASYNCSHIM_EVENT_LOG",

@@ -69,9 +69,11 @@ cudaStream_t allocation_stream(config::settings const& settings) noexcept
 
 // The stream an event of the program's is logged with: the one the shim
 // allocates on for it (the legacy or the per-thread default stream).
+// Numbered as RMM's replay reads them: 0, or 2 (cudaStreamPerThread).
 std::uintptr_t logged_stream(shim_state const& s) noexcept
 {
-  return reinterpret_cast<std::uintptr_t>(allocation_stream(s.settings));
+  return s.settings.stream == config::stream_choice::per_thread ? reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)
+                                                                : 0;
 }
 
 // The program has a new block: recorded for the leak report and the event
@@ -82,10 +84,20 @@ void note_allocated(shim_state& s, void const* ptr, std::size_t size, int device
   if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, size, logged_stream(s)); }
 }
 
-void note_freed(shim_state& s, void const* ptr, std::size_t size) noexcept
+// The program is freeing a block: noted before the block goes back, when no
+// other allocation can have its address yet. Returns the leak report's
+// record, which note_free_failed() puts back.
+std::optional<live_block> note_freeing(shim_state& s, void const* ptr, std::size_t size) noexcept
 {
-  if (s.leaks != nullptr) { s.leaks->freed(ptr); }
   if (s.events != nullptr) { log_event(*s.events, event_action::free, ptr, size, logged_stream(s)); }
+  return s.leaks != nullptr ? s.leaks->take(ptr) : std::nullopt;
+}
+
+// The free failed: the program still has the block.
+void note_free_failed(shim_state& s, void const* ptr, std::size_t size, std::optional<live_block>&& live) noexcept
+{
+  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, size, logged_stream(s)); }
+  if (s.leaks != nullptr && live) { s.leaks->restore(std::move(*live)); }
 }
 
 void note_failed(shim_state& s, std::size_t size) noexcept
@@ -96,6 +108,8 @@ void note_failed(shim_state& s, std::size_t size) noexcept
 void count_passthrough(shim_state& s, int device, passthrough_reason reason) noexcept
 {
   if (s.stats != nullptr) { s.stats->allocation_passed_through(device, reason); }
+  // Zero-size and null requests allocate nothing that could leak.
+  if (s.leaks != nullptr && reason != passthrough_reason::zero_size_or_null) { s.leaks->passed_through(); }
 }
 
 void count_failure(shim_state& s, int device) noexcept
@@ -403,15 +417,16 @@ cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_
   auto const record = s.registry.take(ptr);  // none for null
   if (!record) { return foreign_free(s, api, ptr); }
   timer.device = record->device;
+  std::optional<live_block> live = note_freeing(s, ptr, record->bytes);
   cudaError_t const result = api.free(ptr);
   if (result != cudaSuccess) {
+    note_free_failed(s, ptr, record->bytes, std::move(live));
     try {
       s.registry.insert(ptr, *record);
     } catch (...) {
     }
-  } else {
-    if (s.stats != nullptr) { s.stats->free_served(record->device, record->bytes); }
-    note_freed(s, ptr, record->bytes);
+  } else if (s.stats != nullptr) {
+    s.stats->free_served(record->device, record->bytes);
   }
   return result;
 }
@@ -430,14 +445,15 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
   // hand the address out again); processes that opened it keep their mapping.
   s.exports.forget(reinterpret_cast<std::uintptr_t>(ptr));
   timer.device = record.device;
+  std::optional<live_block> live = note_freeing(s, ptr, record.bytes);
   cudaError_t const result = free_to_pool(s, api, ptr, record);
   if (result != cudaSuccess) {
     // Still allocated (e.g. no current context at the driver level, as
     // natively an error): the program's again, so a retry frees it.
+    note_free_failed(s, ptr, record.bytes, std::move(live));
     s.registry.unclaim(ptr);
-  } else {
-    if (s.stats != nullptr) { s.stats->free_served(record.device, record.bytes); }
-    note_freed(s, ptr, record.bytes);
+  } else if (s.stats != nullptr) {
+    s.stats->free_served(record.device, record.bytes);
   }
   log::trace("{}({}) on device {} ({} bytes)", to_string(api.free_call), ptr, record.device, record.bytes);
   return result;

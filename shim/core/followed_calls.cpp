@@ -51,7 +51,6 @@ void release_device_pool(shim_state& s, int device) noexcept
     }
   }
   s.pending.drop(device);
-  if (s.leaks != nullptr) { s.leaks->forget_device(device); }  // natively a reset frees them all
   return_cached_to_pool_at_reset(s, device);
   s.exports.forget_device(device);
   s.pools.retire(device);
@@ -73,7 +72,10 @@ void device_resetting(int device) noexcept
     (void)drv.device_primary_ctx_release(device);
     tracker().context_destroying(primary);
   }
-  if (shim_state* s = existing_state()) { release_device_pool(*s, device); }
+  if (shim_state* s = existing_state()) {
+    release_device_pool(*s, device);
+    if (s->leaks != nullptr) { s->leaks->forget_device(device); }  // the reset freed them all
+  }
 }
 
 void context_destroying(CUcontext context) noexcept

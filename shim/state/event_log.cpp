@@ -5,10 +5,12 @@
 #include "support/log.hpp"
 #include "support/own_file.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -16,6 +18,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -25,19 +28,24 @@ namespace asyncshim::shim {
 
 namespace {
 
-// Records a thread collects before its batch is handed to the writer.
+// A thread's buffer wakes the writer when it holds this many records.
 constexpr std::size_t batch_records = 4096;
+constexpr std::size_t first_reserve = 256;
+// Records buffered in all, at most; beyond, events are dropped (and counted)
+// rather than the host's memory filled while the disk is slow.
+constexpr std::uint64_t most_buffered = std::uint64_t{1} << 20;
 constexpr auto write_every = std::chrono::milliseconds{100};
 // What the writer formats into before each write().
 constexpr std::size_t chunk_bytes = 64 * 1024;
+// At exit, how often a lock held by someone else is tried before its records are given up.
+constexpr int exit_lock_tries = 1000;
 
-// One thread's records. Registered for good (the exit and crash handlers
-// reach every one), and taken over by a new thread once its own has exited
-// and the writer has emptied it.
+// One thread's records, in call order. Registered for good (the exit and
+// crash handlers reach every one), and taken over by a new thread once its
+// own has exited and the writer has emptied it.
 struct thread_buffer {
   std::mutex mutex;
-  std::vector<std::vector<event_record>> full;  // batches, oldest first
-  std::vector<event_record> current;
+  std::vector<event_record> records;
   bool owner_gone = false;
 };
 
@@ -61,18 +69,15 @@ long local_utc_offset_s() noexcept
   return localtime_r(&now, &local) != nullptr ? local.tm_gmtoff : 0;
 }
 
-// Writes `records` as lines through `chunk` (chunk_bytes), flushing it to fd
-// when full; returns the bytes still in the chunk.
-std::size_t put_lines(int fd, std::vector<event_record> const& records, long offset, char* chunk, std::size_t used)
+// Takes `m` like lock(), except at exit: a thread interrupted inside a call
+// by a signal whose handler calls exit() holds it for good.
+bool lock_at_exit(std::mutex& m) noexcept
 {
-  for (event_record const& r : records) {
-    if (used + event_line_max > chunk_bytes) {
-      (void)write_all(fd, chunk, used);
-      used = 0;
-    }
-    used += format_event_line(r, offset, chunk + used);
+  for (int i = 0; i < exit_lock_tries; ++i) {
+    if (m.try_lock()) { return true; }
+    sched_yield();
   }
-  return used;
+  return false;
 }
 
 }  // namespace
@@ -83,96 +88,150 @@ class event_log {
 
   void record(event_action action, void const* pointer, std::size_t bytes, std::uintptr_t stream) noexcept
   {
+    if (buffered_.load(std::memory_order_relaxed) >= most_buffered) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     thread_buffer* b = my_buffer();
     if (b == nullptr) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    event_record const r{
-      this_thread_id(), realtime_ns(), action, reinterpret_cast<std::uintptr_t>(pointer), bytes, stream};
-    bool batch_ready = false;
+    bool wake = false;
     {
       std::lock_guard lock{b->mutex};
       try {
-        if (b->current.capacity() == 0) { b->current.reserve(batch_records); }
-        b->current.push_back(r);
-        if (b->current.size() >= batch_records) {
-          b->full.push_back(std::move(b->current));
-          b->current = {};
-          batch_ready = true;
-        }
+        if (b->records.capacity() == 0) { b->records.reserve(first_reserve); }
+        // The number is taken under the buffer's lock: a writer that read the
+        // next number first finds every record numbered below it.
+        event_record const r{next_sequence_.fetch_add(1, std::memory_order_relaxed),
+                             this_thread_id(),
+                             realtime_ns(),
+                             action,
+                             reinterpret_cast<std::uintptr_t>(pointer),
+                             bytes,
+                             stream};
+        b->records.push_back(r);
+        buffered_.fetch_add(1, std::memory_order_relaxed);
+        wake = b->records.size() == batch_records;
       } catch (...) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    if (batch_ready) { wake_.notify_one(); }
+    if (wake) { wake_.notify_one(); }
   }
 
-  // Writes out everything buffered, each thread's records in order.
-  void write_pending() noexcept
+  // Writes out what every thread has buffered, in the order of the events
+  // across threads: records numbered from the pass's start on wait for the
+  // next pass (a thread may still be adding one numbered before them).
+  // `final`: everything, at exit.
+  void write_pending(bool final) noexcept
   {
+    // Only the writer thread (which no signal interrupts) and exit take it:
+    // waiting for a pass to end is safe.
+    std::lock_guard one_writer{write_mutex_};
     try {
-      std::lock_guard one_writer{write_mutex_};
+      std::uint64_t const horizon =
+        final ? std::numeric_limits<std::uint64_t>::max() : next_sequence_.load(std::memory_order_relaxed);
       std::vector<thread_buffer*> all;
       {
         std::lock_guard lock{buffers_mutex_};
         all = buffers_;
       }
-      std::vector<std::vector<event_record>> taken;
-      std::vector<char> chunk(chunk_bytes);
-      std::size_t used = 0;
+      // Each thread's records are in order already, and so is pending_:
+      // merging them run by run orders the whole batch.
+      std::vector<event_record>& batch = pending_;
+      auto const by_sequence = [](event_record const& x, event_record const& y) { return x.sequence < y.sequence; };
       for (thread_buffer* b : all) {
-        taken.clear();
-        {
-          std::lock_guard lock{b->mutex};
-          taken.swap(b->full);
-          if (!b->current.empty()) { taken.push_back(std::exchange(b->current, {})); }
+        if (final) {
+          if (!lock_at_exit(b->mutex)) { continue; }
+        } else {
+          b->mutex.lock();
         }
-        for (auto const& batch : taken) {
-          used = put_lines(fd_, batch, utc_offset_, chunk.data(), used);
-        }
+        std::lock_guard lock{b->mutex, std::adopt_lock};
+        auto const merged = static_cast<std::ptrdiff_t>(batch.size());
+        batch.insert(batch.end(), b->records.begin(), b->records.end());
+        b->records.clear();  // keeps its capacity
+        std::inplace_merge(batch.begin(), batch.begin() + merged, batch.end(), by_sequence);
       }
-      if (used > 0) { (void)write_all(fd_, chunk.data(), used); }
-    } catch (...) {  // no host memory now: the records stay for the next pass
+      auto const first_held = std::lower_bound(batch.begin(), batch.end(), horizon,
+                                               [](event_record const& r, auto h) { return r.sequence < h; });
+      write_records(batch.begin(), first_held);
+      buffered_.fetch_sub(static_cast<std::uint64_t>(first_held - batch.begin()), std::memory_order_relaxed);
+      batch.erase(batch.begin(), first_held);
+    } catch (...) {  // no host memory for the pass: what was taken stays in pending_ for the next one
     }
+    if (final) { say_what_was_lost(); }
   }
 
   // From a fatal signal's handler: what can be reached without waiting, with
-  // no heap and no stdio.
+  // no heap and no stdio. Locks stay taken: the writer must not write the
+  // same records again before the process ends.
   void write_from_crash() noexcept
   {
     if (static_cast<long>(getpid()) != pid_) { return; }
-    // Held to the end: the process is about to die, and no thread may grow the list meanwhile.
-    if (!buffers_mutex_.try_lock()) { return; }
+    crashing_.store(true, std::memory_order_relaxed);
     char line[event_line_max];
+    auto const put = [&](event_record const& r) {
+      (void)write_all(fd_, line, format_event_line(r, utc_offset_, line));
+    };
+    if (write_mutex_.try_lock()) {
+      for (event_record const& r : pending_) {
+        put(r);
+      }
+    }
+    if (!buffers_mutex_.try_lock()) { return; }
     for (thread_buffer* b : buffers_) {
       if (!b->mutex.try_lock()) { continue; }  // its thread is inside a call: skipped
-      for (auto const& batch : b->full) {
-        for (event_record const& r : batch) {
-          (void)write_all(fd_, line, format_event_line(r, utc_offset_, line));
-        }
+      for (event_record const& r : b->records) {
+        put(r);
       }
-      for (event_record const& r : b->current) {
-        (void)write_all(fd_, line, format_event_line(r, utc_offset_, line));
-      }
-      b->mutex.unlock();
     }
   }
 
   void writer_loop() noexcept
   {
-    for (;;) {
+    while (!crashing_.load(std::memory_order_relaxed)) {
       {
         std::unique_lock lock{wake_mutex_};
         (void)wake_.wait_for(lock, write_every);
       }
-      write_pending();
+      write_pending(false);
     }
   }
 
   [[nodiscard]] long pid() const noexcept { return pid_; }
 
  private:
+  template <class Iterator>
+  void write_records(Iterator begin, Iterator end)
+  {
+    std::vector<char> chunk(chunk_bytes);
+    std::size_t used = 0;
+    auto const flush = [&] {
+      if (used == 0 || crashing_.load(std::memory_order_relaxed)) { return; }
+      if (!write_all(fd_, chunk.data(), used) && write_error_ == 0) { write_error_ = errno; }
+      used = 0;
+    };
+    for (Iterator r = begin; r != end; ++r) {
+      if (used + event_line_max > chunk_bytes) { flush(); }
+      used += format_event_line(*r, utc_offset_, chunk.data() + used);
+    }
+    flush();
+  }
+
+  void say_what_was_lost() noexcept
+  {
+    if (std::uint64_t const dropped = dropped_.load(std::memory_order_relaxed); dropped > 0) {
+      log::warn("ASYNCSHIM_EVENT_LOG: {} events are missing from the log (more than {} were waiting to be written, "
+                "or there was no host memory for them)",
+                dropped, most_buffered);
+    }
+    if (write_error_ != 0) {
+      log::warn("ASYNCSHIM_EVENT_LOG: writing the log failed ({}): it is incomplete", std::strerror(write_error_));
+    }
+  }
+
   // The calling thread's buffer: its own, or one a finished thread left.
   thread_buffer* my_buffer() noexcept
   {
@@ -191,7 +250,7 @@ class event_log {
       std::lock_guard lock{buffers_mutex_};
       for (thread_buffer* b : buffers_) {
         std::lock_guard inner{b->mutex};
-        if (b->owner_gone && b->full.empty() && b->current.empty()) {
+        if (b->owner_gone && b->records.empty()) {
           b->owner_gone = false;
           mine.buffer = b;
           return b;
@@ -213,13 +272,18 @@ class event_log {
 
   int fd_;
   long pid_;
-  long utc_offset_;
+  long utc_offset_;  // taken once: the times of a run that crosses a change of daylight saving time keep it
+  std::atomic<std::uint64_t> next_sequence_{0};
   std::mutex buffers_mutex_;
   std::vector<thread_buffer*> buffers_;  // never shrinks; the buffers are never freed
-  std::mutex write_mutex_;
+  std::mutex write_mutex_;               // one writer at a time; guards pending_ and write_error_
+  std::vector<event_record> pending_;    // taken, not yet written (numbered after a pass began)
+  int write_error_ = 0;
   std::mutex wake_mutex_;
   std::condition_variable wake_;
+  std::atomic<std::uint64_t> buffered_{0};
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<bool> crashing_{false};
 };
 
 namespace {
@@ -228,7 +292,7 @@ event_log* the_log = nullptr;
 
 void flush_at_exit()
 {
-  if (the_log != nullptr && static_cast<long>(getpid()) == the_log->pid()) { the_log->write_pending(); }
+  if (the_log != nullptr && static_cast<long>(getpid()) == the_log->pid()) { the_log->write_pending(true); }
 }
 
 void* writer_main(void* log) noexcept
@@ -239,28 +303,36 @@ void* writer_main(void* log) noexcept
 
 // The fatal signals whose default action ends the process, and the handler
 // that writes the buffered records first. Installed only where the program
-// left the default; the program's own handler, set later, replaces it.
+// left the default; a handler the program sets later replaces it.
 constexpr std::array fatal_signals{SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
-void on_fatal_signal(int sig)
+void on_fatal_signal(int sig, siginfo_t* info, void*)
 {
   int const saved = errno;
   if (the_log != nullptr) { the_log->write_from_crash(); }
-  signal(sig, SIG_DFL);
   errno = saved;
+  // SA_RESETHAND put the default action back. A fault the kernel raised
+  // comes again when the instruction is retried, with its own siginfo (and
+  // core dump); abort() raises SIGABRT again itself. Only a signal sent by
+  // a process is sent again here.
+  if (info != nullptr && info->si_code > 0) { return; }
+  if (sig == SIGABRT) { return; }
   raise(sig);
 }
 
 void write_before_fatal_signals() noexcept
 {
   for (int sig : fatal_signals) {
-    struct sigaction current {};
-    if (sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) { continue; }
     struct sigaction ours {};
-    ours.sa_handler = on_fatal_signal;
+    ours.sa_sigaction = on_fatal_signal;
     sigemptyset(&ours.sa_mask);
-    ours.sa_flags = SA_RESETHAND | SA_NODEFER;
-    (void)sigaction(sig, &ours, nullptr);
+    ours.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+    struct sigaction previous {};
+    if (sigaction(sig, &ours, &previous) != 0) { continue; }
+    // The program (or a library) has a handler of its own: it stays.
+    if ((previous.sa_flags & SA_SIGINFO) != 0 || previous.sa_handler != SIG_DFL) {
+      (void)sigaction(sig, &previous, nullptr);
+    }
   }
 }
 
@@ -311,7 +383,5 @@ void log_event(event_log& log, event_action action, void const* pointer, std::si
 {
   log.record(action, pointer, bytes, stream);
 }
-
-void flush_event_log(event_log& log) noexcept { log.write_pending(); }
 
 }  // namespace asyncshim::shim

@@ -2,14 +2,15 @@
 // failed allocation the shim sees, one line each in RMM's CSV format
 // (support/event_line.hpp), so that RMM's tools and asyncshim's own read it.
 //
-// A call only appends a record to its thread's buffer (one uncontended lock).
-// A thread of the shim's writes the buffers out every 100 ms and when a batch
-// is full, so that no call waits on the disk; everything left is written at
-// exit and, when the program dies of a fatal signal (SIGSEGV, SIGBUS, SIGFPE,
-// SIGILL, SIGABRT) whose handler was the default, from the signal handler
-// before the default action. A SIGKILL loses what was buffered: at most the
-// last 100 ms or so. Within a thread the lines are in the order of the calls.
-// A forked child writes nothing (it passes every call through).
+// A call only appends a numbered record to its thread's buffer (one
+// uncontended lock). A thread of the shim's writes the buffers out every
+// 100 ms and when one holds a batch, merged in the order of the events across
+// threads (as RMM's replay reads them), so that no call waits on the disk.
+// Everything left is written at exit and, when the program dies of a fatal
+// signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) whose handler was the
+// default, from the signal handler before the default action (those last
+// lines in each thread's order). A SIGKILL loses what was buffered: about the
+// last 100 ms. A forked child writes nothing (it passes every call through).
 #pragma once
 
 #include "support/event_line.hpp"
@@ -30,8 +31,5 @@ class event_log;
 // Appends one event of the calling thread.
 void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes,
                std::uintptr_t stream) noexcept;
-
-// Writes everything buffered so far (the exit handler does it too).
-void flush_event_log(event_log& log) noexcept;
 
 }  // namespace asyncshim::shim

@@ -3,6 +3,8 @@
 #include "support/log.hpp"
 #include "support/own_file.hpp"
 
+#include <cxxabi.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -34,6 +36,42 @@ std::string size_text(std::uint64_t bytes)
   return fmt::format("{} ({} B)", byte_count{bytes}, bytes);
 }
 
+// `text` as the inside of a JSON string.
+std::string json_escaped(std::string const& text)
+{
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// One frame of an allocating stack, named at exit: "function+0x1c (object)",
+// or "object+0x1234" (for addr2line) where the object exports no name for it.
+std::string frame_text(void* address)
+{
+  Dl_info info{};
+  if (dladdr(address, &info) == 0) { return fmt::format("{}", address); }
+  std::string object = info.dli_fname != nullptr && info.dli_fname[0] != '\0' ? info.dli_fname : "the program";
+  if (auto const slash = object.rfind('/'); slash != std::string::npos) { object.erase(0, slash + 1); }
+  auto const at = reinterpret_cast<std::uintptr_t>(address);
+  if (info.dli_sname == nullptr || info.dli_saddr == nullptr) {
+    return fmt::format("{}+{:#x}", object, at - reinterpret_cast<std::uintptr_t>(info.dli_fbase));
+  }
+  int status = -1;
+  char* const demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string const name = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+  std::free(demangled);
+  return fmt::format("{}+{:#x} ({})", name, at - reinterpret_cast<std::uintptr_t>(info.dli_saddr), object);
+}
+
 std::string blocks_text(std::size_t n) { return fmt::format("{} block{}", n, n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -47,7 +85,7 @@ void order_for_leak_report(std::vector<live_block>& blocks)
   });
 }
 
-std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordered, std::uint64_t untracked,
+std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordered, leak_report_notes const& notes,
                                            std::int64_t now_ns)
 {
   std::vector<std::string> lines;
@@ -58,10 +96,16 @@ std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordere
     by_device[b.device].bytes += b.bytes;
     total += b.bytes;
   }
-  std::string const not_recorded =
-    untracked == 0
-      ? std::string{}
-      : fmt::format("; {} allocation{} could not be recorded (no host memory)", untracked, untracked == 1 ? "" : "s");
+  std::string not_recorded;
+  if (notes.untracked > 0) {
+    not_recorded += fmt::format("; {} allocation{} could not be recorded (no host memory)", notes.untracked,
+                                notes.untracked == 1 ? "" : "s");
+  }
+  if (notes.passed_through > 0) {
+    not_recorded +=
+      fmt::format("; {} allocation{} went to the native allocator and {} not followed", notes.passed_through,
+                  notes.passed_through == 1 ? "" : "s", notes.passed_through == 1 ? "is" : "are");
+  }
   if (ordered.empty()) {
     lines.push_back("leak report: no block is still allocated at exit" + not_recorded);
     return lines;
@@ -79,6 +123,9 @@ std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordere
     lines.push_back(fmt::format("  {} at {:#x} on device {}, from {} in thread {}, allocated {} before exit",
                                 size_text(b.bytes), b.address, b.device, to_string(b.call), b.thread,
                                 age_text(now_ns - b.allocated_ns)));
+    for (std::size_t f = 0; f < b.stack.size(); ++f) {
+      lines.push_back(fmt::format("      #{} {}", f, frame_text(b.stack[f])));
+    }
   }
   if (listed < ordered.size()) {
     std::uint64_t rest = 0;
@@ -92,8 +139,8 @@ std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordere
   return lines;
 }
 
-std::string leak_report_json(std::vector<live_block> const& ordered, std::uint64_t untracked, std::int64_t now_ns,
-                             long pid)
+std::string leak_report_json(std::vector<live_block> const& ordered, leak_report_notes const& notes,
+                             std::int64_t now_ns, long pid)
 {
   std::uint64_t total = 0;
   for (live_block const& b : ordered) {
@@ -102,14 +149,18 @@ std::string leak_report_json(std::vector<live_block> const& ordered, std::uint64
   std::size_t const listed = std::min(ordered.size(), leak_report_json_listed);
   std::string out =
     fmt::format("{{\n  \"pid\": {},\n  \"blocks_live\": {},\n  \"bytes_live\": {},\n  \"untracked_allocations\": {},\n"
-                "  \"blocks_left_out\": {},\n  \"blocks\": [",
-                pid, ordered.size(), total, untracked, ordered.size() - listed);
+                "  \"passed_through_allocations\": {},\n  \"blocks_left_out\": {},\n  \"blocks\": [",
+                pid, ordered.size(), total, notes.untracked, notes.passed_through, ordered.size() - listed);
   for (std::size_t i = 0; i < listed; ++i) {
     live_block const& b = ordered[i];
+    std::string stack;
+    for (void* frame : b.stack) {
+      stack += fmt::format("{}\"{}\"", stack.empty() ? "" : ", ", json_escaped(frame_text(frame)));
+    }
     out += fmt::format("{}\n    {{\"address\": \"{:#x}\", \"bytes\": {}, \"device\": {}, \"entry_point\": \"{}\", "
-                       "\"thread\": {}, \"age_s\": {:.6f}}}",
+                       "\"thread\": {}, \"age_s\": {:.6f}, \"stack\": [{}]}}",
                        i == 0 ? "" : ",", b.address, b.bytes, b.device, to_string(b.call), b.thread,
-                       static_cast<double>(std::max<std::int64_t>(now_ns - b.allocated_ns, 0)) / 1e9);
+                       static_cast<double>(std::max<std::int64_t>(now_ns - b.allocated_ns, 0)) / 1e9, stack);
   }
   out += listed == 0 ? "]\n}\n" : "\n  ]\n}\n";
   return out;
@@ -152,17 +203,21 @@ void report_at_exit()
     long const pid = static_cast<long>(getpid());
     if (pid != reporting_pid) { return; }  // a forked child records nothing
     std::int64_t const now = live_blocks::now_ns();
-    std::vector<live_block> blocks = exit_blocks->snapshot();
+    std::vector<live_block> blocks;
+    if (!exit_blocks->snapshot_at_exit(blocks)) {
+      log::warn("leak report: not made, the record of allocations was in use at exit");
+      return;
+    }
     order_for_leak_report(blocks);
-    std::uint64_t const untracked = exit_blocks->untracked();
+    leak_report_notes const notes{exit_blocks->untracked(), exit_blocks->passed_through_count()};
     if (exit_settings->leak_report && exit_settings->level != config::log_level::off) {
       auto const level = blocks.empty() ? log::log_level::info : log::log_level::warn;
-      for (std::string const& line : leak_report_lines(blocks, untracked, now)) {
+      for (std::string const& line : leak_report_lines(blocks, notes, now)) {
         log::write(level, line);
       }
     }
     if (!exit_settings->leak_report_file.empty()) {
-      write_file(exit_settings->leak_report_file, leak_report_json(blocks, untracked, now, pid), pid);
+      write_file(exit_settings->leak_report_file, leak_report_json(blocks, notes, now, pid), pid);
     }
   } catch (...) {  // never let an exit handler throw
   }

@@ -24,11 +24,17 @@ void order_for_leak_report(std::vector<live_block>& blocks);
 
 // The log's lines for `ordered` (in the report's order), `now_ns` being the
 // time of exit on the records' clock.
+// What the report says besides the blocks.
+struct leak_report_notes {
+  std::uint64_t untracked = 0;       // allocations that could not be recorded
+  std::uint64_t passed_through = 0;  // allocations the native allocator served unrecorded
+};
+
 [[nodiscard]] std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordered,
-                                                         std::uint64_t untracked, std::int64_t now_ns);
+                                                         leak_report_notes const& notes, std::int64_t now_ns);
 
 // The JSON document of the file.
-[[nodiscard]] std::string leak_report_json(std::vector<live_block> const& ordered, std::uint64_t untracked,
+[[nodiscard]] std::string leak_report_json(std::vector<live_block> const& ordered, leak_report_notes const& notes,
                                            std::int64_t now_ns, long pid);
 
 // Arranges for the report to be made when the process exits (once; a forked

@@ -1,7 +1,12 @@
 #include "state/live_blocks.hpp"
 
+#include <execinfo.h>  // backtrace
+#include <link.h>      // dl_iterate_phdr
+#include <sched.h>
 #include <unistd.h>  // gettid
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 
 namespace asyncshim::shim {
@@ -11,6 +16,56 @@ long this_thread_id() noexcept
 {
   thread_local long const id = static_cast<long>(gettid());
   return id;
+}
+
+// The addresses of this library's own code: its frames lead every stack.
+struct address_range {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+};
+
+// Finds the loaded segment of some object that holds `found->begin`.
+int find_segment(dl_phdr_info* info, std::size_t, void* data)
+{
+  auto* found = static_cast<address_range*>(data);
+  std::uintptr_t const probe = found->begin;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    ElfW(Phdr) const& segment = info->dlpi_phdr[i];
+    if (segment.p_type != PT_LOAD) { continue; }
+    std::uintptr_t const start = info->dlpi_addr + segment.p_vaddr;
+    if (probe >= start && probe < start + segment.p_memsz) {
+      *found = {start, start + segment.p_memsz};
+      return 1;
+    }
+  }
+  return 0;
+}
+
+address_range own_code() noexcept
+{
+  static address_range const range = [] {
+    address_range found{reinterpret_cast<std::uintptr_t>(&find_segment), 0};
+    if (dl_iterate_phdr(find_segment, &found) == 0) { return address_range{}; }
+    return found;
+  }();
+  return range;
+}
+
+// Up to `depth` frames of the caller's stack outside this library.
+std::vector<void*> program_stack(unsigned depth)
+{
+  constexpr int own_frames_at_most = 16;
+  std::array<void*, live_blocks_max_frames + own_frames_at_most> frames{};
+  int const n =
+    backtrace(frames.data(), static_cast<int>(std::min<std::size_t>(depth + own_frames_at_most, frames.size())));
+  address_range const own = own_code();
+  int first = 0;
+  while (first < n && reinterpret_cast<std::uintptr_t>(frames[first]) >= own.begin &&
+         reinterpret_cast<std::uintptr_t>(frames[first]) < own.end) {
+    ++first;
+  }
+  int const last = std::min(n, first + static_cast<int>(depth));
+  return std::vector<void*>(frames.begin() + first, frames.begin() + last);  // the range, not two pointers
 }
 
 }  // namespace
@@ -24,19 +79,35 @@ std::int64_t live_blocks::now_ns() noexcept
 void live_blocks::allocated(void const* ptr, std::size_t bytes, int device, interposed_call call) noexcept
 {
   auto const address = reinterpret_cast<std::uintptr_t>(ptr);
-  live_block const block{address, bytes, device, call, this_thread_id(), now_ns()};
-  std::lock_guard lock{mutex_};
   try {
-    blocks_.insert_or_assign(address, block);
+    live_block block{address, bytes, device, call, this_thread_id(), now_ns(), {}};
+    if (stack_depth_ > 0) { block.stack = program_stack(stack_depth_); }  // outside the lock: it is slow
+    std::lock_guard lock{mutex_};
+    blocks_.insert_or_assign(address, std::move(block));
   } catch (...) {
-    ++untracked_;
+    untracked_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-void live_blocks::freed(void const* ptr) noexcept
+std::optional<live_block> live_blocks::take(void const* ptr) noexcept
 {
   std::lock_guard lock{mutex_};
-  blocks_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  auto found = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (found == blocks_.end()) { return std::nullopt; }
+  live_block block = std::move(found->second);
+  blocks_.erase(found);
+  return block;
+}
+
+void live_blocks::restore(live_block&& block) noexcept
+{
+  std::lock_guard lock{mutex_};
+  try {
+    std::uintptr_t const address = block.address;
+    blocks_.insert_or_assign(address, std::move(block));
+  } catch (...) {
+    untracked_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void live_blocks::forget_device(int device) noexcept
@@ -45,21 +116,21 @@ void live_blocks::forget_device(int device) noexcept
   std::erase_if(blocks_, [&](auto const& entry) { return entry.second.device == device; });
 }
 
-std::vector<live_block> live_blocks::snapshot() const
+bool live_blocks::snapshot_at_exit(std::vector<live_block>& out) const
 {
-  std::lock_guard lock{mutex_};
-  std::vector<live_block> all;
-  all.reserve(blocks_.size());
-  for (auto const& [address, block] : blocks_) {
-    all.push_back(block);
+  std::unique_lock lock{mutex_, std::try_to_lock};
+  for (int tries = 0; !lock.owns_lock() && tries < 1000; ++tries) {
+    sched_yield();
+    (void)lock.try_lock();
   }
-  return all;
+  if (!lock.owns_lock()) { return false; }
+  out.reserve(blocks_.size());
+  for (auto const& [address, block] : blocks_) {
+    out.push_back(block);
+  }
+  return true;
 }
 
-std::uint64_t live_blocks::untracked() const noexcept
-{
-  std::lock_guard lock{mutex_};
-  return untracked_;
-}
+std::uint64_t live_blocks::untracked() const noexcept { return untracked_.load(std::memory_order_relaxed); }
 
 }  // namespace asyncshim::shim

@@ -6,13 +6,18 @@
 
 #include "state/statistics.hpp"  // interposed_call
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 namespace asyncshim::shim {
+
+// The most frames a stack keeps (ASYNCSHIM_LEAK_STACK_DEPTH's limit).
+inline constexpr std::size_t live_blocks_max_frames = 64;
 
 struct live_block {
   std::uintptr_t address = 0;
@@ -21,19 +26,36 @@ struct live_block {
   interposed_call call = interposed_call::malloc;  // the entry point that allocated it
   long thread = 0;                                 // the allocating thread's id (gettid)
   std::int64_t allocated_ns = 0;                   // steady clock
+  // The allocating call stack, innermost first, from the program's call into
+  // CUDA (the shim's own frames left out); empty unless a depth was asked for.
+  std::vector<void*> stack;
 };
 
 class live_blocks {
  public:
+  // Records `stack_depth` frames of each allocating call stack (0: none).
+  explicit live_blocks(unsigned stack_depth) noexcept : stack_depth_{stack_depth} {}
+
   // An allocation the program now has; recorded without it when there is no
   // host memory for the record (counted in untracked()).
   void allocated(void const* ptr, std::size_t bytes, int device, interposed_call call) noexcept;
-  // A free the program made of `ptr` (nothing for a pointer not recorded).
-  void freed(void const* ptr) noexcept;
+  // A free the program is making of `ptr`, before the block goes back (so
+  // that no new allocation at its address can be taken for it): its record,
+  // to be restored if the free fails; nothing for a pointer not recorded.
+  [[nodiscard]] std::optional<live_block> take(void const* ptr) noexcept;
+  void restore(live_block&& block) noexcept;
+  // Allocations that were passed to the native allocator (not recorded).
+  void passed_through() noexcept { passed_through_.fetch_add(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t passed_through_count() const noexcept
+  {
+    return passed_through_.load(std::memory_order_relaxed);
+  }
   // A device reset freed everything on `device`.
   void forget_device(int device) noexcept;
-  // Every block still allocated, in no particular order.
-  [[nodiscard]] std::vector<live_block> snapshot() const;
+  // Every block still allocated, in no particular order. At exit: false
+  // when another thread holds the record's lock for good (a signal handler
+  // that called exit() interrupted it inside a call).
+  [[nodiscard]] bool snapshot_at_exit(std::vector<live_block>& out) const;
   // Allocations that could not be recorded (no host memory).
   [[nodiscard]] std::uint64_t untracked() const noexcept;
 
@@ -41,9 +63,11 @@ class live_blocks {
   [[nodiscard]] static std::int64_t now_ns() noexcept;
 
  private:
+  unsigned stack_depth_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, live_block> blocks_;
-  std::uint64_t untracked_ = 0;
+  std::atomic<std::uint64_t> untracked_{0};
+  std::atomic<std::uint64_t> passed_through_{0};
 };
 
 }  // namespace asyncshim::shim

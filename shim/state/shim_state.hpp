@@ -36,10 +36,10 @@ namespace asyncshim::shim {
 void watch_for_fork() noexcept;
 
 // A new tracker, or null when there is no host memory for it.
-[[nodiscard]] inline std::unique_ptr<live_blocks> make_live_blocks() noexcept
+[[nodiscard]] inline std::unique_ptr<live_blocks> make_live_blocks(unsigned stack_depth) noexcept
 {
   try {
-    return std::make_unique<live_blocks>();
+    return std::make_unique<live_blocks>(stack_depth);
   } catch (...) {
     return nullptr;
   }
@@ -60,7 +60,8 @@ struct shim_state {
   report_sources sources{settings, all_stats, pools};
   // The program's live blocks for the leak report at exit; null unless one
   // was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
-  std::unique_ptr<live_blocks> leaks = settings.wants_leak_report() ? make_live_blocks() : nullptr;
+  std::unique_ptr<live_blocks> leaks =
+    settings.wants_leak_report() ? make_live_blocks(settings.leak_stack_depth) : nullptr;
   // The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
   // file cannot be written.
   event_log* events = settings.event_log.empty() ? nullptr : start_event_log(settings.event_log);

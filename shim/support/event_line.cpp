@@ -60,6 +60,7 @@ std::size_t format_event_line(event_record const& r, long utc_offset_s, char* ou
   *p++ = ',';
   p = put_text(p, action_text(r.action));
   *p++ = ',';
+  p = put_text(p, "0x");
   p = put_unsigned(p, r.pointer, 16);
   *p++ = ',';
   p = put_unsigned(p, r.bytes, 10);

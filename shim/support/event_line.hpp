@@ -1,8 +1,9 @@
 // One line of the allocation event log in RMM's CSV format
 // (logging_resource_adaptor: "Thread,Time,Action,Pointer,Size,Stream"; the
-// time of day as HH:MM:SS.ffffff, pointers and streams in hexadecimal as
-// RMM writes them), formatted without the heap, locale or stdio, so that a
-// crash handler can write what is still buffered.
+// time of day as HH:MM:SS.ffffff; the pointer in hexadecimal with 0x, as in
+// RMM's documentation; the stream as RMM's replay reads it: 0 for the legacy
+// default stream, 2 for the per-thread one), formatted without the heap,
+// locale or stdio, so that a crash handler can write what is still buffered.
 #pragma once
 
 #include <cstddef>
@@ -15,8 +16,9 @@ inline constexpr char event_log_header[] = "Thread,Time,Action,Pointer,Size,Stre
 enum class event_action : std::uint8_t { allocate, free, allocate_failure };
 
 struct event_record {
-  long thread = 0;           // gettid
-  std::int64_t time_ns = 0;  // CLOCK_REALTIME
+  std::uint64_t sequence = 0;  // the order of the events of all threads
+  long thread = 0;             // gettid
+  std::int64_t time_ns = 0;    // CLOCK_REALTIME
   event_action action = event_action::allocate;
   std::uintptr_t pointer = 0;  // 0 for a failure
   std::size_t bytes = 0;

@@ -17,7 +17,8 @@ TEST(Describe, Defaults)
             "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
             "reuse_cache=0 (default) export_handle_type=auto stream=legacy mode=pool intercept=all ordering=device "
             "log_level=warn "
-            "log_file=stderr stats_file=none show_stats=no leak_report=no leak_report_file=none event_log=none "
+            "log_file=stderr stats_file=none show_stats=no leak_report=no leak_report_file=none leak_stack_depth=0 "
+            "event_log=none "
             "disabled=no");
 }
 
@@ -42,7 +43,7 @@ TEST(Describe, ExplicitValues)
     "export_handle_type=posix_file_descriptor "
     "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
     "stats_file=/tmp/stats-%p.json "
-    "show_stats=yes leak_report=no leak_report_file=none event_log=none disabled=yes");
+    "show_stats=yes leak_report=no leak_report_file=none leak_stack_depth=0 event_log=none disabled=yes");
 }
 
 TEST(Describe, FromTheEnvironment)
@@ -55,7 +56,7 @@ TEST(Describe, FromTheEnvironment)
                   "export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no leak_report=no "
-                  "leak_report_file=none event_log=none disabled=no");
+                  "leak_report_file=none leak_stack_depth=0 event_log=none disabled=no");
   EXPECT_EQ(line.find('\n'), std::string::npos);
 }
 

@@ -35,7 +35,8 @@ constexpr char const* known_list =
   "ASYNCSHIM_STREAM, "
   "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, "
   "ASYNCSHIM_STATS_FILE, "
-  "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_EVENT_LOG, "
+  "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_LEAK_STACK_DEPTH, "
+  "ASYNCSHIM_EVENT_LOG, "
   "ASYNCSHIM_DISABLE";
 
 using asyncshim::config::testing::parse;
@@ -71,6 +72,7 @@ TEST(KnownVariables, FixedOrder)
                                           "ASYNCSHIM_SHOW_STATS",
                                           "ASYNCSHIM_LEAK_REPORT",
                                           "ASYNCSHIM_LEAK_REPORT_FILE",
+                                          "ASYNCSHIM_LEAK_STACK_DEPTH",
                                           "ASYNCSHIM_EVENT_LOG",
                                           "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
@@ -670,3 +672,20 @@ TEST(ParseEnvironment, OrderingModes)
 }
 
 }  // namespace
+
+TEST(ParseEnvironment, LeakStackDepthIsAWholeNumberUpToSixtyFour)
+{
+  EXPECT_EQ(parse({"ASYNCSHIM_LEAK_STACK_DEPTH=64"}).values.leak_stack_depth, 64u);
+  EXPECT_EQ(parse({"ASYNCSHIM_LEAK_STACK_DEPTH= 5 "}).values.leak_stack_depth, 5u);
+  for (char const* bad :
+       {"ASYNCSHIM_LEAK_STACK_DEPTH=65", "ASYNCSHIM_LEAK_STACK_DEPTH=-1", "ASYNCSHIM_LEAK_STACK_DEPTH=8k"}) {
+    auto const result = parse({bad});
+    EXPECT_EQ(result.values.leak_stack_depth, 0u) << bad;
+    EXPECT_FALSE(result.values.disabled) << bad;  // only the report is affected
+    ASSERT_FALSE(result.diagnostics.empty()) << bad;
+    EXPECT_NE(result.diagnostics[0].text.find("is not a valid number: expected a whole number from 0 to 64; the leak "
+                                              "report shows no call stacks"),
+              std::string::npos)
+      << result.diagnostics[0].text;
+  }
+}

@@ -45,6 +45,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("leak_report", a.leak_report, b.leak_report);
   compare("leak_report_file", a.leak_report_file, b.leak_report_file);
   compare("event_log", a.event_log, b.event_log);
+  compare("leak_stack_depth", a.leak_stack_depth, b.leak_stack_depth);
   return changed;
 }
 
@@ -64,7 +65,8 @@ std::set<std::string> const all_members{"disabled",
                                         "show_stats",
                                         "leak_report",
                                         "leak_report_file",
-                                        "event_log"};
+                                        "event_log",
+                                        "leak_stack_depth"};
 
 // A valid value other than the default, for each variable.
 std::map<std::string, std::string> const example_values{
@@ -84,6 +86,7 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_LEAK_REPORT", "1"},
   {"ASYNCSHIM_LEAK_REPORT_FILE", "/tmp/leaks-%p.json"},
   {"ASYNCSHIM_EVENT_LOG", "/tmp/events-%p.csv"},
+  {"ASYNCSHIM_LEAK_STACK_DEPTH", "8"},
   {"ASYNCSHIM_DISABLE", "1"},
 };
 

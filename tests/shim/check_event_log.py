@@ -47,7 +47,8 @@ def normalised(rows, pid):
     for thread, time, action, pointer, size, stream in rows[1:]:
         assert int(thread) == pid, (thread, pid)
         assert TIME.match(time), time
-        if pointer != "0":
+        if pointer != "0x0":
+            assert pointer.startswith("0x"), pointer
             pointer = names.setdefault(pointer, "P%d" % (len(names) + 1))
         out.append(["T", "TIME", action, pointer, size, stream])
     return out
@@ -84,6 +85,30 @@ class EventLog(unittest.TestCase):
                 self.assertEqual(events[i][1], events[i + 1][1])
                 self.assertEqual((events[i][2], events[i + 1][2]), (size, size))
         self.assertEqual(sizes, {256 * (t + 1) for t in range(8)})
+
+    def test_lines_are_in_the_order_of_the_events_across_threads(self):
+        # One thread allocates, another frees at once: RMM's replay reads the
+        # lines in file order, so no free may come before its allocation.
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("handoff", d)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        self.assertEqual(len(rows), 4002)  # and the freeing thread's own first pair
+        self.assertEqual(len({r[0] for r in rows}), 2)
+        live = set()
+        for _, _, action, pointer, _, _ in rows:
+            if action == "allocate":
+                self.assertNotIn(pointer, live)
+                live.add(pointer)
+            else:
+                self.assertIn(pointer, live, "a free before its allocation")
+                live.remove(pointer)
+        self.assertEqual(live, set())
+
+    def test_the_per_thread_stream_is_logged_as_rmm_numbers_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("basic", d, ASYNCSHIM_STREAM="per-thread")
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        self.assertEqual({r[5] for r in rows}, {"2"})
 
     def test_a_forked_child_adds_nothing(self):
         with tempfile.TemporaryDirectory() as d:

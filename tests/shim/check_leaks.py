@@ -84,6 +84,24 @@ class LeakReport(unittest.TestCase):
         for b in report["blocks"]:
             self.assertEqual((b["device"], b["entry_point"], b["thread"]), (0, "cudaMalloc", pids["pid"]))
 
+    def test_call_stacks_at_the_depth_asked_without_the_shims_frames(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _, err = run_probe("basic", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_LEAK_STACK_DEPTH="3",
+                                     ASYNCSHIM_LEAK_REPORT_FILE=os.path.join(d, "leaks-%p.json"))
+            with open(os.path.join(d, "leaks-%d.json" % pids["pid"])) as fh:
+                report = json.load(fh)
+        lines = shim_lines(err)
+        first = next(i for i, l in enumerate(lines) if "(5000 B) at" in l)
+        frames = lines[first + 1:first + 4]
+        self.assertEqual([f.split()[0] for f in frames], ["#0", "#1", "#2"], err)
+        # The innermost frame is the program's own call into CUDA; none is the shim's.
+        self.assertRegex(frames[0], r"#0 .*stats_probe")
+        self.assertFalse(any("libasyncshim" in l for l in lines), err)
+        self.assertIn("(4000 B) at", lines[first + 4])
+        for b in report["blocks"]:
+            self.assertEqual(len(b["stack"]), 3)
+            self.assertIn("stats_probe", b["stack"][0])
+
     def test_per_device_totals(self):
         with tempfile.TemporaryDirectory() as d:
             _, _, err = run_probe("two-devices", d, ASYNCSHIM_LEAK_REPORT="yes", CUDA_DOUBLE_DEVICES="2")
@@ -107,7 +125,16 @@ class LeakReport(unittest.TestCase):
     def test_off_by_default_and_nothing_to_report(self):
         with tempfile.TemporaryDirectory() as d:
             _, _, err = run_probe("basic", d)
-        self.assertNotIn("leak report", err)
+            self.assertNotIn("leak report", err)
+            _, _, err = run_probe("threads", d, ASYNCSHIM_LEAK_REPORT="1")  # everything freed
+        self.assertIn("leak report: no block is still allocated at exit", err)
+
+    def test_a_device_reset_frees_its_blocks(self):
+        # Pool mode follows resets (observe mode follows no driver call).
+        with tempfile.TemporaryDirectory() as d:
+            _, _, err = run_probe("reset", d, ASYNCSHIM_LEAK_REPORT="1")
+        self.assertIn("leak report: 1 block (2.9 KiB) still allocated at exit", err)
+        self.assertRegex(err, r"\(3000 B\) at 0x[0-9a-f]+ on device 0")
 
     def test_an_unwritable_file_is_said_and_the_program_is_unaffected(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,7 +1,7 @@
 // Makes a known set of CUDA calls (against the test double) and exits with
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
-//   stats_probe basic|fork|two-devices|many|threads|abort
+//   stats_probe basic|fork|two-devices|many|threads|handoff|reset|abort
 #include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +108,62 @@ int main(int argc, char** argv)
     for (auto& th : threads) {
       th.join();
     }
+  } else if (what == "handoff") {
+    // One thread allocates 2000 blocks, another frees each as soon as it gets
+    // it. The freeing thread makes its first call (a pair of 64 bytes) first.
+    std::mutex m;
+    std::condition_variable ready;
+    std::deque<void*> queue;
+    bool done = false;
+    bool consumer_started = false;
+    std::thread consumer{[&] {
+      void* first = nullptr;
+      if (cudaMalloc(&first, 64) != cudaSuccess || cudaFree(first) != cudaSuccess) { std::_Exit(3); }
+      {
+        std::lock_guard lock{m};
+        consumer_started = true;
+      }
+      ready.notify_all();
+      for (;;) {
+        std::unique_lock lock{m};
+        ready.wait(lock, [&] { return done || !queue.empty(); });
+        if (queue.empty()) { return; }
+        void* q = queue.front();
+        queue.pop_front();
+        lock.unlock();
+        if (cudaFree(q) != cudaSuccess) { std::_Exit(3); }
+      }
+    }};
+    std::thread producer{[&] {
+      {
+        std::unique_lock lock{m};
+        ready.wait(lock, [&] { return consumer_started; });
+      }
+      for (int i = 0; i < 2000; ++i) {
+        void* q = nullptr;
+        if (cudaMalloc(&q, 512) != cudaSuccess) { std::_Exit(3); }
+        {
+          std::lock_guard lock{m};
+          queue.push_back(q);
+        }
+        ready.notify_all();
+      }
+      {
+        std::lock_guard lock{m};
+        done = true;
+      }
+      ready.notify_all();
+    }};
+    producer.join();
+    consumer.join();
+  } else if (what == "reset") {
+    // Two blocks that a device reset frees, then one that stays.
+    void* a = nullptr;
+    void* b = nullptr;
+    expect(cudaMalloc(&a, 1000) == cudaSuccess && cudaMalloc(&b, 2000) == cudaSuccess, "cudaMalloc");
+    expect(cudaDeviceReset() == cudaSuccess, "cudaDeviceReset");
+    void* c = nullptr;
+    expect(cudaMalloc(&c, 3000) == cudaSuccess, "cudaMalloc after the reset");
   } else if (what == "abort") {
     // Three allocations, then the program dies of SIGABRT before any exit handler.
     for (int i = 0; i < 3; ++i) {
@@ -114,7 +173,7 @@ int main(int argc, char** argv)
     std::fflush(stdout);
     std::abort();
   } else {
-    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many|threads|abort\n");
+    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many|threads|handoff|reset|abort\n");
     return 2;
   }
   return problems == 0 ? 0 : 1;

@@ -101,6 +101,9 @@ struct settings {
   // for the process id).
   bool leak_report = false;
   std::string leak_report_file;
+  // Frames of each allocating call stack the leak report shows (0: none).
+  unsigned leak_stack_depth = 0;
+  static constexpr unsigned max_leak_stack_depth = 64;
   // Every allocation and free as a line of RMM's CSV event log; empty: none.
   // "%p" stands for the process id.
   std::string event_log;
