@@ -2,7 +2,8 @@
 # The whole GPU check in one command, on a machine with a CUDA GPU: configures
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
 # -dev packages are missing), runs the CPU tier, the GPU tier, the ordering
-# stress in each mode, compute-sanitizer, the PyTorch same-losses check, legacy
+# stress in each mode, the leak report and the event log (a known program,
+# their costs, a PyTorch ResNet-18 log), compute-sanitizer, the PyTorch same-losses check, legacy
 # IPC between processes (probe scenarios, costs, PyTorch tensor sharing), the
 # shared-GPU checks (memory info, neighbours, processes starting together), with
 # two GPUs or more the two-GPU tests (with their per-device lines) and a
@@ -127,6 +128,37 @@ if [[ -x $stress ]]; then
   note "    device, 32 threads, 4 sizes (exit $status): $line"
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
+fi
+
+# The leak report and the event log: a program with known leaks (also in the
+# GPU tier), what each costs on a 4 KiB cudaMalloc/cudaFree pair, and the event
+# log of an uncached PyTorch ResNet-18 run (kept in the logs, for replaying).
+leak_probe=$PWD/$build/tests/gpu/lifecycle_probe
+if [[ -x $leak_probe ]]; then
+  note "leak report and event log:"
+  note "    $(python3 tests/gpu/check_gpu_leaks.py "$shim" "$leak_probe" 2>&1 | tail -1)"
+  pairs=$PWD/$build/tests/bench/alloc_bench
+  if [[ -x $pairs ]]; then
+    for round in 1 2; do
+      for arm in plain leak-report leak-stacks event-log; do
+        extra=()
+        case $arm in
+          leak-report) extra=(ASYNCSHIM_LEAK_REPORT=1) ;;
+          leak-stacks) extra=(ASYNCSHIM_LEAK_REPORT=1 ASYNCSHIM_LEAK_STACK_DEPTH=8) ;;
+          event-log) extra=("ASYNCSHIM_EVENT_LOG=$logs/pairs-events.csv") ;;
+        esac
+        line=$(env LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=1GiB "${extra[@]}" timeout 120 "$pairs" pairs \
+          --api runtime --size 4K --iterations 50000 2>/dev/null | grep -oE 'median [0-9.]+ us' | head -1)
+        note "    round $round, $arm: ${line:-no result}"
+      done
+    done
+    rm -f "$logs/pairs-events.csv"
+  fi
+  if python3 -c 'import torch' 2>/dev/null; then
+    env LD_PRELOAD="$shim" PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_EVENT_LOG="$logs/resnet18-events.csv" \
+      timeout 300 python3 tests/bench/torch_bench.py --model resnet18 --steps 5 --warmup 2 >"$logs/resnet18-events.out" 2>&1
+    note "    ResNet-18 event log (exit $?): $(($(wc -l <"$logs/resnet18-events.csv" 2>/dev/null || echo 1) - 1)) events, in resnet18-events.csv"
+  fi
 fi
 
 # The lifecycle probe's native answers, kept for the record (the GPU tier
