@@ -8,7 +8,8 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS asyncshim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS asyncshim-settings RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/asyncshim)
-install(PROGRAMS scripts/asyncshim scripts/asyncshim-ab DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS scripts/asyncshim scripts/asyncshim-ab scripts/asyncshim-replay DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS asyncshim-replayer RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/asyncshim)
 install(FILES LICENSE README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)  # where Debian looks for it
 install(TARGETS asyncshim_resource EXPORT asyncshimTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

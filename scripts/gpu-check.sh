@@ -158,6 +158,12 @@ if [[ -x $leak_probe ]]; then
     env LD_PRELOAD="$shim" PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_EVENT_LOG="$logs/resnet18-events.csv" \
       timeout 300 python3 tests/bench/torch_bench.py --model resnet18 --steps 5 --warmup 2 >"$logs/resnet18-events.out" 2>&1
     note "    ResNet-18 event log (exit $?): $(($(wc -l <"$logs/resnet18-events.csv" 2>/dev/null || echo 1) - 1)) events, in resnet18-events.csv"
+    # Replayed natively, on the raw pool and under the shim's defaults.
+    python3 scripts/asyncshim-replay "$logs/resnet18-events.csv" --shim "$shim" \
+      --replayer "$PWD/$build/bin/asyncshim-replayer" --export-json "$logs/replay-resnet18.json" \
+      >"$logs/replay-resnet18.txt" 2>&1
+    note "    asyncshim-replay of it (exit $?):"
+    while read -r l; do note "      $l"; done < <(grep -E '^\||events from' "$logs/replay-resnet18.txt")
   fi
 fi
 
