@@ -136,7 +136,8 @@ fi
 leak_probe=$PWD/$build/tests/gpu/lifecycle_probe
 if [[ -x $leak_probe ]]; then
   note "leak report and event log:"
-  note "    $(python3 tests/gpu/check_gpu_leaks.py "$shim" "$leak_probe" 2>&1 | tail -1)"
+  note "    $(python3 tests/gpu/check_gpu_leaks.py "$shim" "$leak_probe" scripts/asyncshim-replay \
+    "$PWD/$build/bin/asyncshim-replayer" 2>&1 | tail -1)"
   pairs=$PWD/$build/tests/bench/alloc_bench
   if [[ -x $pairs ]]; then
     for round in 1 2; do

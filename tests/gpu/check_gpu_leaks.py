@@ -1,14 +1,15 @@
 """GPU tier: the leak report and the event log of a real run.
 
-    python3 check_gpu_leaks.py SHIM LIFECYCLE_PROBE
+    python3 check_gpu_leaks.py SHIM LIFECYCLE_PROBE [ASYNCSHIM_REPLAY REPLAYER]
 
 Runs `LIFECYCLE_PROBE exit-live` (five blocks of 256 B .. 64 MiB allocated
 with cudaMalloc and never freed) under the shim with ASYNCSHIM_LEAK_REPORT,
 ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_LEAK_STACK_DEPTH=4 and
 ASYNCSHIM_EVENT_LOG, and checks that the report lists exactly those blocks,
 the largest first, each allocated from the probe's own code, and that the
-event log has the same five allocations and no free. Prints "SKIP: ..." when
-there is no GPU.
+event log has the same five allocations and no free; with the replay tool,
+that replaying the log natively, on the raw pool and under the shim gives the
+same peak with no failure. Prints "SKIP: ..." when there is no GPU.
 """
 import csv
 import json
@@ -23,7 +24,7 @@ MiB = 1 << 20
 SIZES = [256, 4096, MiB, 16 * MiB, 64 * MiB]  # lifecycle_probe.cu, exit_live()
 
 
-def main(shim, probe):
+def main(shim, probe, replay=None, replayer=None):
     with tempfile.TemporaryDirectory() as d:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
         env.update(LD_PRELOAD=shim, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_LEAK_STACK_DEPTH="4",
@@ -44,6 +45,16 @@ def main(shim, probe):
             report = json.load(fh)
         with open(os.path.join(d, events[0]), newline="") as fh:
             rows = list(csv.reader(fh.read().splitlines()))
+        replayed = None
+        if replay is not None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_") and k != "LD_PRELOAD"}
+            r = subprocess.run([sys.executable, replay, os.path.join(d, events[0]), "--shim", shim, "--replayer",
+                                replayer, "--export-json", os.path.join(d, "replay.json")],
+                               env=env, capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                sys.exit(f"FAIL: asyncshim-replay exited {r.returncode}:\n{r.stdout}{r.stderr}")
+            with open(os.path.join(d, "replay.json")) as fh:
+                replayed = json.load(fh)["results"]
     problems = []
     sizes = [b["bytes"] for b in report["blocks"]]
     if sizes != sorted(SIZES, reverse=True):
@@ -64,13 +75,17 @@ def main(shim, probe):
         problems.append(f"event log rows {rows[1:]}")
     if {int(p, 16) for p, _ in allocations} != {int(b["address"], 16) for b in report["blocks"]}:
         problems.append("the log's pointers are not the report's")
+    for r in replayed or []:
+        if r["log_peak_bytes"] != sum(SIZES) or r["failures"] != 0 or r["events"] != 5:
+            problems.append(f"replay {r['configuration']}: {r}")
     if problems:
         print("FAIL:\n  " + "\n  ".join(problems))
         return 1
     print(f"leak report and event log: 5 blocks ({sum(SIZES)} bytes) reported, the largest first, "
-          f"stacks from the probe; the log has the same 5 allocations")
+          f"stacks from the probe; the log has the same 5 allocations"
+          + (f"; replayed in {len(replayed)} configurations with the same peak, no failure" if replayed else ""))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:5]))
