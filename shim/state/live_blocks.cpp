@@ -41,14 +41,22 @@ int find_segment(dl_phdr_info* info, std::size_t, void* data)
   return 0;
 }
 
-address_range own_code() noexcept
+// The loaded code around `address`; empty when no object holds it.
+address_range code_around(std::uintptr_t address) noexcept
 {
-  static address_range const range = [] {
-    address_range found{reinterpret_cast<std::uintptr_t>(&find_segment), 0};
-    if (dl_iterate_phdr(find_segment, &found) == 0) { return address_range{}; }
-    return found;
-  }();
-  return range;
+  address_range found{address, 0};
+  if (dl_iterate_phdr(find_segment, &found) == 0) { return address_range{}; }
+  return found;
+}
+
+// The frames that lead every stack and are not the program's: this
+// library's, and those of the object backtrace() lives in (the C library, or
+// a sanitizer's runtime that intercepts it).
+bool leading_frame(std::uintptr_t address) noexcept
+{
+  static address_range const own = code_around(reinterpret_cast<std::uintptr_t>(&find_segment));
+  static address_range const unwinder = code_around(reinterpret_cast<std::uintptr_t>(&backtrace));
+  return (address >= own.begin && address < own.end) || (address >= unwinder.begin && address < unwinder.end);
 }
 
 // Up to `depth` frames of the caller's stack outside this library.
@@ -58,10 +66,8 @@ std::vector<void*> program_stack(unsigned depth)
   std::array<void*, live_blocks_max_frames + own_frames_at_most> frames{};
   int const n =
     backtrace(frames.data(), static_cast<int>(std::min<std::size_t>(depth + own_frames_at_most, frames.size())));
-  address_range const own = own_code();
   int first = 0;
-  while (first < n && reinterpret_cast<std::uintptr_t>(frames[first]) >= own.begin &&
-         reinterpret_cast<std::uintptr_t>(frames[first]) < own.end) {
+  while (first < n && leading_frame(reinterpret_cast<std::uintptr_t>(frames[first]))) {
     ++first;
   }
   int const last = std::min(n, first + static_cast<int>(depth));
