@@ -290,11 +290,6 @@ namespace {
 
 event_log* the_log = nullptr;
 
-void flush_at_exit()
-{
-  if (the_log != nullptr && static_cast<long>(getpid()) == the_log->pid()) { the_log->write_pending(true); }
-}
-
 void* writer_main(void* log) noexcept
 {
   static_cast<event_log*>(log)->writer_loop();
@@ -357,7 +352,6 @@ event_log* open_log(std::string const& pattern) noexcept
     }
     auto* made = new event_log{file.fd, pid};  // never destroyed: calls may come until the very end
     the_log = made;
-    (void)std::atexit(flush_at_exit);
     write_before_fatal_signals();
     if (int const started = start_background_thread(writer_main, made, "asyncshim-log"); started != 0) {
       log::warn("ASYNCSHIM_EVENT_LOG: cannot start the log's writer ({}): the log is written at exit only",
@@ -371,6 +365,11 @@ event_log* open_log(std::string const& pattern) noexcept
 }
 
 }  // namespace
+
+void flush_event_log_at_exit() noexcept
+{
+  if (the_log != nullptr && static_cast<long>(getpid()) == the_log->pid()) { the_log->write_pending(true); }
+}
 
 event_log* start_event_log(std::string const& pattern) noexcept
 {

@@ -28,6 +28,10 @@ class event_log;
 // written. Made once per process: later calls return the same log.
 [[nodiscard]] event_log* start_event_log(std::string const& pattern) noexcept;
 
+// Writes what is still buffered, if a log was started, in the process that
+// started it. Run by the shim's last exit handler (core/exit_reports.cpp).
+void flush_event_log_at_exit() noexcept;
+
 // Appends one event of the calling thread.
 void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes,
                std::uintptr_t stream) noexcept;

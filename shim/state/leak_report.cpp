@@ -197,8 +197,11 @@ void write_file(std::string const& pattern, std::string const& json, long pid)
   }
 }
 
-void report_at_exit()
+}  // namespace
+
+void make_leak_report() noexcept
 {
+  if (exit_settings == nullptr || exit_blocks == nullptr) { return; }
   try {
     long const pid = static_cast<long>(getpid());
     if (pid != reporting_pid) { return; }  // a forked child records nothing
@@ -223,17 +226,15 @@ void report_at_exit()
   }
 }
 
-}  // namespace
-
-void leak_report_at_exit(config::settings const& settings, live_blocks const& blocks) noexcept
+void arm_leak_report(config::settings const& settings, live_blocks const& blocks) noexcept
 {
-  static bool const registered = [&] {
+  static bool const armed = [&] {
+    reporting_pid = static_cast<long>(getpid());
     exit_settings = &settings;
     exit_blocks = &blocks;
-    reporting_pid = static_cast<long>(getpid());
-    return std::atexit(report_at_exit) == 0;
+    return true;
   }();
-  (void)registered;
+  (void)armed;
 }
 
 }  // namespace asyncshim::shim

@@ -37,8 +37,12 @@ struct leak_report_notes {
 [[nodiscard]] std::string leak_report_json(std::vector<live_block> const& ordered, leak_report_notes const& notes,
                                            std::int64_t now_ns, long pid);
 
-// Arranges for the report to be made when the process exits (once; a forked
-// child makes none: it passes everything through and records nothing).
-void leak_report_at_exit(config::settings const& settings, live_blocks const& blocks) noexcept;
+// Names what the report at exit is made of (once).
+void arm_leak_report(config::settings const& settings, live_blocks const& blocks) noexcept;
+
+// Makes the report, if one was armed, in the process that armed it (a forked
+// child makes none: it passes everything through and records nothing). Run
+// by the shim's last exit handler (core/exit_reports.cpp).
+void make_leak_report() noexcept;
 
 }  // namespace asyncshim::shim

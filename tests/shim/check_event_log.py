@@ -120,6 +120,12 @@ class EventLog(unittest.TestCase):
             golden = list(csv.reader(fh.read().splitlines()))
         self.assertEqual(normalised(rows, pids["pid"]), golden)  # the parent's, once each
 
+    def test_frees_in_a_global_objects_destructor_are_logged(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("global-free", d)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        self.assertEqual([(r[2], int(r[4])) for r in rows], [("allocate", 1234), ("allocate", 777), ("free", 1234)])
+
     def test_a_crash_keeps_what_was_buffered(self):
         with tempfile.TemporaryDirectory() as d:
             pids, _ = run_probe("abort", d, expect_status=-signal.SIGABRT)

@@ -129,6 +129,11 @@ class LeakReport(unittest.TestCase):
             _, _, err = run_probe("threads", d, ASYNCSHIM_LEAK_REPORT="1")  # everything freed
         self.assertIn("leak report: no block is still allocated at exit", err)
 
+    def test_blocks_a_global_objects_destructor_frees_are_not_leaks(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, err = run_probe("global-free", d, ASYNCSHIM_LEAK_REPORT="1")
+        self.assertIn("leak report: 1 block (777 B) still allocated at exit", err)
+
     def test_a_device_reset_frees_its_blocks(self):
         # Pool mode follows resets (observe mode follows no driver call).
         with tempfile.TemporaryDirectory() as d:

@@ -1,7 +1,7 @@
 // Makes a known set of CUDA calls (against the test double) and exits with
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
-//   stats_probe basic|fork|two-devices|many|threads|handoff|reset|abort
+//   stats_probe basic|fork|two-devices|many|threads|handoff|reset|global-free|abort
 #include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
@@ -21,6 +21,16 @@
 namespace {
 
 int problems = 0;
+
+// Frees, from its destructor (after main returns), the block the
+// "global-free" mode gives it, as a program's global object might.
+struct freed_at_exit {
+  void* block = nullptr;
+  ~freed_at_exit()
+  {
+    if (block != nullptr) { (void)cudaFree(block); }
+  }
+} global_holder;
 
 void expect(bool ok, char const* what)
 {
@@ -164,6 +174,11 @@ int main(int argc, char** argv)
     expect(cudaDeviceReset() == cudaSuccess, "cudaDeviceReset");
     void* c = nullptr;
     expect(cudaMalloc(&c, 3000) == cudaSuccess, "cudaMalloc after the reset");
+  } else if (what == "global-free") {
+    // 1234 bytes freed by a global object's destructor, 777 never freed.
+    expect(cudaMalloc(&global_holder.block, 1234) == cudaSuccess, "cudaMalloc(1234)");
+    void* leaked = nullptr;
+    expect(cudaMalloc(&leaked, 777) == cudaSuccess, "cudaMalloc(777)");
   } else if (what == "abort") {
     // Three allocations, then the program dies of SIGABRT before any exit handler.
     for (int i = 0; i < 3; ++i) {
@@ -173,7 +188,7 @@ int main(int argc, char** argv)
     std::fflush(stdout);
     std::abort();
   } else {
-    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many|threads|handoff|reset|abort\n");
+    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many|threads|handoff|reset|global-free|abort\n");
     return 2;
   }
   return problems == 0 ? 0 : 1;
