@@ -46,6 +46,10 @@ void release_device_pool(shim_state& s, int device) noexcept
     for (auto const& [ptr, record] : s.registry.take_device(device)) {
       if (drv.mem_free_async != nullptr) { (void)drv.mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), streams.own); }
       if (record.freed) { continue; }
+      // The program's block, freed with the context: so the event log and the
+      // leak report say (the next pool may hand its address out again).
+      if (s.events != nullptr) { log_event(*s.events, event_action::free, ptr, record.bytes, 0); }
+      if (s.leaks != nullptr) { (void)s.leaks->take(ptr); }
       if (s.stats != nullptr) { s.stats->free_served(device, record.bytes); }
       ++live;
     }

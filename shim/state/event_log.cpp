@@ -37,8 +37,11 @@ constexpr std::uint64_t most_buffered = std::uint64_t{1} << 20;
 constexpr auto write_every = std::chrono::milliseconds{100};
 // What the writer formats into before each write().
 constexpr std::size_t chunk_bytes = 64 * 1024;
-// At exit, how often a lock held by someone else is tried before its records are given up.
-constexpr int exit_lock_tries = 1000;
+// How long a lock held by someone else is tried: by a writer's pass before it
+// gives the pass up (nothing written, order kept), and at exit before the
+// records behind it are given up (counted as dropped).
+constexpr auto pass_lock_wait = std::chrono::milliseconds{20};
+constexpr auto exit_lock_wait = std::chrono::seconds{2};
 
 // One thread's records, in call order. Registered for good (the exit and
 // crash handlers reach every one), and taken over by a new thread once its
@@ -46,7 +49,10 @@ constexpr int exit_lock_tries = 1000;
 struct thread_buffer {
   std::mutex mutex;
   std::vector<event_record> records;
-  bool owner_gone = false;
+  // Set without the lock by the owner's thread-exit destructor: that thread
+  // may hold the lock for good (exit() from a signal handler that
+  // interrupted it inside a call).
+  std::atomic<bool> owner_gone{false};
 };
 
 long this_thread_id() noexcept
@@ -69,15 +75,16 @@ long local_utc_offset_s() noexcept
   return localtime_r(&now, &local) != nullptr ? local.tm_gmtoff : 0;
 }
 
-// Takes `m` like lock(), except at exit: a thread interrupted inside a call
-// by a signal whose handler calls exit() holds it for good.
-bool lock_at_exit(std::mutex& m) noexcept
+// Takes `m` within `wait`, or not at all: a thread interrupted inside a call
+// by a signal whose handler calls exit() holds its lock for good.
+bool lock_within(std::mutex& m, std::chrono::milliseconds wait) noexcept
 {
-  for (int i = 0; i < exit_lock_tries; ++i) {
+  auto const until = std::chrono::steady_clock::now() + wait;
+  for (;;) {
     if (m.try_lock()) { return true; }
+    if (std::chrono::steady_clock::now() >= until) { return false; }
     sched_yield();
   }
-  return false;
 }
 
 }  // namespace
@@ -123,36 +130,56 @@ class event_log {
 
   // Writes out what every thread has buffered, in the order of the events
   // across threads: records numbered from the pass's start on wait for the
-  // next pass (a thread may still be adding one numbered before them).
-  // `final`: everything, at exit.
+  // next pass (a thread may still be adding one numbered before them). A
+  // pass that cannot take a thread's lock soon writes nothing (the order
+  // stays whole). `final`: everything, at exit, giving up only what stays
+  // locked.
   void write_pending(bool final) noexcept
   {
-    // Only the writer thread (which no signal interrupts) and exit take it:
-    // waiting for a pass to end is safe.
-    std::lock_guard one_writer{write_mutex_};
+    auto const wait = final ? std::chrono::milliseconds{exit_lock_wait} : pass_lock_wait;
+    if (final) {
+      if (!lock_within(write_mutex_, wait)) { return; }
+    } else {
+      write_mutex_.lock();  // only the writer thread and exit take it
+    }
+    std::lock_guard one_writer{write_mutex_, std::adopt_lock};
     try {
       std::uint64_t const horizon =
         final ? std::numeric_limits<std::uint64_t>::max() : next_sequence_.load(std::memory_order_relaxed);
       std::vector<thread_buffer*> all;
+      if (!lock_within(buffers_mutex_, wait)) { return; }
       {
-        std::lock_guard lock{buffers_mutex_};
+        std::lock_guard lock{buffers_mutex_, std::adopt_lock};
         all = buffers_;
       }
       // Each thread's records are in order already, and so is pending_:
-      // merging them run by run orders the whole batch.
+      // merging them run by run orders the whole batch. Taken out under the
+      // thread's lock by a swap (the thread gets a recycled vector), merged
+      // after it.
       std::vector<event_record>& batch = pending_;
       auto const by_sequence = [](event_record const& x, event_record const& y) { return x.sequence < y.sequence; };
       for (thread_buffer* b : all) {
-        if (final) {
-          if (!lock_at_exit(b->mutex)) { continue; }
-        } else {
-          b->mutex.lock();
+        std::vector<event_record> taken;
+        if (!recycled_.empty()) {
+          taken = std::move(recycled_.back());
+          recycled_.pop_back();
         }
-        std::lock_guard lock{b->mutex, std::adopt_lock};
+        if (!lock_within(b->mutex, wait)) {
+          if (!final) {  // written by a later pass, in order
+            recycled_.push_back(std::move(taken));
+            return;
+          }
+          continue;  // its records are lost (counted below)
+        }
+        {
+          std::lock_guard lock{b->mutex, std::adopt_lock};
+          taken.swap(b->records);
+        }
         auto const merged = static_cast<std::ptrdiff_t>(batch.size());
-        batch.insert(batch.end(), b->records.begin(), b->records.end());
-        b->records.clear();  // keeps its capacity
+        batch.insert(batch.end(), taken.begin(), taken.end());
         std::inplace_merge(batch.begin(), batch.begin() + merged, batch.end(), by_sequence);
+        taken.clear();
+        if (recycled_.size() < all.size()) { recycled_.push_back(std::move(taken)); }
       }
       auto const first_held = std::lower_bound(batch.begin(), batch.end(), horizon,
                                                [](event_record const& r, auto h) { return r.sequence < h; });
@@ -161,7 +188,12 @@ class event_log {
       batch.erase(batch.begin(), first_held);
     } catch (...) {  // no host memory for the pass: what was taken stays in pending_ for the next one
     }
-    if (final) { say_what_was_lost(); }
+    if (final) {
+      // What stayed locked, or was recorded while this pass ran.
+      std::uint64_t const left = buffered_.load(std::memory_order_relaxed);
+      if (left > 0) { dropped_.fetch_add(left, std::memory_order_relaxed); }
+      say_what_was_lost();
+    }
   }
 
   // From a fatal signal's handler: what can be reached without waiting, with
@@ -170,15 +202,21 @@ class event_log {
   void write_from_crash() noexcept
   {
     if (static_cast<long>(getpid()) != pid_) { return; }
-    crashing_.store(true, std::memory_order_relaxed);
+    crashing_.store(true, std::memory_order_relaxed);  // the writer writes nothing more
     char line[event_line_max];
     auto const put = [&](event_record const& r) {
       (void)write_all(fd_, line, format_event_line(r, utc_offset_, line));
     };
+    // What is written is cleared (no heap work) and every lock given back:
+    // a program that carries on after the signal (its own handler chained to
+    // this one) finds the log in order.
     if (write_mutex_.try_lock()) {
       for (event_record const& r : pending_) {
         put(r);
       }
+      buffered_.fetch_sub(pending_.size(), std::memory_order_relaxed);
+      pending_.clear();
+      write_mutex_.unlock();
     }
     if (!buffers_mutex_.try_lock()) { return; }
     for (thread_buffer* b : buffers_) {
@@ -186,7 +224,12 @@ class event_log {
       for (event_record const& r : b->records) {
         put(r);
       }
+      buffered_.fetch_sub(b->records.size(), std::memory_order_relaxed);
+      b->records.clear();
+      b->mutex.unlock();
     }
+    buffers_mutex_.unlock();
+    crashing_.store(false, std::memory_order_relaxed);
   }
 
   void writer_loop() noexcept
@@ -214,6 +257,7 @@ class event_log {
       used = 0;
     };
     for (Iterator r = begin; r != end; ++r) {
+      if (crashing_.load(std::memory_order_relaxed)) { return; }  // the crash handler writes what is left
       if (used + event_line_max > chunk_bytes) { flush(); }
       used += format_event_line(*r, utc_offset_, chunk.data() + used);
     }
@@ -239,9 +283,7 @@ class event_log {
       thread_buffer* buffer = nullptr;
       ~owner()
       {
-        if (buffer == nullptr) { return; }
-        std::lock_guard lock{buffer->mutex};
-        buffer->owner_gone = true;
+        if (buffer != nullptr) { buffer->owner_gone.store(true, std::memory_order_release); }
       }
     };
     thread_local owner mine;
@@ -250,8 +292,8 @@ class event_log {
       std::lock_guard lock{buffers_mutex_};
       for (thread_buffer* b : buffers_) {
         std::lock_guard inner{b->mutex};
-        if (b->owner_gone && b->records.empty()) {
-          b->owner_gone = false;
+        if (b->owner_gone.load(std::memory_order_acquire) && b->records.empty()) {
+          b->owner_gone.store(false, std::memory_order_relaxed);
           mine.buffer = b;
           return b;
         }
@@ -275,9 +317,10 @@ class event_log {
   long utc_offset_;  // taken once: the times of a run that crosses a change of daylight saving time keep it
   std::atomic<std::uint64_t> next_sequence_{0};
   std::mutex buffers_mutex_;
-  std::vector<thread_buffer*> buffers_;  // never shrinks; the buffers are never freed
-  std::mutex write_mutex_;               // one writer at a time; guards pending_ and write_error_
-  std::vector<event_record> pending_;    // taken, not yet written (numbered after a pass began)
+  std::vector<thread_buffer*> buffers_;              // never shrinks; the buffers are never freed
+  std::mutex write_mutex_;                           // one writer at a time; guards pending_ and write_error_
+  std::vector<event_record> pending_;                // taken, not yet written (numbered after a pass began)
+  std::vector<std::vector<event_record>> recycled_;  // emptied vectors with their capacity, for the swaps
   int write_error_ = 0;
   std::mutex wake_mutex_;
   std::condition_variable wake_;
@@ -288,7 +331,7 @@ class event_log {
 
 namespace {
 
-event_log* the_log = nullptr;
+std::atomic<event_log*> the_log{nullptr};
 
 void* writer_main(void* log) noexcept
 {
@@ -304,15 +347,14 @@ constexpr std::array fatal_signals{SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 void on_fatal_signal(int sig, siginfo_t* info, void*)
 {
   int const saved = errno;
-  if (the_log != nullptr) { the_log->write_from_crash(); }
+  if (event_log* log = the_log.load(std::memory_order_acquire)) { log->write_from_crash(); }
   errno = saved;
   // SA_RESETHAND put the default action back. A fault the kernel raised
   // comes again when the instruction is retried, with its own siginfo (and
-  // core dump); abort() raises SIGABRT again itself. Only a signal sent by
-  // a process is sent again here.
-  if (info != nullptr && info->si_code > 0) { return; }
-  if (sig == SIGABRT) { return; }
-  raise(sig);
+  // core dump); any other signal (a SIGABRT of abort(), raise() or kill) is
+  // raised again here.
+  if (info != nullptr && info->si_code > 0 && sig != SIGABRT) { return; }
+  raise(sig);  // inside abort() as well: the default action ends the process here
 }
 
 void write_before_fatal_signals() noexcept
@@ -351,7 +393,7 @@ event_log* open_log(std::string const& pattern) noexcept
       return nullptr;
     }
     auto* made = new event_log{file.fd, pid};  // never destroyed: calls may come until the very end
-    the_log = made;
+    the_log.store(made, std::memory_order_release);
     write_before_fatal_signals();
     if (int const started = start_background_thread(writer_main, made, "asyncshim-log"); started != 0) {
       log::warn("ASYNCSHIM_EVENT_LOG: cannot start the log's writer ({}): the log is written at exit only",
@@ -368,7 +410,8 @@ event_log* open_log(std::string const& pattern) noexcept
 
 void flush_event_log_at_exit() noexcept
 {
-  if (the_log != nullptr && static_cast<long>(getpid()) == the_log->pid()) { the_log->write_pending(true); }
+  event_log* log = the_log.load(std::memory_order_acquire);
+  if (log != nullptr && static_cast<long>(getpid()) == log->pid()) { log->write_pending(true); }
 }
 
 event_log* start_event_log(std::string const& pattern) noexcept

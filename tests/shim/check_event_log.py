@@ -126,6 +126,16 @@ class EventLog(unittest.TestCase):
             rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
         self.assertEqual([(r[2], int(r[4])) for r in rows], [("allocate", 1234), ("allocate", 777), ("free", 1234)])
 
+    def test_a_reset_logs_the_frees_it_makes(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("reset", d)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        events = [(r[2], r[3], int(r[4])) for r in rows]
+        self.assertEqual([(a, s) for a, _, s in events[:2]], [("allocate", 1000), ("allocate", 2000)])
+        self.assertEqual(sorted((a, p, s) for a, p, s in events[2:4]),
+                         sorted(("free", p, s) for _, p, s in events[:2]))  # freed by the reset
+        self.assertEqual([(a, s) for a, _, s in events[4:]], [("allocate", 3000)])
+
     def test_a_crash_keeps_what_was_buffered(self):
         with tempfile.TemporaryDirectory() as d:
             pids, _ = run_probe("abort", d, expect_status=-signal.SIGABRT)
