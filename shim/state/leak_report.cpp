@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -168,10 +169,11 @@ std::string leak_report_json(std::vector<live_block> const& ordered, leak_report
 
 namespace {
 
-// What the exit handler needs; set once, never destroyed.
+// What the exit handler needs; set once, never destroyed. exit_blocks is
+// stored last (release): a reader that sees it sees the other two.
 config::settings const* exit_settings = nullptr;
-live_blocks const* exit_blocks = nullptr;
 long reporting_pid = 0;
+std::atomic<live_blocks const*> exit_blocks{nullptr};
 
 void write_file(std::string const& pattern, std::string const& json, long pid)
 {
@@ -201,18 +203,19 @@ void write_file(std::string const& pattern, std::string const& json, long pid)
 
 void make_leak_report() noexcept
 {
-  if (exit_settings == nullptr || exit_blocks == nullptr) { return; }
+  live_blocks const* const blocks_record = exit_blocks.load(std::memory_order_acquire);
+  if (blocks_record == nullptr) { return; }
   try {
     long const pid = static_cast<long>(getpid());
     if (pid != reporting_pid) { return; }  // a forked child records nothing
     std::int64_t const now = live_blocks::now_ns();
     std::vector<live_block> blocks;
-    if (!exit_blocks->snapshot_at_exit(blocks)) {
+    if (!blocks_record->snapshot_at_exit(blocks)) {
       log::warn("leak report: not made, the record of allocations was in use at exit");
       return;
     }
     order_for_leak_report(blocks);
-    leak_report_notes const notes{exit_blocks->untracked(), exit_blocks->passed_through_count()};
+    leak_report_notes const notes{blocks_record->untracked(), blocks_record->passed_through_count()};
     if (exit_settings->leak_report && exit_settings->level != config::log_level::off) {
       auto const level = blocks.empty() ? log::log_level::info : log::log_level::warn;
       for (std::string const& line : leak_report_lines(blocks, notes, now)) {
@@ -231,7 +234,7 @@ void arm_leak_report(config::settings const& settings, live_blocks const& blocks
   static bool const armed = [&] {
     reporting_pid = static_cast<long>(getpid());
     exit_settings = &settings;
-    exit_blocks = &blocks;
+    exit_blocks.store(&blocks, std::memory_order_release);
     return true;
   }();
   (void)armed;

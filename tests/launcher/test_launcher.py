@@ -194,6 +194,9 @@ class Checks(unittest.TestCase):
         self.assertIn("--leak-report=/nonexistent/folder/l.json: the folder /nonexistent/folder does not exist",
                       out.stderr)
         self.assertEqual(out.stdout, "")
+        out = launch("--event-log", "/nonexistent/folder/e.csv", "true")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--event-log=/nonexistent/folder/e.csv: the folder /nonexistent/folder does not exist", out.stderr)
         out = launch("--leak-reprt", "true")
         self.assertEqual(out.returncode, 2)
         self.assertIn("did you mean --leak-report?", out.stderr)
