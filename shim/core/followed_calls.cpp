@@ -76,10 +76,7 @@ void device_resetting(int device) noexcept
     (void)drv.device_primary_ctx_release(device);
     tracker().context_destroying(primary);
   }
-  if (shim_state* s = existing_state()) {
-    release_device_pool(*s, device);
-    if (s->leaks != nullptr) { s->leaks->forget_device(device); }  // the reset freed them all
-  }
+  if (shim_state* s = existing_state()) { release_device_pool(*s, device); }
 }
 
 void context_destroying(CUcontext context) noexcept

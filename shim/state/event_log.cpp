@@ -4,6 +4,7 @@
 #include "support/background_thread.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
+#include "support/thread_id.hpp"
 
 #include <sched.h>
 #include <signal.h>
@@ -54,12 +55,6 @@ struct thread_buffer {
   // interrupted it inside a call).
   std::atomic<bool> owner_gone{false};
 };
-
-long this_thread_id() noexcept
-{
-  thread_local long const id = static_cast<long>(gettid());
-  return id;
-}
 
 std::int64_t realtime_ns() noexcept
 {

@@ -178,24 +178,14 @@ std::atomic<live_blocks const*> exit_blocks{nullptr};
 void write_file(std::string const& pattern, std::string const& json, long pid)
 {
   std::string const path = expand_stats_path(pattern, pid);
-  opened_file const file = open_own_file(path, file_write::replace);
-  if (file.fd < 0 && file.by_rule) {
+  written_file const file = write_own_file(path, json);
+  if (file.by_rule) {
     log::error("ASYNCSHIM_LEAK_REPORT_FILE: the leak report is not written to '{}': {} ({})", path, file.why,
                own_file_rule);
-    return;
-  }
-  if (file.fd < 0) {
+  } else if (!file.opened) {
     log::error("ASYNCSHIM_LEAK_REPORT_FILE: the leak report is not written to '{}': {}", path, file.why);
-    return;
-  }
-  bool written = write_all(file.fd, json.data(), json.size());
-  int error = errno;
-  if (::close(file.fd) != 0 && written) {
-    written = false;
-    error = errno;
-  }
-  if (!written) {
-    log::error("ASYNCSHIM_LEAK_REPORT_FILE: cannot write the leak report to '{}': {}", path, std::strerror(error));
+  } else if (!file.why.empty()) {
+    log::error("ASYNCSHIM_LEAK_REPORT_FILE: cannot write the leak report to '{}': {}", path, file.why);
   }
 }
 

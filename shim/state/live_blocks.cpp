@@ -1,9 +1,10 @@
 #include "state/live_blocks.hpp"
 
+#include "support/thread_id.hpp"
+
 #include <execinfo.h>  // backtrace
 #include <link.h>      // dl_iterate_phdr
 #include <sched.h>
-#include <unistd.h>  // gettid
 
 #include <algorithm>
 #include <array>
@@ -11,12 +12,6 @@
 
 namespace asyncshim::shim {
 namespace {
-
-long this_thread_id() noexcept
-{
-  thread_local long const id = static_cast<long>(gettid());
-  return id;
-}
 
 // The addresses of this library's own code: its frames lead every stack.
 struct address_range {
@@ -114,12 +109,6 @@ void live_blocks::restore(live_block&& block) noexcept
   } catch (...) {
     untracked_.fetch_add(1, std::memory_order_relaxed);
   }
-}
-
-void live_blocks::forget_device(int device) noexcept
-{
-  std::lock_guard lock{mutex_};
-  std::erase_if(blocks_, [&](auto const& entry) { return entry.second.device == device; });
 }
 
 bool live_blocks::snapshot_at_exit(std::vector<live_block>& out) const

@@ -50,8 +50,6 @@ class live_blocks {
   {
     return passed_through_.load(std::memory_order_relaxed);
   }
-  // A device reset freed everything on `device`.
-  void forget_device(int device) noexcept;
   // Every block still allocated, in no particular order. At exit: false
   // when another thread holds the record's lock for good (a signal handler
   // that called exit() interrupted it inside a call).

@@ -368,24 +368,12 @@ void write_report_at_exit()
     if (pattern.empty()) { return; }
     std::string const path = expand_stats_path(pattern, pid);
     std::string const json = stats_json(sources, pid);
-    opened_file const file = open_own_file(path, file_write::replace);
-    if (file.fd < 0 && file.by_rule) {
+    written_file const file = write_own_file(path, json);
+    if (file.by_rule) {
       log::error("ASYNCSHIM_STATS_FILE: the statistics are not written to '{}': {} ({})", path, file.why,
                  own_file_rule);
-      return;
-    }
-    if (file.fd < 0) {
+    } else if (!file.why.empty()) {
       log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, file.why);
-      return;
-    }
-    bool written = write_all(file.fd, json.data(), json.size());
-    int error = errno;
-    if (::close(file.fd) != 0 && written) {
-      written = false;
-      error = errno;
-    }
-    if (!written) {
-      log::error("ASYNCSHIM_STATS_FILE: cannot write the statistics to '{}': {}", path, std::strerror(error));
     }
   } catch (...) {  // never let an exit handler throw
   }

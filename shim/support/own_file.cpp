@@ -81,4 +81,17 @@ bool write_all(int fd, char const* text, std::size_t size) noexcept
   return true;
 }
 
+written_file write_own_file(std::string const& path, std::string const& text) noexcept
+{
+  opened_file const file = open_own_file(path, file_write::replace);
+  if (file.fd < 0) { return {false, file.by_rule, file.why}; }
+  bool written = write_all(file.fd, text.data(), text.size());
+  int error = errno;
+  if (::close(file.fd) != 0 && written) {
+    written = false;
+    error = errno;
+  }
+  return {true, false, written ? std::string{} : std::strerror(error)};
+}
+
 }  // namespace asyncshim::shim

@@ -29,4 +29,13 @@ inline constexpr char const* own_file_rule =
 // Writes all of `text` to `fd`; false (errno set) on failure.
 [[nodiscard]] bool write_all(int fd, char const* text, std::size_t size) noexcept;
 
+// A whole file written at once (the statistics, the leak report): replaced,
+// opened as open_own_file() opens it. `why` is empty when it was written.
+struct written_file {
+  bool opened = false;  // false: refused or not opened (opened_file's why and by_rule)
+  bool by_rule = false;
+  std::string why;
+};
+[[nodiscard]] written_file write_own_file(std::string const& path, std::string const& text) noexcept;
+
 }  // namespace asyncshim::shim

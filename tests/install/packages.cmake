@@ -5,11 +5,6 @@
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 include("${CMAKE_CURRENT_LIST_DIR}/run.cmake")
-function(expect text pattern)
-  if(NOT text MATCHES "${pattern}")
-    message(FATAL_ERROR "expected ${pattern} in:\n${text}")
-  endif()
-endfunction()
 
 get_filename_component(cmake_bin "${CMAKE_COMMAND}" DIRECTORY)
 find_program(CPACK cpack HINTS "${cmake_bin}" REQUIRED)

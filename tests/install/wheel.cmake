@@ -7,11 +7,6 @@
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 include("${CMAKE_CURRENT_LIST_DIR}/run.cmake")
-function(expect text pattern)
-  if(NOT text MATCHES "${pattern}")
-    message(FATAL_ERROR "expected ${pattern} in:\n${text}")
-  endif()
-endfunction()
 find_program(READELF readelf REQUIRED)
 
 set(venv "${WORK_DIR}/venv")
