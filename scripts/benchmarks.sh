@@ -11,6 +11,9 @@
 #     ordering through the runtime path (alloc_bench), the driver path of a
 #     static runtime (alloc_bench_static) and cuMemAlloc called directly;
 #   - churn (a live set of mixed sizes, a kernel per step, two streams);
+#   - what observing costs on the same pairs: the leak report, its call
+#     stacks (8 frames) and the event log (ASYNCSHIM_LEAK_REPORT,
+#     ASYNCSHIM_LEAK_STACK_DEPTH, ASYNCSHIM_EVENT_LOG);
 #   - 1, 4 and 16 threads, pairs per second;
 #   - the first allocation and the growth of a pool that starts empty (the
 #     shim's default), against the raw pool, native cudaMalloc and the shim
@@ -173,6 +176,8 @@ torch_ok=0
 ((!skip_torch)) && "$py" -c 'import torch' 2>/dev/null && torch_ok=1
 torch_bench=(tests/bench/torch_bench.py --steps "$steps" --warmup "$warmup")
 before_env=("LD_PRELOAD=$baseline" "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size")
+event_logs=$(mktemp -d "${TMPDIR:-/tmp}/asyncshim-bench-logs.XXXXXX")
+trap 'rm -rf "$event_logs"' EXIT
 
 # The machine's speed drifts over minutes (the raw pool's own pair has
 # measured 0.7 us in one run and 1.4 us in another): the allocator runs come
@@ -201,6 +206,18 @@ for ((round = 1; round <= rounds; ++round)); do
   reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB)
   run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $fast
   run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $fast
+  # What observing costs (all off by default): the same pairs with the leak
+  # report, with its call stacks, and with the event log (written to a scratch
+  # folder, removed at the end; RMM's CSV is about 60 bytes a line).
+  run "pairs-shim-leak-report-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_LEAK_REPORT=1 -- \
+    "$bench" pairs --api runtime --size $small_sizes --iterations $fast
+  run "pairs-shim-leak-stacks-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_LEAK_REPORT=1 ASYNCSHIM_LEAK_STACK_DEPTH=8 -- \
+    "$bench" pairs --api runtime --size $small_sizes --iterations $fast
+  run "pairs-shim-event-log-runtime$r" 90 "${with_shim[@]}" "ASYNCSHIM_EVENT_LOG=$event_logs/pairs-runtime$r-%p.csv" -- \
+    "$bench" pairs --api runtime --size $small_sizes --iterations $fast
+  run "pairs-shim-event-log-static$r" 90 "${with_shim[@]}" "ASYNCSHIM_EVENT_LOG=$event_logs/pairs-static$r-%p.csv" -- \
+    "$bench_static" pairs --api runtime --size $small_sizes --iterations $fast
+  rm -f "$event_logs"/*.csv
   if [[ -n $baseline ]]; then
     run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" pairs --api runtime --size $small_sizes --iterations $fast
     run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" pairs --api runtime --size $small_sizes --iterations $fast

@@ -259,20 +259,34 @@ std::string lower(std::string s)
   return s;
 }
 
+// Whether a variable is set to something other than empty, 0 or off.
+bool set_on(char const* name)
+{
+  char const* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') { return false; }
+  std::string const text = lower(v);
+  return text != "0" && text != "off" && text != "false" && text != "no";
+}
+
 // "native", "pool" or "shim:<ordering>" (the shim's default ordering is
-// device), with "+per-thread" when the shim allocates on per-thread streams
-// and "+reuse" when its reuse cache is on (ASYNCSHIM_REUSE_CACHE set, not 0).
+// device), with "+per-thread" when the shim allocates on per-thread streams,
+// "+reuse" when its reuse cache is on (ASYNCSHIM_REUSE_CACHE), and the
+// observing settings that cost time on the hot path: "+leak-report"
+// (ASYNCSHIM_LEAK_REPORT), "+stacks" (ASYNCSHIM_LEAK_STACK_DEPTH above 0 with
+// the leak report on) and "+event-log" (ASYNCSHIM_EVENT_LOG).
 std::string allocator_name(api kind)
 {
   if (is_pool(kind)) { return "pool"; }
   if (!shim_loaded()) { return "native"; }
   char const* ordering = std::getenv("ASYNCSHIM_ORDERING");
   char const* stream = std::getenv("ASYNCSHIM_STREAM");
-  char const* reuse = std::getenv("ASYNCSHIM_REUSE_CACHE");
   bool const per_thread = stream != nullptr && lower(stream).find("per") == 0;
-  bool const reusing = reuse != nullptr && reuse[0] != '\0' && std::string{reuse} != "0";
+  bool const leak_report = set_on("ASYNCSHIM_LEAK_REPORT");
+  char const* event_log = std::getenv("ASYNCSHIM_EVENT_LOG");
   return std::string{"shim:"} + (ordering != nullptr && ordering[0] != '\0' ? lower(ordering) : "device") +
-         (per_thread ? "+per-thread" : "") + (reusing ? "+reuse" : "");
+         (per_thread ? "+per-thread" : "") + (set_on("ASYNCSHIM_REUSE_CACHE") ? "+reuse" : "") +
+         (leak_report ? "+leak-report" : "") + (leak_report && set_on("ASYNCSHIM_LEAK_STACK_DEPTH") ? "+stacks" : "") +
+         (event_log != nullptr && event_log[0] != '\0' ? "+event-log" : "");
 }
 
 // Which way the allocation reaches the allocator: "runtime" (exported

@@ -51,6 +51,13 @@ def read_runs(raw):
                         run["records"].append(record)
                     elif line.startswith("SKIP:") and run["skip"] is None:
                         run["skip"] = line
+        # The event log says at exit when it lost records: a run that lost
+        # some measured less than logging every event costs.
+        run["event_log_warnings"] = []
+        err = os.path.join(raw, name + ".err")
+        if os.path.exists(err):
+            with open(err, errors="replace") as f:
+                run["event_log_warnings"] = [line.strip() for line in f if "ASYNCSHIM_EVENT_LOG:" in line]
         runs.append(run)
     return runs
 
@@ -111,6 +118,16 @@ PATH_TEXT = {"runtime": "cudaMalloc (runtime path)", "static-runtime": "cudaMall
              "driver": "cuMemAlloc (driver path)"}
 
 
+# The observing settings a configuration name can carry (alloc_bench's allocator field).
+OBSERVING_TEXT = (("leak-report", ", leak report (`ASYNCSHIM_LEAK_REPORT=1`)"),
+                  ("stacks", ", 8 frames of each stack (`ASYNCSHIM_LEAK_STACK_DEPTH=8`)"),
+                  ("event-log", ", event log (`ASYNCSHIM_EVENT_LOG`)"))
+OBSERVING = (("shim:device+leak-report", "leak report"), ("shim:device+leak-report+stacks", "leak report, 8 frames"),
+             ("shim:device+event-log", "event log"))
+# The event log's cost on a pair, at most (the observing issue's target).
+EVENT_LOG_LIMIT = 1.2
+
+
 def config_name(allocator, path):
     if allocator == "pool":
         return "raw pool " + ("(cudaMallocFromPoolAsync)" if path == "runtime" else "(cuMemAllocFromPoolAsync)")
@@ -120,7 +137,8 @@ def config_name(allocator, path):
     ordering, *extras = allocator.split(":", 1)[1].split("+")
     streams = " on per-thread streams (`ASYNCSHIM_STREAM=per-thread`)" if "per-thread" in extras else ""
     reuse = ", reuse cache on (`ASYNCSHIM_REUSE_CACHE=1GiB`)" if "reuse" in extras else ""
-    return f"shim, {ordering} ordering{streams}{reuse}, {PATH_TEXT.get(path, path)}"
+    observing = "".join(text for extra, text in OBSERVING_TEXT if extra in extras)
+    return f"shim, {ordering} ordering{streams}{reuse}{observing}, {PATH_TEXT.get(path, path)}"
 
 
 def baseline_path(path):
@@ -228,6 +246,17 @@ def evaluate_targets(records, before=None):
         text = f"{r:.2f}× ({us(shim)} vs {us(pool)} a step, wall)" if r is not None else ""
         out.append(target(f"churn, shim default, {PATH_TEXT[path]}: ≤ 1.0× the raw pool's step", text, r, 1.0, True))
 
+    for path in ("runtime", "static-runtime"):
+        worst = None
+        for size in sorted({k[2] for k in pairs if k[:2] == ("shim:device+event-log", path)}):
+            r = ratio(pairs.get(("shim:device+event-log", path, size)), pairs.get(("shim:device", path, size)))
+            if r is not None and (worst is None or r > worst[0]):
+                worst = (r, size)
+        text = f"worst {worst[0]:.2f}× (at {size_text(worst[1])})" if worst else ""
+        out.append(target(f"event log (`ASYNCSHIM_EVENT_LOG`), {PATH_TEXT[path]}, 256 B–64 KiB: pair ≤ "
+                          f"{EVENT_LOG_LIMIT:.1f}× the shim's default pair without it", text,
+                          worst[0] if worst else None, EVENT_LOG_LIMIT, True))
+
     def per_model(values, key, show, name, limit):
         """One target per model: values[model][key] against values[model]["caching"]."""
         for model in ("resnet18", "transformer", "mlp"):
@@ -302,6 +331,39 @@ def pairs_section(records):
             rows.append(row)
         lines += [title + ":", "", table(header, rows), ""]
     return lines
+
+
+def observing_section(records, runs):
+    """What the leak report, its call stacks and the event log cost on a pair, against the shim's default."""
+    pairs = collect(records, "pairs", ("size",), "median_ns")
+    lines = []
+    for path in ("runtime", "static-runtime"):
+        configs = [(allocator, text) for allocator, text in OBSERVING
+                   if any(k[:2] == (allocator, path) for k in pairs)]
+        if not configs:
+            continue
+        sizes = sorted({k[2] for k in pairs if k[1] == path and k[0] in dict(configs)})
+        rows = []
+        for size in sizes:
+            base = pairs.get(("shim:device", path, size))
+            row = [size_text(size), us(base)]
+            for allocator, _ in configs:
+                v = pairs.get((allocator, path, size))
+                r = ratio(v, base)
+                row.append(f"**{times(r)}** ({us(v)})" if r is not None else us(v))
+            rows.append(row)
+        lines += [f"{PATH_TEXT[path][0].upper()}{PATH_TEXT[path][1:]}:", "",
+                  table(["size", "shim default (all off)"] + [text for _, text in configs], rows), ""]
+    if not lines:
+        return ["No observing measurements."]
+    lost = [(run["name"], w) for run in runs for w in run.get("event_log_warnings", [])]
+    notes = [f"- `{name}`: {w}" for name, w in lost] or ["- Every event-log run wrote every event (no loss reported)."]
+    return (["The pair of the shim's default configuration with each observing setting on, against the same pair "
+             "with all of them off (the default: one branch each on the hot path; the before/after table compares "
+             "that with a build without them, where a baseline ran). In parentheses the median pair. The event log "
+             "writes RMM's CSV from a background thread; the leak report keeps one record per live block; with call "
+             "stacks it also records 8 return addresses per allocation (named only at exit).", ""]
+            + lines + notes)
 
 
 def median_records(records, key_fields, value_fields):
@@ -547,6 +609,7 @@ def page(meta, runs, records, targets, before):
               "the legacy stream. Headline: the ratio of the median pair to the raw pool's median pair (below 1 = "
               "faster than the raw pool); in parentheses the median pair itself.", ""]
     lines += pairs_section(records)
+    lines += ["", "## Observing: the leak report and the event log", ""] + observing_section(records, runs)
     lines += ["", "## Churn: a live set with kernels", ""] + churn_section(records)
     lines += ["", "## Threads", ""] + threads_section(records)
     lines += ["", "## First allocation and growth", ""] + growth_section(records, before)

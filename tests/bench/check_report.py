@@ -1,0 +1,120 @@
+"""The results page from a made-up run (no GPU needed): report.py must turn
+what scripts/benchmarks.sh collects into the targets and sections the
+performance and observing issues ask for, with each target met or missed as
+the figures say.
+
+    python3 check_report.py REPORT_PY
+
+Exit 0 when every check held; each failed check prints a line.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+failures = 0
+
+
+def expect(condition, what):
+    global failures
+    if not condition:
+        print(f"FAILED: {what}")
+        failures += 1
+
+
+def pairs(allocator, path, medians):
+    """alloc_bench's pair records: one per size, the median given in ns."""
+    return [{"bench": "pairs", "api": "runtime", "allocator": allocator, "path": path, "size": size,
+             "median_ns": ns, "p10_ns": ns * 0.9, "p90_ns": ns * 1.1, "mean_ns": ns, "wall_ns_per_pair": ns,
+             "final_sync_us": 10.0, "pairs": 50000} for size, ns in medians.items()]
+
+
+SIZES = (256, 4096, 65536)
+
+
+def make_raw(raw):
+    runs = {
+        "pairs-pool-runtime-r1": pairs("pool", "runtime", dict.fromkeys(SIZES, 1000.0)),
+        "pairs-pool-driver-r1": pairs("pool", "driver", dict.fromkeys(SIZES, 1000.0)),
+        "pairs-shim-device-runtime-r1": pairs("shim:device", "runtime", dict.fromkeys(SIZES, 900.0)),
+        "pairs-shim-device-static-r1": pairs("shim:device", "static-runtime", dict.fromkeys(SIZES, 2000.0)),
+        "pairs-shim-leak-report-runtime-r1": pairs("shim:device+leak-report", "runtime", dict.fromkeys(SIZES, 990.0)),
+        "pairs-shim-leak-stacks-runtime-r1": pairs("shim:device+leak-report+stacks", "runtime",
+                                                   dict.fromkeys(SIZES, 2700.0)),
+        # 1.1× the default at worst on the runtime path (met), 1.5× on the static path (missed)
+        "pairs-shim-event-log-runtime-r1": pairs("shim:device+event-log", "runtime",
+                                                 {256: 945.0, 4096: 990.0, 65536: 900.0}),
+        "pairs-shim-event-log-static-r1": pairs("shim:device+event-log", "static-runtime",
+                                                {256: 3000.0, 4096: 2200.0, 65536: 2000.0}),
+    }
+    with open(os.path.join(raw, "runs.tsv"), "w") as tsv:
+        for name, records in runs.items():
+            tsv.write(f"{name}\t0\t1.000\tenv LD_PRELOAD=... alloc_bench pairs\n")
+            with open(os.path.join(raw, name + ".out"), "w") as out:
+                out.write("alloc_bench: a line for people\n")
+                for r in records:
+                    out.write(json.dumps(r) + "\n")
+            with open(os.path.join(raw, name + ".err"), "w") as err:
+                if name == "pairs-shim-event-log-static-r1":
+                    err.write("asyncshim[42]: warning: ASYNCSHIM_EVENT_LOG: 7 events are missing from the log "
+                              "(more than 1048576 were waiting to be written, or there was no host memory for them)\n")
+        tsv.write("torch-mlp-caching-r1\t\t\tnot run: the time limit of 480 s was reached\n")
+    with open(os.path.join(raw, "meta.tsv"), "w") as meta:
+        meta.write("date\t2026-12-01 12:00 UTC\nGPU\tnone (a made-up run)\n")
+
+
+def main():
+    report = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "raw")
+        os.mkdir(raw)
+        make_raw(raw)
+        page_path, json_path = os.path.join(tmp, "PERFORMANCE.md"), os.path.join(tmp, "results.json")
+        done = subprocess.run([sys.executable, report, "--raw", raw, "--markdown", page_path, "--json", json_path],
+                              capture_output=True, text=True)
+        expect(done.returncode == 0, f"report.py exits 0 (exit {done.returncode}: {done.stderr.strip()[-400:]})")
+        if done.returncode != 0:
+            return 1
+        page = open(page_path).read()
+        targets = {t["target"]: t for t in json.load(open(json_path))["targets"]}
+
+    def one(starting):
+        found = [t for name, t in targets.items() if name.startswith(starting)]
+        expect(len(found) == 1, f"one target starting {starting!r} (found {len(found)})")
+        return found[0] if found else {}
+
+    runtime_log = one("event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)")
+    expect(runtime_log.get("met") is True, f"the event log's runtime-path target is met: {runtime_log}")
+    expect(abs((runtime_log.get("value") or 0) - 1.1) < 1e-9, f"its worst ratio is 1.10 (990/900): {runtime_log}")
+    expect("at 4 KiB" in runtime_log.get("measured", ""), f"its worst size is named: {runtime_log}")
+    static_log = one("event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc of a static runtime")
+    expect(static_log.get("met") is False, f"the event log's static-path target is missed: {static_log}")
+    expect(static_log.get("result", "").startswith("MISSED, 25% over"), f"1.5× is 25% over 1.2×: {static_log}")
+
+    pair = one("pair, shim default (device ordering), cudaMalloc (runtime path)")
+    expect(pair.get("met") is True and abs(pair["value"] - 0.9) < 1e-9, f"the runtime pair is 0.90×, met: {pair}")
+    static_pair = one("pair, shim default (device ordering), cudaMalloc of a static runtime")
+    expect(static_pair.get("met") is False, f"the static pair (2.0×) is missed: {static_pair}")
+    not_measured = one("16 threads, shim default, cudaMalloc (runtime path)")
+    expect(not_measured.get("met") is None and not_measured.get("result") == "not measured",
+           f"a target without figures says not measured: {not_measured}")
+
+    expect("## Observing: the leak report and the event log" in page, "the page has the observing section")
+    section = page.split("## Observing", 1)[-1].split("\n## ", 1)[0]
+    expect("| 4 KiB | 0.900 µs | **1.10×** (0.990 µs) | **3.00×** (2.700 µs) | **1.10×** (0.990 µs) |" in section,
+           "the runtime path's 4 KiB row: the default, the leak report, its stacks, the event log")
+    expect("| 256 B | 2.000 µs | **1.50×** (3.000 µs) |" in section, "the static path's 256 B row")
+    expect("7 events are missing" in section, "a run whose event log lost events says so on the page")
+    expect("event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)" in page.split("## Targets", 1)[-1]
+           .split("\n## ", 1)[0], "the event log's target is in the targets table")
+    expect("shim, device ordering, event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)" in page,
+           "every pair measurement names the observing setting it ran with")
+    expect("not run: the time limit of 480 s was reached" in page, "a run not started is listed with its reason")
+    if failures == 0:
+        print("check_report: ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
