@@ -30,6 +30,13 @@
 // be served with a block of the same size freed a moment before (the shim's
 // reuse cache under device ordering).
 //
+// Two controls tell a fault of the allocator from one of the program or the
+// driver: --fresh-events (no event is recorded twice) and --deferred-free-ms N
+// (cudaFree is made by one thread every N ms, so no block can be reused while
+// the program uses it; natively the device runs on between those frees'
+// synchronizations). Corruption with --deferred-free-ms and no shim is not the
+// allocator's.
+//
 // An operation is one cudaMalloc or one cudaFree (--operations, default
 // 1000000, i.e. 500000 allocations, each freed once). The live set is bounded
 // by --max-live-bytes (default 8 GiB). One summary line at the end:
@@ -177,6 +184,16 @@ struct options {
   // freed a moment before (the shim's reuse cache).
   int size_classes = 0;
   bool kernels_only = false;  // --kernels-only: every verification a plain kernel launch
+  // Controls, to tell a fault of the allocator from one of the program or the
+  // driver. --fresh-events: an event is never recorded twice (each wait gets
+  // an event of its own, destroyed at the free), so no wait can depend on
+  // how a recycled event behaves. --deferred-free-ms N: cudaFree is not
+  // called at the free but by one thread every N ms for everything freed
+  // meanwhile, so a block is never given out again while the program still
+  // uses it, whatever the allocator; natively the device then runs on between
+  // those frees' synchronizations, as it does under the shim's device ordering.
+  bool fresh_events = false;
+  unsigned deferred_free_ms = 0;
 };
 
 [[noreturn]] void usage(char const* problem)
@@ -184,7 +201,7 @@ struct options {
   if (problem != nullptr) { std::fprintf(stderr, "ordering_stress: %s\n", problem); }
   std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
                        "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
-                       "                       [--allow-corruption]\n"
+                       "                       [--fresh-events] [--deferred-free-ms N] [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
   std::exit(2);
@@ -239,6 +256,12 @@ options parse_options(int argc, char** argv)
       o.kernels_only = true;
     } else if (arg == "--size-classes") {
       o.size_classes = static_cast<int>(parse_number(value(), false));
+    } else if (arg == "--fresh-events") {
+      o.fresh_events = true;
+    } else if (arg == "--deferred-free-ms") {
+      std::uint64_t const ms = parse_number(value(), false);
+      if (ms < 1 || ms > 10000) { usage("--deferred-free-ms must be 1..10000"); }
+      o.deferred_free_ms = static_cast<unsigned>(ms);
     } else if (arg == "--help" || arg == "-h") {
       usage(nullptr);
     } else {
@@ -304,6 +327,13 @@ struct shared_state {
   unsigned max_verify_delay_ns = 0;
   int size_classes = 0;
   bool kernels_only = false;
+  bool fresh_events = false;
+  // --deferred-free-ms: what was freed and is waiting for its cudaFree, and
+  // how many cudaFree calls were made (by any thread).
+  bool deferred_frees = false;
+  std::mutex deferred_mutex;
+  std::vector<std::pair<void*, std::size_t>> deferred;
+  std::atomic<std::uint64_t> cuda_frees{0};
   damage* found = nullptr;              // one per allocation id
   fill_progress* fills = nullptr;       // one per allocation id
   std::vector<history> histories;       // one per allocation id
@@ -415,7 +445,7 @@ class worker {
 
   cudaEvent_t take_event()
   {
-    if (free_events_.empty()) {
+    if (free_events_.empty() || shared_.fresh_events) {
       cudaEvent_t e = nullptr;
       CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       return e;
@@ -589,10 +619,22 @@ class worker {
     history& h = shared_.histories[b.id];
     h.freed_at = shared_.clock.fetch_add(1);
     h.freed_by = index_;
-    CK(cudaFree(b.ptr));
     ++totals_.frees;
-    shared_.live_bytes.fetch_sub(b.bytes);
-    if (b.done != nullptr) { free_events_.push_back(b.done); }
+    if (shared_.deferred_frees) {  // the block stays allocated (and counted live) until its cudaFree
+      std::lock_guard<std::mutex> lock{shared_.deferred_mutex};
+      shared_.deferred.emplace_back(b.ptr, b.bytes);
+    } else {
+      CK(cudaFree(b.ptr));
+      shared_.cuda_frees.fetch_add(1);
+      shared_.live_bytes.fetch_sub(b.bytes);
+    }
+    if (b.done != nullptr) {
+      if (shared_.fresh_events) {
+        CK(cudaEventDestroy(b.done));  // allowed once the wait on it is queued: the wait keeps its record
+      } else {
+        free_events_.push_back(b.done);
+      }
+    }
     b = buffer{};
   }
 
@@ -615,6 +657,10 @@ class worker {
 
   void push_shared(buffer& b)
   {
+    if (b.done != nullptr && shared_.fresh_events) {  // recorded already (a verify waited on it): a new one
+      CK(cudaEventDestroy(b.done));
+      b.done = nullptr;
+    }
     if (b.done == nullptr) { b.done = take_event(); }
     CK(cudaEventRecord(b.done, b.last));
     {
@@ -709,6 +755,8 @@ int main(int argc, char** argv)
   shared.max_verify_delay_ns = static_cast<unsigned>(opts.max_verify_delay_us * 1000);
   shared.size_classes = opts.size_classes;
   shared.kernels_only = opts.kernels_only;
+  shared.fresh_events = opts.fresh_events;
+  shared.deferred_frees = opts.deferred_free_ms > 0;
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
   // The counters live in managed memory: cudaMallocManaged is not the allocator under test.
@@ -728,9 +776,35 @@ int main(int argc, char** argv)
   for (int t = 0; t < opts.threads; ++t) {
     threads.emplace_back([&, t] { worker{shared, t, opts.seed, totals[static_cast<std::size_t>(t)]}.run(); });
   }
+  // --deferred-free-ms: one thread makes the cudaFree calls, every N ms.
+  std::atomic<bool> workers_done{false};
+  auto const free_deferred = [&shared] {
+    std::vector<std::pair<void*, std::size_t>> batch;
+    {
+      std::lock_guard<std::mutex> lock{shared.deferred_mutex};
+      batch.swap(shared.deferred);
+    }
+    for (auto const& [p, bytes] : batch) {
+      CK(cudaFree(p));
+      shared.cuda_frees.fetch_add(1);
+      shared.live_bytes.fetch_sub(bytes);
+    }
+  };
+  std::thread deferred_freer;
+  if (shared.deferred_frees) {
+    deferred_freer = std::thread{[&] {
+      while (!workers_done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(opts.deferred_free_ms));
+        free_deferred();
+      }
+    }};
+  }
   for (auto& th : threads) {
     th.join();
   }
+  workers_done = true;
+  if (deferred_freer.joinable()) { deferred_freer.join(); }
+  free_deferred();  // what the last round left
   CK(cudaDeviceSynchronize());
   auto const stop = std::chrono::steady_clock::now();
 
@@ -759,22 +833,25 @@ int main(int argc, char** argv)
   CK(cudaFree(shared.found));
   CK(cudaFree(shared.fills));
   CK(cudaGetLastError());
-  if (sum.mallocs != shared.allocation_budget || sum.frees != sum.mallocs || shared.live_bytes.load() != 0) {
-    std::printf("ordering_stress: internal error: %llu cudaMalloc, %llu cudaFree, %zu bytes still counted live\n",
+  if (sum.mallocs != shared.allocation_budget || sum.frees != sum.mallocs || shared.cuda_frees.load() != sum.frees ||
+      shared.live_bytes.load() != 0) {
+    std::printf("ordering_stress: internal error: %llu cudaMalloc, %llu frees, %llu cudaFree, %zu bytes still "
+                "counted live\n",
                 static_cast<unsigned long long>(sum.mallocs), static_cast<unsigned long long>(sum.frees),
-                shared.live_bytes.load());
+                static_cast<unsigned long long>(shared.cuda_frees.load()), shared.live_bytes.load());
     return 2;
   }
 
   double const seconds = std::chrono::duration<double>(stop - start).count();
   std::printf("ordering_stress: ordering=%s shim=%s threads=%d size_classes=%d operations=%llu allocations=%llu "
               "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
-              "corrupted_bytes=%llu corrupted_buffers=%llu seconds=%.2f\n",
+              "fresh_events=%s deferred_free_ms=%u corrupted_bytes=%llu corrupted_buffers=%llu seconds=%.2f\n",
               ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
               static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
               static_cast<unsigned long long>(sum.bytes_verified),
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
-              static_cast<unsigned long long>(sum.by_graph), corrupted_bytes, corrupted_buffers, seconds);
+              static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
+              corrupted_bytes, corrupted_buffers, seconds);
   if (corrupted_bytes == 0 || opts.allow_corruption) { return 0; }
   return 1;
 }
