@@ -54,7 +54,8 @@ run_ctest() {  # label, log name, extra ctest args
 }
 failed=0
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-two_gpu_tests='second_device|every_device|peer_access'
+# (second_device also names gpu.sharing.meminfo.second_device, memory info on device 1)
+two_gpu_tests='second_device|every_device|peer_access|gpu\.ipc\.cross_device'
 run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
 # (the ordering stress runs below, once per mode, with its numbers in the
 # summary; with two GPUs, so do the two-GPU tests, verbosely)
@@ -224,6 +225,7 @@ if [[ ${gpus:-0} -ge 2 ]]; then
   note "two-GPU tests ($gpus GPUs):"
   while read -r l; do note "    $l"; done < <(grep -E 'Test +#.*(Passed|Failed|Skipped|\*\*\*)' "$logs/two-gpu-tests.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ \.+ */ /')
   while read -r l; do note "    $l"; done < <(grep -E ': device [0-9]+: free' "$logs/two-gpu-tests.log" | sed -E 's/^[0-9]+: //')
+  while read -r l; do note "    $l"; done < <(grep -E ': sharing: meminfo on device [0-9]+' "$logs/two-gpu-tests.log" | sed -E 's/^[0-9]+: //')
   note "    peer-access data checks: $(grep -c ': data ok' "$logs/two-gpu-tests.log") 'data ok', $(grep -c 'words wrong' "$logs/two-gpu-tests.log") 'words wrong'"
 fi
 if [[ ${gpus:-0} -ge 2 ]] && python3 -c 'import torch' 2>/dev/null; then

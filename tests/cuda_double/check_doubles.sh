@@ -61,7 +61,8 @@ cudaStreamDestroy cudaStreamEndCapture cudaStreamGetFlags cudaStreamIsCapturing 
 cudaStreamSynchronize cudaStreamWaitEvent cudaThreadExchangeStreamCaptureMode
 cudaDeviceCanAccessPeer cudaDeviceEnablePeerAccess cudaDeviceDisablePeerAccess cudaMemPoolSetAccess
 cudaMemPoolGetAccess cudaMemPoolExportToShareableHandle cudaMemPoolExportPointer cudaIpcGetMemHandle
-cudaMemPoolImportFromShareableHandle cudaMemPoolImportPointer cudaIpcOpenMemHandle cudaIpcCloseMemHandle"
+cudaMemPoolImportFromShareableHandle cudaMemPoolImportPointer cudaIpcOpenMemHandle cudaIpcCloseMemHandle
+cudaPointerGetAttributes"
 normalize() { tr ' \n' '\n\n' | sed '/^$/d' | sort | tr '\n' ' '; }
 
 driver_c=$(exports "$driver" | grep -v '^_Z' | normalize)

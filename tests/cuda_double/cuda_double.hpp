@@ -17,9 +17,9 @@
 // cudaFree. The model lives in the driver double; libcudart_double.so links
 // against it (NEEDED libcuda.so.1) and reaches it in two ways, as the real
 // runtime reaches the real driver:
-//   * memory, pools, copies (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset, the
-//     cudaMemPool* calls but those of access and exports, the stream-ordered
-//     calls, ...): through an internal C++ API (model.hpp, operations.hpp), never
+//   * memory, pools, copies (cudaMalloc, cudaFree, cudaMemcpy, cudaMemset,
+//     cudaPointerGetAttributes, the cudaMemPool* calls but those of access and
+//     exports, the stream-ordered calls, ...): through an internal C++ API (model.hpp, operations.hpp), never
 //     through an exported CUDA function;
 //   * streams, events, stream capture, graphs, synchronization, reset, peer
 //     access, pool access, exports and imports, legacy IPC (cudaStreamCreate*,
@@ -68,6 +68,7 @@
 //   cudaMemPoolExportToShareableHandle cudaMemPoolExportPointer
 //   cudaMemPoolImportFromShareableHandle cudaMemPoolImportPointer
 //   cudaIpcGetMemHandle cudaIpcOpenMemHandle cudaIpcCloseMemHandle
+//   cudaPointerGetAttributes
 //
 // Controls: environment variables, read once, at the first call into either
 // library (changing them later in the same process has no effect). What they
@@ -132,8 +133,8 @@
 //     below). cudaSetDevice(d) makes device d the runtime device and d's
 //     primary context current (replacing the top of the stack). cudaMalloc,
 //     cudaFree (also of nullptr), cudaMemGetInfo, cudaDeviceSynchronize,
-//     cudaMemcpy, cudaMemset, cudaIpcGetMemHandle, cudaIpcOpenMemHandle,
-//     cudaIpcCloseMemHandle, cudaDeviceEnablePeerAccess,
+//     cudaMemcpy, cudaMemset, cudaPointerGetAttributes, cudaIpcGetMemHandle,
+//     cudaIpcOpenMemHandle, cudaIpcCloseMemHandle, cudaDeviceEnablePeerAccess,
 //     cudaDeviceDisablePeerAccess and the stream, event, capture, graph, pool
 //     (access and exports included) and stream-ordered calls first make the
 //     runtime device's primary context current if no context is (after the
@@ -251,6 +252,15 @@
 //   * cudaMemcpy copies (memmove) whatever the kind; cudaMemset needs a range
 //     inside one live allocation. Either fails with cudaErrorInvalidValue when
 //     a range starts inside a live allocation and runs past its end.
+//   * cudaPointerGetAttributes(&a, ptr): a NULL: cudaErrorInvalidValue; ptr
+//     inside a live allocation (any kind, imported included): type
+//     cudaMemoryTypeDevice, device the allocation's (where the memory lives:
+//     for imported memory the exporter's device, as cudaPointerGetAttributes
+//     documents), devicePointer ptr (whether the current device may access
+//     it is not considered, as with cuPointerGetAttribute's DEVICE_POINTER),
+//     hostPointer NULL; any other pointer (as CUDA 11 and later): success,
+//     type cudaMemoryTypeUnregistered, hostPointer ptr, devicePointer NULL,
+//     device cudaInvalidDeviceId (the double's choice: not measured).
 //   * cudaDeviceGetAttribute knows cudaDevAttrMemoryPoolsSupported,
 //     cudaDevAttrMemoryPoolSupportedHandleTypes (0 without pools) and compute
 //     capability 9.0; any other attribute reads 0. Versions are 13000.
@@ -555,9 +565,13 @@
 //     handle is the file descriptor cast to a pointer ((void*)(uintptr_t)fd);
 //     pool NULL, type not CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, flags not
 //     0, or fd not an arena of a driver double (a memfd named
-//     "cuda_double_arena"): CUDA_ERROR_INVALID_VALUE. Else an imported pool on
-//     the current context's device that maps the arena (the caller may close
-//     its descriptor at once, as measured); the same arena imported again
+//     "cuda_double_arena.<device>", the exporting pool's device), or that
+//     device not one of this process's (not measured):
+//     CUDA_ERROR_INVALID_VALUE. Else an imported pool that maps the arena, on
+//     the exporting pool's device, where the memory lives, whichever device
+//     the current context's is (its memory reports that device; another
+//     device needs cuMemPoolSetAccess, as for any pool); the caller may close
+//     its descriptor at once (as measured); the same arena imported again
 //     while that pool lives gives the same handle (as measured); importing
 //     its own pool in the exporting process works too (a second mapping of
 //     the same bytes, a pool of its own). An imported pool cannot allocate

@@ -730,10 +730,10 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool
                                                                     CUmemAllocationHandleType handleType,
                                                                     unsigned long long flags)
 {
-  // The imported pool is on the current context's device: it needs one.
+  // Needs a current context; the imported pool is on the exporting pool's
+  // device, which may be another one.
   return run_driver(call_gate::context, [&] {
-    return to_cu_result(operations::import_pool(cuda_double::current_context()->device, handle,
-                                                static_cast<unsigned>(handleType), flags, pool_out));
+    return to_cu_result(operations::import_pool(handle, static_cast<unsigned>(handleType), flags, pool_out));
   });
 }
 

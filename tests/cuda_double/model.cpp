@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <limits>
+#include <string>
 
 namespace cuda_double {
 namespace {
@@ -217,11 +218,12 @@ std::uint64_t arena_length(std::size_t size)
 
 }  // namespace
 
-bool model_state::create_arena(arena_state& arena)
+bool model_state::create_arena(arena_state& arena, int device)
 {
   std::uint64_t const size = config().memory;
   if (size == 0 || size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) { return false; }
-  int const fd = memfd_create("cuda_double_arena", MFD_CLOEXEC);
+  std::string const name = "cuda_double_arena." + std::to_string(device);
+  int const fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) { return false; }
   struct stat st {};
   if (ftruncate(fd, static_cast<off_t>(size)) != 0 || fstat(fd, &st) != 0) {
@@ -381,7 +383,7 @@ pool_state& model_state::create_pool(int d, unsigned handle_types, std::uint64_t
   pool->alive = false;  // until it is in live_pools_
   // Memory another process can map: the POSIX file descriptor it exports
   // names this arena (export_pool).
-  if ((handle_types & cudaMemHandleTypePosixFileDescriptor) != 0 && !create_arena(pool->arena)) {
+  if ((handle_types & cudaMemHandleTypePosixFileDescriptor) != 0 && !create_arena(pool->arena, d)) {
     throw std::bad_alloc();
   }
   pool_state* raw = pool.get();

@@ -314,7 +314,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // The live imported pool that maps the arena file (st_dev, st_ino), if any.
   pool_state* find_imported_pool(std::uint64_t file_device, std::uint64_t file_inode);
   // Maps the arena file behind fd (which the caller keeps) into a new imported
-  // pool on `device`.
+  // pool on `device` (the exporting pool's).
   operation_outcome import_pool(int device, int fd, std::uint64_t file_device, std::uint64_t file_inode,
                                 std::uint64_t size, pool_state*& out);
   // Registers [base + offset, + size) of an imported pool as an imported
@@ -399,7 +399,9 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // The memory of an allocation goes back where it came from: the pool's
   // arena, host memory, or (imported) nowhere.
   void free_memory(void* p, allocation_record const& a);
-  static bool create_arena(arena_state& arena);
+  // The memfd is named "cuda_double_arena.<device>": a process that imports
+  // it learns from the name which device the memory lives on.
+  static bool create_arena(arena_state& arena, int device);
   static void close_arena(arena_state& arena);
   static void* arena_allocate(arena_state& arena, std::size_t size);  // nullptr: no free range fits
   static void arena_free(arena_state& arena, void* p, std::size_t size);

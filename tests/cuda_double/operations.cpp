@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -776,15 +777,22 @@ void write_share_data(void* out, char const* magic, std::uint64_t pool, allocati
 bool single_handle_type(unsigned t) { return t != 0 && (t & (t - 1)) == 0; }
 
 // Whether fd is an arena of a driver double (model_state::create_arena): a
-// memfd of that name, whichever process made it.
-bool is_arena(int fd, struct stat& st)
+// memfd of that name, whichever process made it; `device` is the one its
+// name gives.
+bool is_arena(int fd, struct stat& st, int& device)
 {
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) { return false; }
   std::string const link = "/proc/self/fd/" + std::to_string(fd);
   char target[256] = {};
   ssize_t const n = readlink(link.c_str(), target, sizeof target - 1);
-  static constexpr char prefix[] = "/memfd:cuda_double_arena";
-  return n > 0 && std::strncmp(target, prefix, sizeof prefix - 1) == 0;
+  static constexpr char prefix[] = "/memfd:cuda_double_arena.";
+  if (n <= 0 || std::strncmp(target, prefix, sizeof prefix - 1) != 0) { return false; }
+  char const* digits = target + sizeof prefix - 1;
+  char* end = nullptr;
+  long const d = std::strtol(digits, &end, 10);
+  if (end == digits || d < 0 || d >= max_devices) { return false; }
+  device = static_cast<int>(d);
+  return true;
 }
 
 }  // namespace
@@ -868,8 +876,7 @@ operation_outcome ipc_mem_handle(void const* p, void* out)
   return operation_outcome::ok;
 }
 
-operation_outcome import_pool(int device, void* handle, unsigned handle_type, unsigned long long flags,
-                              cudaMemPool_t* out)
+operation_outcome import_pool(void* handle, unsigned handle_type, unsigned long long flags, cudaMemPool_t* out)
 {
   if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
   if (out == nullptr || handle_type != cudaMemHandleTypePosixFileDescriptor || flags != 0) {
@@ -877,10 +884,14 @@ operation_outcome import_pool(int device, void* handle, unsigned handle_type, un
   }
   auto const fd = static_cast<int>(reinterpret_cast<std::intptr_t>(handle));
   struct stat st {};
-  if (!is_arena(fd, st)) { return operation_outcome::invalid_value; }
+  int device = 0;
+  if (!is_arena(fd, st, device)) { return operation_outcome::invalid_value; }
   auto const file_device = static_cast<std::uint64_t>(st.st_dev);
   auto const file_inode = static_cast<std::uint64_t>(st.st_ino);
   model_state& m = model();
+  // The memory lives on the exporter's device: a process that has no such
+  // device cannot import it (not measured; the double refuses it).
+  if (!m.valid_device(device)) { return operation_outcome::invalid_value; }
   mutex_lock lock(m.mu);
   // The same arena again: the same pool (as measured on an H200).
   pool_state* pool = m.find_imported_pool(file_device, file_inode);

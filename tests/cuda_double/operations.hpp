@@ -201,9 +201,10 @@ CUDA_DOUBLE_INTERNAL operation_outcome export_pool(cudaMemPool_t handle, unsigne
 CUDA_DOUBLE_INTERNAL operation_outcome export_pool_pointer(void const* p, void* out);
 CUDA_DOUBLE_INTERNAL operation_outcome ipc_mem_handle(void const* p, void* out);
 // handle: a POSIX file descriptor cast to a pointer; the pool is imported on
-// `device` (the current context's).
-CUDA_DOUBLE_INTERNAL operation_outcome import_pool(int device, void* handle, unsigned handle_type,
-                                                   unsigned long long flags, cudaMemPool_t* out);
+// the exporting pool's device, where the memory is, whichever device the
+// importing context's is.
+CUDA_DOUBLE_INTERNAL operation_outcome import_pool(void* handle, unsigned handle_type, unsigned long long flags,
+                                                   cudaMemPool_t* out);
 // data: share_data_size bytes of export_pool_pointer, or nullptr (invalid_value).
 CUDA_DOUBLE_INTERNAL operation_outcome import_pool_pointer(cudaMemPool_t handle, void const* data, void** out);
 // Legacy IPC: handle is share_data_size bytes; flags the CU_IPC_MEM_* flags.

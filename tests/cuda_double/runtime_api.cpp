@@ -491,6 +491,34 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
   });
 }
 
+// ---------------------------------------------------------------- pointer attributes
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
+                                                               const void* ptr)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (attributes == nullptr) { return cudaErrorInvalidValue; }
+    model_state& m = model();
+    mutex_lock lock(m.mu);
+    auto const [base, a] = m.allocation_containing(ptr);
+    *attributes = cudaPointerAttributes{};
+    if (a == nullptr) {
+      // What CUDA 11 and later answer for memory they do not know.
+      attributes->type = cudaMemoryTypeUnregistered;
+      attributes->device = cudaInvalidDeviceId;
+      attributes->hostPointer = const_cast<void*>(ptr);
+      return cudaSuccess;
+    }
+    // Every allocation of the double is device memory; `device` is the one
+    // where it lives (imported memory: the exporter's), not the caller's.
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->device = a->device;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    return cudaSuccess;
+  });
+}
+
 // ---------------------------------------------------------------- streams (through the driver)
 //
 // Each makes the runtime device's primary context current first (so the

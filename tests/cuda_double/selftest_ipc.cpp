@@ -284,6 +284,49 @@ TEST_F(CudaDouble, PoolImportsFromShareableHandles)
   EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
 }
 
+TEST_F(CudaDouble, ImportedMemoryLivesOnTheExportersDevice)
+{
+  if (devices_ < 2) { GTEST_SKIP() << "one device"; }
+  // A pool of device 1, imported while device 0's context is current: the
+  // memory is still device 1's, and device 0 has no access until it is given.
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  CUmemoryPool pool = posix_pool(1);
+  CUdeviceptr a = pool_alloc(pool, 4096);
+  int const fd = export_fd(pool);
+  CUmemPoolPtrExportData data = export_pointer(a);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  CUmemoryPool imported = import_fd(fd);
+  EXPECT_EQ(close(fd), 0);
+  CUdeviceptr q = 0;
+  ASSERT_EQ(cuMemPoolImportPointer(&q, imported, &data), CUDA_SUCCESS);
+  int ordinal = -1;
+  EXPECT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, q), CUDA_SUCCESS);
+  EXPECT_EQ(ordinal, 1);
+  cudaPointerAttributes attributes{};
+  EXPECT_EQ(cudaPointerGetAttributes(&attributes, as_pointer(q)), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(attributes.device, 1);
+  auto const rt_imported = reinterpret_cast<cudaMemPool_t>(imported);
+  EXPECT_EQ(cuda_double_pool_access(rt_imported, 1), 3);  // read-write
+  EXPECT_EQ(cuda_double_pool_access(rt_imported, 0), 0);  // none
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  EXPECT_EQ(cuMemPoolSetAccess(imported, &access, 1), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pool_access(rt_imported, 0), 3);  // read-write
+  // The same bytes as the exporter's.
+  auto const bytes = pattern(4096, 3);
+  ASSERT_EQ(cuMemcpyHtoD_v2(q, bytes.data(), bytes.size()), CUDA_SUCCESS);
+  EXPECT_EQ(read_device(a, bytes.size()), bytes);
+  EXPECT_EQ(cuMemFree_v2(q), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(imported), CUDA_SUCCESS);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  EXPECT_EQ(cuMemFreeAsync(a, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 0u);
+}
+
 TEST_F(CudaDouble, PointerImportsShareTheExportersBytes)
 {
   CUmemoryPool pool = posix_pool();

@@ -179,6 +179,46 @@ TEST_F(CudaDouble, MemcpyAndMemset)
   EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
 
+TEST_F(CudaDouble, PointerAttributes)
+{
+  char* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
+  cudaPointerAttributes a{};
+  // Device memory, also inside the allocation.
+  for (char* p : {d, d + 63}) {
+    a = cudaPointerAttributes{};
+    EXPECT_EQ(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+    EXPECT_EQ(a.device, 0);
+    EXPECT_EQ(a.devicePointer, p);
+    EXPECT_EQ(a.hostPointer, nullptr);
+  }
+  // Memory the double does not know: unregistered host memory (CUDA 11 on).
+  int host = 0;
+  for (void const* p : {static_cast<void const*>(&host), static_cast<void const*>(d + 64)}) {
+    EXPECT_EQ(cudaPointerGetAttributes(&a, p), cudaSuccess);
+    EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+    EXPECT_EQ(a.device, cudaInvalidDeviceId);
+    EXPECT_EQ(a.devicePointer, nullptr);
+    EXPECT_EQ(a.hostPointer, p);
+  }
+  EXPECT_EQ(cudaPointerGetAttributes(nullptr, d), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  if (devices_ >= 2) {
+    // The device where the memory lives, not the current one.
+    char* d1 = nullptr;
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d1), 64), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_EQ(cudaPointerGetAttributes(&a, d1), cudaSuccess);
+    EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+    EXPECT_EQ(a.device, 1);
+    EXPECT_EQ(cudaFree(d1), cudaSuccess);
+  }
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 1u);
+}
+
 TEST_F(CudaDouble, Streams)
 {
   cudaStream_t s = nullptr, nb = nullptr;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A shared GPU, natively and under the shim with its default settings.
 
-    sharing_check.py --shim LIB --probe SHARING_PROBE CHECK [CHECK...]
+    sharing_check.py --shim LIB --probe SHARING_PROBE [--device N] CHECK [CHECK...]
 
 Checks (each prints one line per run it makes, "sharing: <check> ...", and
 fails the script when the shim's run is not what the native run is):
@@ -16,6 +16,9 @@ fails the script when the shim's run is not what the native run is):
   together-N        N processes start at the same moment and each allocates
                     64 MiB ten times: all succeed, and under the shim none
                     falls back to the native allocator (statistics)
+--device N runs meminfo on device N (the probe's cudaSetDevice(N) first; it
+skips, saying why, where there is no device N); without it the runtime's
+default device, as before. meminfo only.
 --before adds each check's run with the settings the shim had before
 (ASYNCSHIM_INITIAL_POOL_SIZE=half-free ASYNCSHIM_IDLE_RELEASE=off), or with
 --before-library LIB an earlier build of the shim with its own defaults, for
@@ -58,7 +61,8 @@ def start(command, env, **kwargs):
 
 def meminfo(args, arm):
     """{stage: (runtime, driver, lookup, total)} of one run of the probe."""
-    out = subprocess.run([args.probe, "meminfo"], env=environment(arm, args.shim), capture_output=True,
+    device = ["--device", str(args.device)] if args.device is not None else []
+    out = subprocess.run([args.probe, *device, "meminfo"], env=environment(arm, args.shim), capture_output=True,
                          text=True, timeout=120)
     stages = {}
     for line in out.stdout.splitlines():
@@ -71,7 +75,11 @@ def meminfo(args, arm):
 def check_meminfo(args, arms):
     code, native, text = meminfo(args, "native")
     if "SKIP" in text:
-        return "skip", "no GPU"
+        if args.device is None:
+            return "skip", "no GPU"
+        # The probe's own reason: no GPU at all, or no device N.
+        reasons = [line[len("SKIP: "):] for line in text.splitlines() if line.startswith("SKIP: ")]
+        return "skip", reasons[0] if reasons else f"no device {args.device}"
     if code != 0 or not native:
         return "fail", f"the native run failed: {text.strip()}"
     verdict = "pass"
@@ -89,7 +97,8 @@ def check_meminfo(args, arms):
             worst = max(worst, *differences)
             lines.append(f"{stage} {runtime / GiB:.2f}/{got[0] / GiB:.2f}")
         ok = code == 0 and worst <= 64 * MiB
-        print(f"sharing: meminfo ({arm}): {'PASS' if ok else 'FAIL'}: native/shim free GiB by stage: "
+        where = f" on device {args.device}" if args.device is not None else ""
+        print(f"sharing: meminfo{where} ({arm}): {'PASS' if ok else 'FAIL'}: native/shim free GiB by stage: "
               f"{', '.join(lines)}; largest difference {worst / MiB:.0f} MiB (runtime, driver and lookup)")
         if not ok and arm == "shim":
             verdict = "fail"
@@ -224,8 +233,11 @@ def main():
     parser.add_argument("--probe", required=True)
     parser.add_argument("--before", action="store_true", help="also run with the former defaults (for the record)")
     parser.add_argument("--before-library", help="with --before: an earlier build of the shim, with its defaults")
+    parser.add_argument("--device", type=int, help="meminfo on this device (the probe's cudaSetDevice first)")
     parser.add_argument("checks", nargs="+")
     args = parser.parse_args()
+    if args.device is not None and (args.device < 0 or any(check != "meminfo" for check in args.checks)):
+        parser.error("--device takes a device number and goes with meminfo only")
     global BEFORE_LIBRARY
     BEFORE_LIBRARY = args.before_library
     arms = ["shim"] + (["before"] if args.before else [])

@@ -11,8 +11,11 @@
 //                                   say how it went
 //   sharing_probe together BYTES    say "ready", wait for one line on standard input,
 //                                   then allocate, fill, check and free BYTES ten times
+// --device N before the check: cudaSetDevice(N) first, so that all of it is
+// on device N (meminfo also checks that its allocations are there); without
+// it the runtime's default device, and no cudaSetDevice.
 // Exit 0 when everything it tried worked, 1 otherwise; "SKIP: ..." and 0
-// without a device.
+// without a device, or without device N.
 #include "byte_literals.hpp"
 #include "probe_common.cuh"
 
@@ -41,6 +44,26 @@ bool fill_and_check(unsigned* p, std::size_t bytes, unsigned seed)
     if (cudaMemcpy(&word, p + i, sizeof(word), cudaMemcpyDeviceToHost) != cudaSuccess || word != pattern(i, seed)) {
       return false;
     }
+  }
+  return true;
+}
+
+// The device --device named, or -1 (none named).
+int chosen_device = -1;
+
+// Whether `p` is memory of the device --device named (any device when none
+// was): memory info of device N says nothing unless the memory is there.
+bool on_chosen_device(void const* p)
+{
+  if (chosen_device < 0) { return true; }
+  cudaPointerAttributes attributes{};
+  if (cudaError_t const e = cudaPointerGetAttributes(&attributes, p); e != cudaSuccess) {
+    std::printf("meminfo: cudaPointerGetAttributes: %s\n", cudaGetErrorName(e));
+    return false;
+  }
+  if (attributes.device != chosen_device) {
+    std::printf("meminfo: the allocation is on device %d, not on device %d\n", attributes.device, chosen_device);
+    return false;
   }
   return true;
 }
@@ -103,12 +126,12 @@ int meminfo()
   }
   print_memory_info("start");
   void* small = nullptr;
-  if (cudaMalloc(&small, MiB) != cudaSuccess) { return 1; }
+  if (cudaMalloc(&small, MiB) != cudaSuccess || !on_chosen_device(small)) { return 1; }
   print_memory_info("live-1MiB");
   if (cudaFree(small) != cudaSuccess) { return 1; }
   print_memory_info("freed-1MiB");
   void* large = nullptr;
-  if (cudaMalloc(&large, 4 * GiB) != cudaSuccess) { return 1; }
+  if (cudaMalloc(&large, 4 * GiB) != cudaSuccess || !on_chosen_device(large)) { return 1; }
   print_memory_info("live-4GiB");
   if (cudaFree(large) != cudaSuccess) { return 1; }
   print_memory_info("freed-4GiB");
@@ -164,12 +187,34 @@ int together(std::size_t bytes)
 
 int main(int argc, char** argv)
 {
+  if (argc > 2 && std::string{argv[1]} == "--device") {
+    char* end = nullptr;
+    long const device = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != 0 || device < 0 || device > 1023) {
+      std::fprintf(stderr, "sharing_probe: --device wants a device number, not '%s'\n", argv[2]);
+      return 2;
+    }
+    chosen_device = static_cast<int>(device);
+    argc -= 2;
+    argv += 2;
+  }
   std::string const what = argc > 1 ? argv[1] : "";
   std::size_t const bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device\n");
     return 0;
+  }
+  if (chosen_device >= devices) {
+    std::printf("SKIP: device %d needs %d devices (cudaGetDeviceCount: %d)\n", chosen_device, chosen_device + 1,
+                devices);
+    return 0;
+  }
+  if (chosen_device >= 0) {
+    if (cudaError_t const e = cudaSetDevice(chosen_device); e != cudaSuccess) {
+      std::printf("cudaSetDevice(%d): %s\n", chosen_device, cudaGetErrorName(e));
+      return 1;
+    }
   }
   if (what == "meminfo") { return meminfo(); }
   if (what == "allocate") {
@@ -180,6 +225,7 @@ int main(int argc, char** argv)
   if (what == "idle") { return idle(bytes); }
   if (what == "turns") { return turns(bytes); }
   if (what == "together") { return together(bytes); }
-  std::fprintf(stderr, "usage: sharing_probe meminfo | allocate BYTES | idle BYTES | turns BYTES | together BYTES\n");
+  std::fprintf(stderr, "usage: sharing_probe [--device N] meminfo | allocate BYTES | idle BYTES | turns BYTES | "
+                       "together BYTES\n");
   return 2;
 }

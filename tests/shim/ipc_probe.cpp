@@ -30,6 +30,11 @@
 //                    own /proc (unshare --pid --fork --mount-proc, where
 //                    allowed): the expected result is the argument (it opens,
 //                    natively and under the shim)
+//   cross-device     the exporter's memory is on device 0, the importer opens
+//                    it on device 1 (lazy peer access): it sees the bytes,
+//                    cudaPointerGetAttributes says device 0, what it writes
+//                    reaches the exporter; flags 0 there are invalid (needs
+//                    two devices)
 // Prints "<scenario>: ok" and exits 0 when every check held; each failed
 // check prints a line and the exit status is 1. "SKIP: why" and 0 when the
 // scenario cannot run here.
@@ -107,6 +112,38 @@ bool holds(void const* p, std::size_t size, unsigned char value)
 void fill(void* p, std::size_t size, unsigned char value)
 {
   expect(cudaMemset(p, value, size) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, "cudaMemset");
+}
+
+// Bytes that differ from their neighbours, so that a mapping at the wrong
+// offset, or a copy of the wrong half, does not pass as a uniform fill would.
+std::vector<unsigned char> pattern(std::size_t size, unsigned seed)
+{
+  std::vector<unsigned char> bytes(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    bytes[i] = static_cast<unsigned char>((i * 131 + i / 4096 + seed) & 0xff);
+  }
+  return bytes;
+}
+
+// Whether the device bytes at `p` are `expected`.
+bool holds(void const* p, std::vector<unsigned char> const& expected)
+{
+  std::vector<unsigned char> host(expected.size());
+  if (cudaMemcpy(host.data(), p, host.size(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return host == expected;
+}
+
+// Copies `bytes` from the host to `p`, complete on the device on return: a
+// copy from pageable memory may still be in flight when cudaMemcpy returns,
+// and another process reads these bytes next.
+void write_bytes(void* p, std::vector<unsigned char> const& bytes, std::string const& what)
+{
+  expect(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaDeviceSynchronize() == cudaSuccess,
+         what);
 }
 
 struct pipe_pair {
@@ -370,6 +407,37 @@ int foreign_or_other_user(as who, char const* expected)
   return 0;
 }
 
+// The exporter's memory on device 0, opened on device 1. The exporter
+// writes the first half, the importer checks it and writes the second.
+constexpr unsigned exporter_seed = 0x11;
+constexpr unsigned importer_seed = 0x77;
+
+int cross_device(int device_count)
+{
+  if (device_count < 2) {
+    std::printf("SKIP: cross-device needs two devices (cudaGetDeviceCount: %d)\n", device_count);
+    std::exit(0);
+  }
+  int can_access = 0;
+  if (cudaDeviceCanAccessPeer(&can_access, 1, 0) != cudaSuccess || can_access == 0) {
+    (void)cudaGetLastError();
+    std::printf("SKIP: device 1 cannot map device 0's memory (cudaDeviceCanAccessPeer)\n");
+    std::exit(0);
+  }
+  expect_error(cudaSetDevice(0), cudaSuccess, "cudaSetDevice(0)");
+  void* buffer = device_alloc(2 * chunk);
+  if (buffer == nullptr) { return 0; }
+  auto* base = static_cast<unsigned char*>(buffer);
+  write_bytes(base, pattern(chunk, exporter_seed), "the exporter writing its half");
+  fill(base + chunk, chunk, 0);
+  pid_t const pid = spawn("cross-device", handle_of(buffer), -1, -1);
+  expect_child(pid, "the importer on device 1");
+  expect(holds(base + chunk, pattern(chunk, importer_seed)), "the exporter sees what the importer on device 1 wrote");
+  expect(holds(base, pattern(chunk, exporter_seed)), "the exporter's own half is unchanged");
+  expect_error(cudaFree(buffer), cudaSuccess, "cudaFree");
+  return 0;
+}
+
 // ---- the importing side
 
 void child(char const* role, cudaIpcMemHandle_t const& h, int up, int down, char const* arg)
@@ -454,6 +522,30 @@ void child(char const* role, cudaIpcMemHandle_t const& h, int up, int down, char
       expect(close != nullptr && close(first) == CUDA_SUCCESS, "close " + std::to_string(i + 1) + " of 2");
     }
     expect(close != nullptr && close(first) == CUDA_ERROR_INVALID_VALUE, "a close more than opens");
+  } else if (std::strcmp(role, "cross-device") == 0) {
+    // Before anything else, so that the runtime's context is device 1's.
+    expect_error(cudaSetDevice(1), cudaSuccess, "cudaSetDevice(1)");
+    void* p = nullptr;
+    // The flags must be cudaIpcMemLazyEnablePeerAccess (CUDA's documentation;
+    // 0 measured invalid on the exporter's device, see "semantics"): nothing
+    // less opens on another device either.
+    expect_error(cudaIpcOpenMemHandle(&p, h, 0), cudaErrorInvalidValue, "flags 0 on device 1");
+    p = nullptr;
+    expect_error(cudaIpcOpenMemHandle(&p, h, lazy), cudaSuccess, "cudaIpcOpenMemHandle on device 1");
+    if (p == nullptr) { return; }
+    int current = -1;
+    expect(cudaGetDevice(&current) == cudaSuccess && current == 1,
+           "device 1 is still current after the open (device " + std::to_string(current) + ")");
+    cudaPointerAttributes attributes{};
+    expect_error(cudaPointerGetAttributes(&attributes, p), cudaSuccess, "cudaPointerGetAttributes");
+    // The device where the memory lives, not the one that opened it.
+    expect(attributes.type == cudaMemoryTypeDevice && attributes.device == 0,
+           "the opened memory is device memory of device 0 (type " + std::to_string(static_cast<int>(attributes.type)) +
+             ", device " + std::to_string(attributes.device) + ")");
+    auto* base = static_cast<unsigned char*>(p);
+    expect(holds(base, pattern(chunk, exporter_seed)), "the importer on device 1 sees the exporter's bytes");
+    write_bytes(base + chunk, pattern(chunk, importer_seed), "the importer writing its half on device 1");
+    expect_error(cudaIpcCloseMemHandle(p), cudaSuccess, "cudaIpcCloseMemHandle");
   } else if (std::strcmp(role, "open-once") == 0) {
     if (cudaError_t const started = cudaFree(nullptr); started != cudaSuccess) {
       expect(false, std::string{"CUDA does not start in this process: "} + cudaGetErrorName(started));
@@ -510,9 +602,11 @@ int main(int argc, char** argv)
     foreign_or_other_user(as::nobody, argv[2]);
   } else if (scenario == "pid-namespace" && argc > 2) {
     foreign_or_other_user(as::pid_namespace, argv[2]);
+  } else if (scenario == "cross-device") {
+    cross_device(device_count);
   } else {
     std::fprintf(stderr, "usage: ipc_probe share [N] | semantics | driver-paths | exporter-frees | exporter-exits | "
-                         "foreign-importer ERROR | other-user ERROR | pid-namespace ERROR\n");
+                         "foreign-importer ERROR | other-user ERROR | pid-namespace ERROR | cross-device\n");
     return 2;
   }
   if (failures == 0) { std::printf("%s: ok\n", scenario.c_str()); }
