@@ -127,6 +127,17 @@ if [[ -x $stress ]]; then
   status=$?
   [[ $status -eq 0 ]] || failed=1
   note "    device, 32 threads, 4 sizes (exit $status): $line"
+  # The controls for that case: natively with cudaFree made every 5 ms by one
+  # thread (no reuse while in use; corruption there is not an allocator's),
+  # and under the shim with no event recorded twice.
+  line=$(timeout 240 "$stress" --size-classes 4 --threads 32 --deferred-free-ms 5 --operations 400000 \
+    2>"$logs/stress-deferred.err" | tail -1)
+  status=$?
+  [[ $status -eq 0 ]] || failed=1
+  note "    native, frees deferred 5 ms, 32 threads, 4 sizes (exit $status): $line"
+  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 --fresh-events --operations 400000 \
+    2>"$logs/stress-fresh-events.err" | tail -1)
+  note "    device, 32 threads, 4 sizes, fresh events (exit $?): $line"
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
 fi
