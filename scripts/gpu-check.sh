@@ -138,6 +138,11 @@ if [[ -x $stress ]]; then
   line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 --fresh-events --operations 400000 \
     2>"$logs/stress-fresh-events.err" | tail -1)
   note "    device, 32 threads, 4 sizes, fresh events (exit $?): $line"
+  line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=stream timeout 240 "$stress" --blocking-streams --operations 400000 \
+    2>"$logs/stress-stream-blocking.err" | tail -1)
+  status=$?
+  [[ $status -eq 0 ]] || failed=1
+  note "    stream, blocking streams only (exit $status): $line"
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
 fi

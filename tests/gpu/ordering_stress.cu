@@ -30,6 +30,10 @@
 // be served with a block of the same size freed a moment before (the shim's
 // reuse cache under device ordering).
 //
+// With --blocking-streams the threads' streams are blocking ones, which
+// synchronize with the legacy stream: stream ordering must then see no
+// corruption either (README, "Choosing an ordering").
+//
 // Two controls tell a fault of the allocator from one of the program or the
 // driver: --fresh-events (no event is recorded twice) and --deferred-free-ms N
 // (cudaFree is made by one thread every N ms, so no block can be reused while
@@ -194,6 +198,10 @@ struct options {
   // those frees' synchronizations, as it does under the shim's device ordering.
   bool fresh_events = false;
   unsigned deferred_free_ms = 0;
+  // --blocking-streams: the threads' own streams (and the temporary ones) are
+  // blocking streams, which synchronize with the legacy stream: what
+  // ASYNCSHIM_ORDERING=stream is documented to be correct for.
+  bool blocking_streams = false;
 };
 
 [[noreturn]] void usage(char const* problem)
@@ -201,7 +209,8 @@ struct options {
   if (problem != nullptr) { std::fprintf(stderr, "ordering_stress: %s\n", problem); }
   std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
                        "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
-                       "                       [--fresh-events] [--deferred-free-ms N] [--allow-corruption]\n"
+                       "                       [--fresh-events] [--deferred-free-ms N] [--blocking-streams]\n"
+                       "                       [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
   std::exit(2);
@@ -256,6 +265,8 @@ options parse_options(int argc, char** argv)
       o.kernels_only = true;
     } else if (arg == "--size-classes") {
       o.size_classes = static_cast<int>(parse_number(value(), false));
+    } else if (arg == "--blocking-streams") {
+      o.blocking_streams = true;
     } else if (arg == "--fresh-events") {
       o.fresh_events = true;
     } else if (arg == "--deferred-free-ms") {
@@ -328,6 +339,7 @@ struct shared_state {
   int size_classes = 0;
   bool kernels_only = false;
   bool fresh_events = false;
+  unsigned stream_flags = cudaStreamNonBlocking;  // of the threads' own and temporary streams
   // --deferred-free-ms: what was freed and is waiting for its cudaFree, and
   // how many cudaFree calls were made (by any thread).
   bool deferred_frees = false;
@@ -374,7 +386,7 @@ class worker {
 
   void run()
   {
-    CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&stream_, shared_.stream_flags));
     CK(cudaMalloc(&scratch_, scratch_bytes));
     for (;;) {
       std::uint64_t const id = shared_.next_id.fetch_add(1, std::memory_order_relaxed);
@@ -501,7 +513,7 @@ class worker {
     h.bytes = bytes;
     h.allocated_at = shared_.clock.fetch_add(1);
     h.allocated_by = index_;
-    h.filled_on = b.last == stream_ ? "its thread's non-blocking stream" : "the legacy stream";
+    h.filled_on = b.last == stream_ ? "its thread's own stream" : "the legacy stream";
     std::size_t const words = bytes / 8;
     unsigned const fill_blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 1023) / 1024, 1, 1024));
     CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id, shared_.fills + id)));
@@ -516,7 +528,7 @@ class worker {
                            : "kept a while, verified, freed";
     if (fate < 0.05) {  // verify on a stream of its own, destroy that stream at once, then free
       cudaStream_t temporary = nullptr;
-      CK(cudaStreamCreateWithFlags(&temporary, cudaStreamNonBlocking));
+      CK(cudaStreamCreateWithFlags(&temporary, shared_.stream_flags));
       verify(b, temporary);
       CK(cudaStreamDestroy(temporary));  // its work goes on: the free must still wait for it
       free_now(b);
@@ -561,7 +573,7 @@ class worker {
     damage* const bad = shared_.found + b.id;
     fill_progress* const progress = shared_.fills + b.id;
     history& h = shared_.histories[b.id];
-    h.verified_on = stream == stream_               ? "its verifier's non-blocking stream"
+    h.verified_on = stream == stream_               ? "its verifier's own stream"
                     : stream == cudaStreamLegacy    ? "the legacy stream"
                     : stream == cudaStreamPerThread ? "a per-thread default stream"
                                                     : "a temporary stream";
@@ -756,6 +768,7 @@ int main(int argc, char** argv)
   shared.size_classes = opts.size_classes;
   shared.kernels_only = opts.kernels_only;
   shared.fresh_events = opts.fresh_events;
+  shared.stream_flags = opts.blocking_streams ? cudaStreamDefault : cudaStreamNonBlocking;
   shared.deferred_frees = opts.deferred_free_ms > 0;
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
@@ -845,13 +858,14 @@ int main(int argc, char** argv)
   double const seconds = std::chrono::duration<double>(stop - start).count();
   std::printf("ordering_stress: ordering=%s shim=%s threads=%d size_classes=%d operations=%llu allocations=%llu "
               "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
-              "fresh_events=%s deferred_free_ms=%u corrupted_bytes=%llu corrupted_buffers=%llu seconds=%.2f\n",
+              "fresh_events=%s deferred_free_ms=%u blocking_streams=%s corrupted_bytes=%llu corrupted_buffers=%llu "
+              "seconds=%.2f\n",
               ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
               static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
               static_cast<unsigned long long>(sum.bytes_verified),
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
               static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
-              corrupted_bytes, corrupted_buffers, seconds);
+              opts.blocking_streams ? "yes" : "no", corrupted_bytes, corrupted_buffers, seconds);
   if (corrupted_bytes == 0 || opts.allow_corruption) { return 0; }
   return 1;
 }
