@@ -21,7 +21,8 @@
 #   - the load-time cost of preloading the shim into programs without CUDA;
 #   - PyTorch training loops (ResNet-18, a transformer encoder, an MLP) with
 #     the caching allocator, backend:cudaMallocAsync, uncached natively and
-#     uncached under the shim (device and stream ordering).
+#     uncached under the shim (device and stream ordering, and device with the
+#     reuse cache on), and the memory the shim's pool holds for them.
 # Every shim run: LD_PRELOAD=<build>/shim/libasyncshim.so and
 # ASYNCSHIM_INITIAL_POOL_SIZE=1GiB. Results go to ${OUT:-bench-results}/:
 # PERFORMANCE.md (the page), results.json (everything) and raw/ (each run's
@@ -29,9 +30,9 @@
 # device machine) raw/ is packed as raw.tgz. A short summary is printed last.
 # The allocator runs come in three rounds and PyTorch's headline
 # configurations in two (the page takes medians: the machine drifts).
-# Whole run: about 6.5 minutes on an H200 with --baseline, build included
+# Whole run: about 8 minutes on an H200 with --baseline, build included
 # (PyTorch takes most of it). Each run has a timeout, cut to what is left of
-# BENCH_TIME_LIMIT_S (default 480 s from the start, build included): whatever
+# BENCH_TIME_LIMIT_S (default 560 s from the start, build included): whatever
 # does not fit is listed as not run, so the script stays within the device's
 # 10 minutes. BENCH_COMMIT names the commit on the page where git cannot.
 # --quick: a few iterations of everything (does it work?); --skip-torch: no
@@ -73,7 +74,7 @@ raw=$out/raw
 rm -rf "$raw" "$out/raw.tgz" && mkdir -p "$raw"
 build=${BUILD_DIR:-build-bench}
 [[ $build == /* ]] || build=$root/$build
-time_limit=${BENCH_TIME_LIMIT_S:-480}
+time_limit=${BENCH_TIME_LIMIT_S:-560}
 start_all=$SECONDS
 
 # Runs get exactly the allocator settings named for them, nothing inherited.
@@ -308,6 +309,11 @@ else
       # The memory held, with the shim's default settings (no initial pool).
       run "torch-$model-uncached-shim-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" -- \
         "$py" "${torch_bench[@]}" --model $model --purpose memory
+      # The same two with the reuse cache on (experimental): what it would give as a default.
+      run "torch-$model-uncached-shim-reuse" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
+        ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model
+      run "torch-$model-uncached-shim-reuse-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
+        ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model --purpose memory
     done
   done
 fi

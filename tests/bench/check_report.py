@@ -31,6 +31,15 @@ def pairs(allocator, path, medians):
 
 
 SIZES = (256, 4096, 65536)
+GiB = 1 << 30
+
+
+def torch(model, config, step_ms, reserved=None, purpose="time"):
+    """torch_bench's record of one run."""
+    return {"bench": "torch", "model": model, "description": f"{model}, made up", "config": config, "steps": 40,
+            "warmup": 10, "median_step_ms": step_ms, "p10_step_ms": step_ms, "p90_step_ms": step_ms,
+            "mean_step_ms": step_ms, "reserved_high_water_bytes": reserved, "purpose": purpose, "torch": "2.11",
+            "torch_cuda": "13.0", "gpu": "none"}
 
 
 def make_raw(raw):
@@ -47,6 +56,14 @@ def make_raw(raw):
                                                  {256: 945.0, 4096: 990.0, 65536: 900.0}),
         "pairs-shim-event-log-static-r1": pairs("shim:device+event-log", "static-runtime",
                                                 {256: 3000.0, 4096: 2200.0, 65536: 2000.0}),
+        "pairs-shim-reuse-runtime-r1": pairs("shim:device+reuse", "runtime", dict.fromkeys(SIZES, 400.0)),
+        "torch-resnet18-caching-r1": [torch("resnet18", "caching", 10.0, reserved=2 * GiB)],
+        "torch-resnet18-uncached-shim-device-r1": [torch("resnet18", "uncached+shim:device", 11.0)],
+        "torch-resnet18-uncached-shim-reuse": [torch("resnet18", "uncached+shim:device+reuse", 9.5)],
+        "torch-resnet18-uncached-shim-memory": [torch("resnet18", "uncached+shim:device", 30.0, reserved=12 * GiB,
+                                                      purpose="memory")],
+        "torch-resnet18-uncached-shim-reuse-memory": [torch("resnet18", "uncached+shim:device+reuse", 30.0,
+                                                            reserved=12 * GiB, purpose="memory")],
     }
     with open(os.path.join(raw, "runs.tsv"), "w") as tsv:
         for name, records in runs.items():
@@ -76,8 +93,12 @@ def main():
         expect(done.returncode == 0, f"report.py exits 0 (exit {done.returncode}: {done.stderr.strip()[-400:]})")
         if done.returncode != 0:
             return 1
-        page = open(page_path).read()
-        targets = {t["target"]: t for t in json.load(open(json_path))["targets"]}
+        with open(page_path) as f:
+            page = f.read()
+        with open(json_path) as f:
+            document = json.load(f)
+        targets = {t["target"]: t for t in document["targets"]}
+        reuse = {t["target"]: t for t in document["reuse_cache_targets"]}
 
     def one(starting):
         found = [t for name, t in targets.items() if name.startswith(starting)]
@@ -96,10 +117,22 @@ def main():
     expect(pair.get("met") is True and abs(pair["value"] - 0.9) < 1e-9, f"the runtime pair is 0.90×, met: {pair}")
     static_pair = one("pair, shim default (device ordering), cudaMalloc of a static runtime")
     expect(static_pair.get("met") is False, f"the static pair (2.0×) is missed: {static_pair}")
-    not_measured = one("16 threads, shim default, cudaMalloc (runtime path)")
+    not_measured = one("16 threads, shim default (device ordering), cudaMalloc (runtime path)")
     expect(not_measured.get("met") is None and not_measured.get("result") == "not measured",
            f"a target without figures says not measured: {not_measured}")
 
+    steps = one("PyTorch resnet18, uncached, shim default (device ordering)")
+    expect(steps.get("met") is False and abs(steps["value"] - 1.1) < 1e-9, f"11 ms against 10 ms is missed: {steps}")
+    memory = one("memory held, PyTorch resnet18, uncached, shim default (device ordering)")
+    expect(memory.get("met") is False and memory["value"] == 6, f"12 GiB against 2 GiB is 6×, missed: {memory}")
+    reuse_pair = [t for name, t in reuse.items() if name.startswith("pair, reuse cache on") and "runtime path" in name]
+    expect(len(reuse_pair) == 1 and reuse_pair[0]["met"] is True and abs(reuse_pair[0]["value"] - 0.4) < 1e-9,
+           f"the reuse cache's pair target: 0.40×, met: {reuse_pair}")
+    reuse_steps = [t for name, t in reuse.items() if name.startswith("PyTorch resnet18, uncached, reuse cache on")]
+    expect(len(reuse_steps) == 1 and reuse_steps[0]["met"] is True, f"9.5 ms against 10 ms is met: {reuse_steps}")
+    expect("## The goals with the reuse cache on" in page, "the page has the reuse cache's goals")
+    expect("| resnet18 | 2 GiB | 12 GiB (**6.00×**) | 12 GiB (**6.00×**) |" in page,
+           "the memory table has the defaults and the reuse cache side by side")
     expect("## Observing: the leak report and the event log" in page, "the page has the observing section")
     section = page.split("## Observing", 1)[-1].split("\n## ", 1)[0]
     expect("| 4 KiB | 0.900 µs | **1.10×** (0.990 µs) | **3.00×** (2.700 µs) | **1.10×** (0.990 µs) |" in section,

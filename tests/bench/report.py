@@ -164,16 +164,17 @@ def timed_torch(records):
 
 
 def torch_memory(records):
-    """{model: {"caching": bytes, "shim": bytes}}: PyTorch's caching allocator's max_memory_reserved, and the
-    reserved high-water mark of the shim's pool with its default settings, uncached (medians over the runs)."""
+    """{model: {"caching": bytes, config: bytes}}: PyTorch's caching allocator's max_memory_reserved, and the
+    reserved high-water mark of the shim's pool in each uncached run made for it (--purpose memory, no initial
+    pool), by configuration ("uncached+shim:device" for the defaults); medians over the runs."""
     found = {}
     for r in records:
         if r.get("bench") != "torch" or r.get("reserved_high_water_bytes") is None:
             continue
         if r.get("config") == "caching":
             found.setdefault(r["model"], {}).setdefault("caching", []).append(r["reserved_high_water_bytes"])
-        elif r.get("purpose") == "memory" and r.get("config") == "uncached+shim:device":
-            found.setdefault(r["model"], {}).setdefault("shim", []).append(r["reserved_high_water_bytes"])
+        elif r.get("purpose") == "memory" and r.get("config", "").startswith("uncached+shim:"):
+            found.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["reserved_high_water_bytes"])
     return {model: {k: statistics.median(v) for k, v in m.items()} for model, m in found.items()}
 
 
@@ -217,35 +218,64 @@ SMALL_SIZES = (256, 4096, 65536)
 NOISE = 1.10
 
 
-def evaluate_targets(records, before=None):
-    """The goals of the performance issue: the shim's defaults against the raw pool and PyTorch's cache."""
+def goal_targets(records, shim="shim:device", who="shim default (device ordering)"):
+    """The performance issue's goals for one configuration of the shim (its
+    allocator name in the records, e.g. "shim:device" for the defaults)
+    against the raw pool and PyTorch's caching allocator."""
     out = []
     pairs = collect(records, "pairs", ("size",), "median_ns")
     for path in ("runtime", "static-runtime"):
         worst = None
-        for size in sorted({k[2] for k in pairs if k[1] == path and k[0] == "shim:device"}):
-            r = ratio(pairs.get(("shim:device", path, size)), pool_value(pairs, path, size))
+        for size in sorted({k[2] for k in pairs if k[1] == path and k[0] == shim}):
+            r = ratio(pairs.get((shim, path, size)), pool_value(pairs, path, size))
             if r is not None and (worst is None or r > worst[0]):
                 worst = (r, size)
         text = f"worst {worst[0]:.2f}× (at {size_text(worst[1])})" if worst else ""
-        out.append(target(f"pair, shim default (device ordering), {PATH_TEXT[path]}, every size 256 B–256 MiB: "
+        out.append(target(f"pair, {who}, {PATH_TEXT[path]}, every size 256 B–256 MiB: "
                           f"≤ 1.0× the raw pool's pair", text, worst[0] if worst else None, 1.0, True))
 
     threads = collect(records, "threads", ("threads",), "pairs_per_s")
     for path in ("runtime", "static-runtime"):
-        shim, pool = threads.get(("shim:device", path, 16)), pool_value(threads, path, 16)
-        r = ratio(shim, pool)
-        text = f"{r:.2f}× ({rate(shim)} vs {rate(pool)})" if r is not None else ""
-        out.append(target(f"16 threads, shim default, {PATH_TEXT[path]}: aggregate pairs/s ≥ 1.0× the raw pool's",
+        value, pool = threads.get((shim, path, 16)), pool_value(threads, path, 16)
+        r = ratio(value, pool)
+        text = f"{r:.2f}× ({rate(value)} vs {rate(pool)})" if r is not None else ""
+        out.append(target(f"16 threads, {who}, {PATH_TEXT[path]}: aggregate pairs/s ≥ 1.0× the raw pool's",
                           text, r, 1.0, False))
 
     churn = collect(records, "churn", (), "wall_ns_per_step")
     for path in ("runtime", "static-runtime"):
-        shim, pool = churn.get(("shim:device", path)), pool_value(churn, path)
-        r = ratio(shim, pool)
-        text = f"{r:.2f}× ({us(shim)} vs {us(pool)} a step, wall)" if r is not None else ""
-        out.append(target(f"churn, shim default, {PATH_TEXT[path]}: ≤ 1.0× the raw pool's step", text, r, 1.0, True))
+        value, pool = churn.get((shim, path)), pool_value(churn, path)
+        r = ratio(value, pool)
+        text = f"{r:.2f}× ({us(value)} vs {us(pool)} a step, wall)" if r is not None else ""
+        out.append(target(f"churn, {who}, {PATH_TEXT[path]}: ≤ 1.0× the raw pool's step", text, r, 1.0, True))
 
+    def per_model(values, key, show, name, limit):
+        """One target per model: values[model][key] against values[model]["caching"]."""
+        for model in ("resnet18", "transformer", "mlp"):
+            m = values.get(model, {})
+            r = ratio(m.get(key), m.get("caching"))
+            text = f"{r:.2f}× ({show(m[key])} vs {show(m['caching'])})" if r is not None else ""
+            out.append(target(name(model), text, r, limit, True))
+
+    per_model(torch_memory(records), "uncached+" + shim, lambda v: size_text(int(v)),
+              lambda model: f"memory held, PyTorch {model}, uncached, {who}: pool reserved "
+                            f"high-water ≤ 1.1× the caching allocator's max_memory_reserved", 1.1)
+    per_model(torch_steps(records), "uncached+" + shim, lambda v: f"{v:.2f} ms",
+              lambda model: f"PyTorch {model}, uncached, {who}: step ≤ 1.0× PyTorch's caching allocator's", 1.0)
+    return out
+
+
+def reuse_cache_targets(records):
+    """The goals with the (experimental) reuse cache on, where any run had it."""
+    if not any("+reuse" in (r.get("allocator") or r.get("config") or "") for r in records):
+        return []
+    return goal_targets(records, "shim:device+reuse", "reuse cache on (`ASYNCSHIM_REUSE_CACHE=1GiB`)")
+
+
+def evaluate_targets(records, before=None):
+    """The goals of the performance and observing issues, for the shim's defaults."""
+    out = goal_targets(records)
+    pairs = collect(records, "pairs", ("size",), "median_ns")
     for path in ("runtime", "static-runtime"):
         worst = None
         for size in sorted({k[2] for k in pairs if k[:2] == ("shim:device+event-log", path)}):
@@ -256,21 +286,6 @@ def evaluate_targets(records, before=None):
         out.append(target(f"event log (`ASYNCSHIM_EVENT_LOG`), {PATH_TEXT[path]}, 256 B–64 KiB: pair ≤ "
                           f"{EVENT_LOG_LIMIT:.1f}× the shim's default pair without it", text,
                           worst[0] if worst else None, EVENT_LOG_LIMIT, True))
-
-    def per_model(values, key, show, name, limit):
-        """One target per model: values[model][key] against values[model]["caching"]."""
-        for model in ("resnet18", "transformer", "mlp"):
-            m = values.get(model, {})
-            r = ratio(m.get(key), m.get("caching"))
-            text = f"{r:.2f}× ({show(m[key])} vs {show(m['caching'])})" if r is not None else ""
-            out.append(target(name(model), text, r, limit, True))
-
-    per_model(torch_memory(records), "shim", lambda v: size_text(int(v)),
-              lambda model: f"memory held, PyTorch {model}, uncached under the shim's defaults: pool reserved "
-                            f"high-water ≤ 1.1× the caching allocator's max_memory_reserved", 1.1)
-    per_model(torch_steps(records), "uncached+shim:device", lambda v: f"{v:.2f} ms",
-              lambda model: f"PyTorch {model}, uncached under the shim (default ordering): ≤ 1.0× PyTorch's "
-                            f"caching allocator", 1.0)
 
     changes = before_after_changes(before or [], records)
     if changes:
@@ -474,6 +489,7 @@ def growth_section(records, before):
 
 TORCH_CONFIGS = (("caching", "caching allocator"), ("cudaMallocAsync", "backend:cudaMallocAsync"),
                  ("uncached", "uncached, native"), ("uncached+shim:device", "uncached + shim (device)"),
+                 ("uncached+shim:device+reuse", "uncached + shim (device, reuse cache)"),
                  ("uncached+shim:stream", "uncached + shim (stream)"))
 
 
@@ -507,19 +523,28 @@ def torch_section(records):
             table(["model"] + [text for _, text in TORCH_CONFIGS], rows)] + torch_memory_lines(records)
 
 
+MEMORY_CONFIGS = (("uncached+shim:device", "uncached + shim (defaults)"),
+                  ("uncached+shim:device+reuse", "uncached + shim, reuse cache on"))
+
+
 def torch_memory_lines(records):
     memory = torch_memory(records)
+    configs = [(key, text) for key, text in MEMORY_CONFIGS if any(key in m for m in memory.values())]
     rows = []
     for model, m in memory.items():
-        r = ratio(m.get("shim"), m.get("caching"))
-        rows.append([model, size_text(int(m["caching"])) if "caching" in m else "—",
-                     size_text(int(m["shim"])) if "shim" in m else "—", f"**{times(r)}**" if r is not None else "—"])
+        row = [model, size_text(int(m["caching"])) if "caching" in m else "—"]
+        for key, _ in configs:
+            r = ratio(m.get(key), m.get("caching"))
+            row.append(f"{size_text(int(m[key]))} (**{times(r)}**)" if r is not None
+                       else size_text(int(m[key])) if key in m else "—")
+        rows.append(row)
     if not rows:
         return []
     return ["", "Memory held: PyTorch's caching allocator's `torch.cuda.max_memory_reserved()`, and the reserved "
-            "high-water mark of the shim's pool (the reuse cache included) in an uncached run with the shim's default "
-            "settings (no initial pool; a run of its own, not timed).", "",
-            table(["model", "caching allocator", "uncached + shim (defaults)", "ratio"], rows)]
+            "high-water mark of the shim's pool (the reuse cache included) in uncached runs of their own, not timed, "
+            "with the shim's default settings (no initial pool) and with the reuse cache on. In parentheses: the "
+            "ratio to the caching allocator.", "",
+            table(["model", "caching allocator"] + [text for _, text in configs], rows)]
 
 
 def before_after_pairs(before, records):
@@ -604,6 +629,14 @@ def page(meta, runs, records, targets, before):
     lines += [table(["target", "measured", "result"],
                     [[t["target"], t["measured"], f"**{t['result']}**"] for t in targets]), ""]
 
+    reuse = reuse_cache_targets(records)
+    if reuse:
+        lines += ["## The goals with the reuse cache on", "",
+                  "The same goals for `ASYNCSHIM_REUSE_CACHE=1GiB` (experimental, off by default: what it would give as "
+                  "a default; the runs that have it).", "",
+                  table(["target", "measured", "result"],
+                        [[t["target"], t["measured"], f"**{t['result']}**"] for t in reuse]), ""]
+
     lines += ["## Allocation pair latency", "",
               "One `cudaMalloc` + `cudaFree` (or the API named) of the same size, back to back, single thread, on "
               "the legacy stream. Headline: the ratio of the median pair to the raw pool's median pair (below 1 = "
@@ -670,6 +703,7 @@ def main():
     with open(args.markdown, "w") as f:
         f.write(page(meta, runs, records, targets, before))
     document = {"format": "asyncshim-bench", "format_version": 1, "meta": dict(meta), "targets": targets,
+                "reuse_cache_targets": reuse_cache_targets(records),
                 "runs": [{k: v for k, v in run.items() if k != "records"} for run in runs], "records": records,
                 "before": before}
     with open(args.json, "w") as f:

@@ -141,7 +141,8 @@ def configuration(backend: str, shim: bool, ordering: str) -> str:
         name = "uncached"
     else:
         name = "caching"
-    return f"{name}+shim:{ordering}" if shim else name
+    reuse = os.environ.get("ASYNCSHIM_REUSE_CACHE", "").lower() not in ("", "0", "off", "0b")
+    return f"{name}+shim:{ordering}{'+reuse' if reuse else ''}" if shim else name
 
 
 def percentile(sorted_values, q):
