@@ -22,7 +22,8 @@
 #   - PyTorch training loops (ResNet-18, a transformer encoder, an MLP) with
 #     the caching allocator, backend:cudaMallocAsync, uncached natively and
 #     uncached under the shim (device and stream ordering, and device with the
-#     reuse cache on), and the memory the shim's pool holds for them.
+#     reuse cache on), and the memory the shim's pool holds for them (also
+#     with ASYNCSHIM_FREE_BACKLOG=256MiB).
 # Every shim run: LD_PRELOAD=<build>/shim/libasyncshim.so and
 # ASYNCSHIM_INITIAL_POOL_SIZE=1GiB. Results go to ${OUT:-bench-results}/:
 # PERFORMANCE.md (the page), results.json (everything) and raw/ (each run's
@@ -314,6 +315,9 @@ else
         ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model
       run "torch-$model-uncached-shim-reuse-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
         ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model --purpose memory
+      # With the free backlog bounded (experimental): the memory held, and the step time of that run.
+      run "torch-$model-uncached-shim-backlog-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
+        ASYNCSHIM_FREE_BACKLOG=256MiB -- "$py" "${torch_bench[@]}" --model $model --purpose memory
     done
   done
 fi

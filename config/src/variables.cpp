@@ -31,6 +31,12 @@ static_assert(initial_pool_size_accepted.ends_with(half_free_accepted));
 constexpr std::string_view size_accepted =
   initial_pool_size_accepted.substr(0, initial_pool_size_accepted.size() - half_free_accepted.size());
 
+// size_accepted's forms, or off.
+constexpr std::string_view free_backlog_accepted =
+  "a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB "
+  "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%), or off";
+static_assert(free_backlog_accepted.starts_with(size_accepted));
+
 constexpr std::string_view boolean_accepted = "1, true, yes, on, 0, false, no, off";
 
 // Sizes: an invalid value, or half-free where it is not accepted, is refused.
@@ -44,6 +50,16 @@ std::optional<std::string> apply_size(variable const& self, std::string_view val
   }
   values.*field = parsed.value;
   return std::nullopt;
+}
+
+// A size, or off (no limit: the default).
+std::optional<std::string> apply_free_backlog(variable const& self, std::string_view value, settings& values)
+{
+  if (iequals(trim(value), "off")) {
+    values.free_backlog.reset();
+    return std::nullopt;
+  }
+  return apply_size<&settings::free_backlog, false>(self, value, values);
 }
 
 std::optional<std::string> apply_idle_release(variable const& self, std::string_view value, settings& values)
@@ -91,6 +107,11 @@ std::string show_initial_pool_size(settings const& values)
 std::string show_reuse_cache(settings const& values)
 {
   return values.reuse_cache ? values.reuse_cache->to_string() : std::string("0 (default)");
+}
+
+std::string show_free_backlog(settings const& values)
+{
+  return values.free_backlog ? values.free_backlog->to_string() : std::string("off (default)");
 }
 
 std::string show_release_threshold(settings const& values)
@@ -212,6 +233,20 @@ constexpr std::array table{
     .describe_key = "reuse_cache",
     .apply = apply_size<&settings::reuse_cache, false>,
     .show = show_reuse_cache,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_FREE_BACKLOG",
+             .field = "free_backlog",
+             .default_text = "off",
+             .accepted = free_backlog_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "under device ordering, the most freed memory per device that may wait for the device to "
+                        "catch up with the work before its free; a cudaFree beyond it waits for the oldest of those "
+                        "frees (experimental); off: no limit"},
+    .what = "size",
+    .describe_key = "free_backlog",
+    .apply = apply_free_backlog,
+    .show = show_free_backlog,
   },
   variable{
     .info = {.name = "ASYNCSHIM_EXPORT_HANDLE_TYPE",

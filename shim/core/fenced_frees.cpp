@@ -1,5 +1,6 @@
 #include "core/fenced_frees.hpp"
 
+#include "core/free_backlog.hpp"
 #include "core/memory_release.hpp"
 #include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
@@ -52,6 +53,7 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
     if (count == 0) { break; }
     cudaError_t const fenced = fence_or_synchronize(streams, api_level::driver);
     std::size_t kept_count = 0;
+    std::size_t const issued_before = issued;
     for (std::size_t i = 0; i < count; ++i) {
       free_queue::entry& e = chunk[i];
       // Still claimed: not dropped by a reset, nor a second entry for an
@@ -83,6 +85,7 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
                  e.record.device, e.failures, cuda_status{r});
     }
     if (kept_count > 0) { keep_for_reuse(s, device, *pool, streams, kept.data(), kept_count); }
+    note_issued_batch(s, device, streams.own, issued - issued_before);
     if (count < chunk.size()) { break; }
   }
   for (free_queue::entry const& e : failed) {
@@ -132,11 +135,15 @@ cudaError_t queue_free(shim_state& s, void* ptr, allocation_record const& record
 {
   auto const [added, due] = s.pending.add({ptr, record}, urgent);
   if (!added) { return cudaErrorMemoryAllocation; }
-  if (due) {
+  // More freed memory waiting for the device than ASYNCSHIM_FREE_BACKLOG
+  // allows: the queue goes now, and this free waits for the oldest.
+  bool const over_backlog = !urgent && backlog_over_limit(s, record.device);
+  if (due || over_backlog) {
     std::uint64_t const device_bit = std::uint64_t{1} << record.device;  // add() accepted the device
     issue_unless_capturing(
       s, [device_bit] { return device_bit; }, true);
   }
+  if (over_backlog) { wait_for_backlog(s, record.device); }
   return cudaSuccess;
 }
 

@@ -12,6 +12,7 @@
 //  - a failed pool export gets a clear message.
 // Nothing here throws.
 #include "core/fenced_frees.hpp"
+#include "core/free_backlog.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "core/reused_blocks.hpp"
@@ -56,6 +57,7 @@ void release_device_pool(shim_state& s, int device) noexcept
   }
   s.pending.drop(device);
   return_cached_to_pool_at_reset(s, device);
+  forget_issued_at_reset(s, device);
   s.exports.forget_device(device);
   s.pools.retire(device);
   if (live > 0) { log::info("device {}: {} live allocations from the pool went with its context", device, live); }

@@ -258,6 +258,12 @@ std::uint64_t device_pools::reuse_limit(int device) const noexcept
   return slots_[static_cast<std::size_t>(device)].reuse_limit;
 }
 
+std::uint64_t device_pools::backlog_limit(int device) const noexcept
+{
+  if (existing(device) == nullptr) { return no_backlog_limit; }
+  return slots_[static_cast<std::size_t>(device)].backlog_limit;
+}
+
 std::uint64_t device_pools::kept_bytes(int device) const noexcept
 {
   if (device < 0 || device >= max_devices) { return 0; }
@@ -317,6 +323,9 @@ void device_pools::create(int device, slot& s) noexcept
     s.reuse_limit = settings_.ordering != config::ordering_mode::device ? 0
                     : settings_.reuse_cache ? resolve(settings_.reuse_cache, total_bytes, free_bytes).value_or(0)
                                             : config::default_reuse_cache_bytes;
+    s.backlog_limit = settings_.ordering == config::ordering_mode::device && settings_.free_backlog
+                        ? resolve(settings_.free_backlog, total_bytes, free_bytes).value_or(no_backlog_limit)
+                        : no_backlog_limit;
     s.export_type = export_type;
     s.pool = std::move(pool);
   } catch (std::exception const& e) {
@@ -340,11 +349,13 @@ void device_pools::create(int device, slot& s) noexcept
     std::uint64_t const reserved = pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReservedMemCurrent);
     std::uint64_t const released_above = pool_attribute(s.pool->pool_handle(), cudaMemPoolAttrReleaseThreshold);
     try {
-      log::info("device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
-                "idle release {}, export handle type {}, stream {}, ordering {}, reuse cache {}",
-                device, byte_count{reserved}, byte_count{released_above},
-                config::duration_text(settings_.idle_release_ms), config::to_string(s.export_type),
-                config::to_string(settings_.stream), config::to_string(settings_.ordering), byte_count{s.reuse_limit});
+      log::info(
+        "device {}: cudaMalloc is redirected to an asyncshim pool: {} reserved, release threshold {}, "
+        "idle release {}, export handle type {}, stream {}, ordering {}, reuse cache {}, free backlog {}",
+        device, byte_count{reserved}, byte_count{released_above}, config::duration_text(settings_.idle_release_ms),
+        config::to_string(s.export_type), config::to_string(settings_.stream), config::to_string(settings_.ordering),
+        byte_count{s.reuse_limit},
+        s.backlog_limit == no_backlog_limit ? std::string{"off"} : fmt::format("{}", byte_count{s.backlog_limit}));
     } catch (...) {  // no host memory for the message
     }
   }

@@ -63,6 +63,11 @@ class device_pools {
   // The most the reuse cache of `device` keeps idle (ASYNCSHIM_REUSE_CACHE,
   // resolved for the device; 0 unless the ordering is device, and without a pool).
   [[nodiscard]] std::uint64_t reuse_limit(int device) const noexcept;
+  // The most freed memory of `device` that may wait for the device to catch
+  // up (ASYNCSHIM_FREE_BACKLOG, resolved for the device); no_backlog_limit
+  // unless it was set and the ordering is device, and without a pool.
+  static constexpr std::uint64_t no_backlog_limit = ~std::uint64_t{0};
+  [[nodiscard]] std::uint64_t backlog_limit(int device) const noexcept;
 
   // The handle type the pool of `device` was made with (ASYNCSHIM_EXPORT_HANDLE_TYPE,
   // auto resolved for the device); none for a device without a pool.
@@ -81,6 +86,7 @@ class device_pools {
     device_streams streams;
     std::uint64_t kept = 0;
     std::uint64_t reuse_limit = 0;
+    std::uint64_t backlog_limit = no_backlog_limit;
     config::handle_type export_type = config::handle_type::none;
     // Pools of earlier lives of the device (before a reset); kept, never
     // used: a thread may still hold a pointer to one.

@@ -10,6 +10,7 @@
 #include "state/free_queue.hpp"
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
+#include "state/issued_frees.hpp"
 #include "state/live_blocks.hpp"
 #include "state/reuse_cache.hpp"
 #include "state/statistics.hpp"
@@ -51,7 +52,8 @@ struct shim_state {
   device_pools pools;
   allocation_registry registry;
   free_queue pending;
-  reuse_cache reuse;  // device ordering's idle freed blocks (core/reused_blocks.hpp)
+  reuse_cache reuse;    // device ordering's idle freed blocks (core/reused_blocks.hpp)
+  issued_frees issued;  // issued frees the device may not have caught up with (core/free_backlog.hpp)
   statistics all_stats;
   ipc_exports exports;  // pool blocks given a legacy IPC handle
   ipc_imports imports;  // blocks opened from other processes' handles

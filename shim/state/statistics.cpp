@@ -127,9 +127,20 @@ void statistics::reuse_miss(int device) noexcept { count(device, &device_counter
 
 void statistics::reuse_held(int device, std::uint64_t bytes_now) noexcept
 {
+  if (device_counters* c = slot(device)) { raise_to(c->reuse_peak_held_bytes, bytes_now); }
+}
+
+void statistics::backlog_seen(int device, std::uint64_t bytes_now) noexcept
+{
+  if (device_counters* c = slot(device)) { raise_to(c->backlog_peak_bytes, bytes_now); }
+}
+
+void statistics::backlog_held_back(int device, std::uint64_t nanoseconds) noexcept
+{
   if (device_counters* c = slot(device)) {
-    std::uint64_t seen = c->reuse_peak_held_bytes.load(relaxed);
-    while (seen < bytes_now && !c->reuse_peak_held_bytes.compare_exchange_weak(seen, bytes_now, relaxed)) {}
+    c->backlog_frees_held_back.fetch_add(1, relaxed);
+    c->backlog_wait_ns.fetch_add(nanoseconds, relaxed);
+    c->used.store(true, relaxed);
   }
 }
 
@@ -279,13 +290,15 @@ std::string stats_json(report_sources const& sources, long pid)
       "\"pool_reserved_high_water\": {}, "
       "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}, "
       "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}, "
-      "\"reuse_cache\": {{\"hits\": {}, \"misses\": {}, \"peak_held_bytes\": {}}}}}",
+      "\"reuse_cache\": {{\"hits\": {}, \"misses\": {}, \"peak_held_bytes\": {}}}, "
+      "\"free_backlog\": {{\"frees_held_back\": {}, \"waited_ns\": {}, \"peak_bytes\": {}}}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
       allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
       passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns),
       load(c.ipc_exported_blocks), load(c.ipc_imported_blocks), load(c.reuse_hits), load(c.reuse_misses),
-      load(c.reuse_peak_held_bytes));
+      load(c.reuse_peak_held_bytes), load(c.backlog_frees_held_back), load(c.backlog_wait_ns),
+      load(c.backlog_peak_bytes));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();
@@ -338,6 +351,14 @@ std::string stats_table(report_sources const& sources)
     out += fmt::format("\ndevice {} reuse cache: {} allocations served from it, {} found no block of their size; it "
                        "held at most {}",
                        d, load(c->reuse_hits), load(c->reuse_misses), byte_count{load(c->reuse_peak_held_bytes)});
+  }
+  for (int d : used_devices(sources.stats)) {
+    device_counters const* c = sources.stats.device(d);
+    if (c == nullptr || load(c->backlog_peak_bytes) == 0) { continue; }
+    out += fmt::format("\ndevice {} free backlog: at most {} freed memory waited for the device; {} frees waited, "
+                       "{:.1f} ms in all",
+                       d, byte_count{load(c->backlog_peak_bytes)}, load(c->backlog_frees_held_back),
+                       static_cast<double>(load(c->backlog_wait_ns)) / 1e6);
   }
   return out;
 }

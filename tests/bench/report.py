@@ -524,26 +524,40 @@ def torch_section(records):
 
 
 MEMORY_CONFIGS = (("uncached+shim:device", "uncached + shim (defaults)"),
-                  ("uncached+shim:device+reuse", "uncached + shim, reuse cache on"))
+                  ("uncached+shim:device+reuse", "uncached + shim, reuse cache on"),
+                  ("uncached+shim:device+backlog", "uncached + shim, `ASYNCSHIM_FREE_BACKLOG=256MiB`"))
+
+
+def torch_memory_steps(records):
+    """{model: {config: median step in ms}} of the memory runs (no initial pool), beside what they held."""
+    steps = {}
+    for r in records:
+        if r.get("bench") == "torch" and r.get("purpose") == "memory" and r.get("median_step_ms") is not None:
+            steps.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["median_step_ms"])
+    return {model: {k: statistics.median(v) for k, v in m.items()} for model, m in steps.items()}
 
 
 def torch_memory_lines(records):
     memory = torch_memory(records)
+    memory_steps = torch_memory_steps(records)
     configs = [(key, text) for key, text in MEMORY_CONFIGS if any(key in m for m in memory.values())]
     rows = []
     for model, m in memory.items():
         row = [model, size_text(int(m["caching"])) if "caching" in m else "—"]
         for key, _ in configs:
             r = ratio(m.get(key), m.get("caching"))
-            row.append(f"{size_text(int(m[key]))} (**{times(r)}**)" if r is not None
-                       else size_text(int(m[key])) if key in m else "—")
+            cell = (f"{size_text(int(m[key]))} (**{times(r)}**)" if r is not None
+                    else size_text(int(m[key])) if key in m else "—")
+            step = memory_steps.get(model, {}).get(key)
+            row.append(cell + (f", {step:.2f} ms a step" if step is not None else ""))
         rows.append(row)
     if not rows:
         return []
     return ["", "Memory held: PyTorch's caching allocator's `torch.cuda.max_memory_reserved()`, and the reserved "
             "high-water mark of the shim's pool (the reuse cache included) in uncached runs of their own, not timed, "
-            "with the shim's default settings (no initial pool) and with the reuse cache on. In parentheses: the "
-            "ratio to the caching allocator.", "",
+            "with the shim's default settings (no initial pool), with the reuse cache on and with a free backlog of "
+            "256 MiB. In parentheses: the ratio to the caching allocator; then the median step of that run (not the "
+            "timed runs above: the pool starts empty).", "",
             table(["model", "caching allocator"] + [text for _, text in configs], rows)]
 
 

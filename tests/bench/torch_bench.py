@@ -141,8 +141,10 @@ def configuration(backend: str, shim: bool, ordering: str) -> str:
         name = "uncached"
     else:
         name = "caching"
-    reuse = os.environ.get("ASYNCSHIM_REUSE_CACHE", "").lower() not in ("", "0", "off", "0b")
-    return f"{name}+shim:{ordering}{'+reuse' if reuse else ''}" if shim else name
+    reuse = os.environ.get("ASYNCSHIM_REUSE_CACHE", "").strip().lower() not in ("", "0", "off", "0b")
+    backlog = os.environ.get("ASYNCSHIM_FREE_BACKLOG", "").strip().lower() not in ("", "off")
+    extras = ("+reuse" if reuse else "") + ("+backlog" if backlog else "")
+    return f"{name}+shim:{ordering}{extras}" if shim else name
 
 
 def percentile(sorted_values, q):
@@ -205,6 +207,7 @@ def main() -> int:
         "final_loss": final_loss,
         "reserved_high_water_bytes": reserved_high_water, "purpose": args.purpose,
         "ASYNCSHIM_INITIAL_POOL_SIZE": os.environ.get("ASYNCSHIM_INITIAL_POOL_SIZE"),
+        "ASYNCSHIM_FREE_BACKLOG": os.environ.get("ASYNCSHIM_FREE_BACKLOG"),
         "allocator_backend": backend, "shim": shim, "ordering": ordering if shim else None,
         "PYTORCH_NO_CUDA_MEMORY_CACHING": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"),
         "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),

@@ -31,7 +31,7 @@ constexpr char const* disabled_many =
   "the native allocator unchanged";
 constexpr char const* known_list =
   "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_IDLE_RELEASE, ASYNCSHIM_REUSE_CACHE, "
-  "ASYNCSHIM_EXPORT_HANDLE_TYPE, "
+  "ASYNCSHIM_FREE_BACKLOG, ASYNCSHIM_EXPORT_HANDLE_TYPE, "
   "ASYNCSHIM_STREAM, "
   "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, "
   "ASYNCSHIM_STATS_FILE, "
@@ -61,6 +61,7 @@ TEST(KnownVariables, FixedOrder)
                                           "ASYNCSHIM_RELEASE_THRESHOLD",
                                           "ASYNCSHIM_IDLE_RELEASE",
                                           "ASYNCSHIM_REUSE_CACHE",
+                                          "ASYNCSHIM_FREE_BACKLOG",
                                           "ASYNCSHIM_EXPORT_HANDLE_TYPE",
                                           "ASYNCSHIM_STREAM",
                                           "ASYNCSHIM_MODE",
@@ -183,6 +184,40 @@ TEST(ParseEnvironment, HalfFreeIsNoReleaseThreshold)
             std::string("ASYNCSHIM_RELEASE_THRESHOLD='half-free' is not a valid size: half-free (half of the device's "
                         "free memory) is accepted only by ASYNCSHIM_INITIAL_POOL_SIZE; ") +
               size_forms);
+}
+
+TEST(ParseEnvironment, FreeBacklogIsASizeOrOff)
+{
+  auto result = parse({"ASYNCSHIM_FREE_BACKLOG=256MiB"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_EQ(result.values.free_backlog, bytes(std::uint64_t{256} << 20));
+  EXPECT_EQ(parse({"ASYNCSHIM_FREE_BACKLOG=2%"}).values.free_backlog, percent(2.0));
+  EXPECT_EQ(parse({"ASYNCSHIM_FREE_BACKLOG=0"}).values.free_backlog, bytes(0));
+  for (char const* off : {"off", " OFF ", "Off"}) {
+    result = parse({std::string("ASYNCSHIM_FREE_BACKLOG=") + off});
+    EXPECT_FALSE(result.values.disabled) << off;
+    EXPECT_TRUE(result.diagnostics.empty()) << off;
+    EXPECT_FALSE(result.values.free_backlog.has_value()) << off;
+  }
+  EXPECT_FALSE(parse({}).values.free_backlog.has_value());
+}
+
+TEST(ParseEnvironment, BadFreeBacklogNamesTheFormsAndDisables)
+{
+  auto result = parse({"ASYNCSHIM_FREE_BACKLOG=lots"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_EQ(result.diagnostics[0].text,
+            "ASYNCSHIM_FREE_BACKLOG='lots' is not a valid size: expected a number of bytes with an optional unit B, "
+            "K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the "
+            "device's total memory (e.g. 25%), or off");
+  EXPECT_EQ(result.diagnostics[1], (diagnostic{log_level::error, disabled_one}));
+  result = parse({"ASYNCSHIM_FREE_BACKLOG=half-free"});
+  EXPECT_TRUE(result.values.disabled);
+  ASSERT_EQ(result.diagnostics.size(), 2u);
+  EXPECT_NE(result.diagnostics[0].text.find("is accepted only by ASYNCSHIM_INITIAL_POOL_SIZE"), std::string::npos)
+    << result.diagnostics[0].text;
 }
 
 TEST(ParseEnvironment, IdleReleaseDurations)

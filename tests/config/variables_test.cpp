@@ -33,6 +33,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("release_threshold", a.release_threshold, b.release_threshold);
   compare("idle_release_ms", a.idle_release_ms, b.idle_release_ms);
   compare("reuse_cache", a.reuse_cache, b.reuse_cache);
+  compare("free_backlog", a.free_backlog, b.free_backlog);
   compare("export_handle_type", a.export_handle_type, b.export_handle_type);
   compare("stream", a.stream, b.stream);
   compare("mode", a.mode, b.mode);
@@ -54,6 +55,7 @@ std::set<std::string> const all_members{"disabled",
                                         "release_threshold",
                                         "idle_release_ms",
                                         "reuse_cache",
+                                        "free_backlog",
                                         "export_handle_type",
                                         "stream",
                                         "mode",
@@ -74,6 +76,7 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_RELEASE_THRESHOLD", "25%"},
   {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
   {"ASYNCSHIM_REUSE_CACHE", "64MiB"},
+  {"ASYNCSHIM_FREE_BACKLOG", "256MiB"},
   {"ASYNCSHIM_EXPORT_HANDLE_TYPE", "fabric"},
   {"ASYNCSHIM_STREAM", "per-thread"},
   {"ASYNCSHIM_MODE", "observe"},

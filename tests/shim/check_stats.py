@@ -92,6 +92,27 @@ class PoolMode(unittest.TestCase):
         self.assertIn("error: ASYNCSHIM_STATS_FILE: cannot write the statistics to", err)
 
 
+class FreeBacklog(unittest.TestCase):
+    # stats_probe "threads": 8 threads, 2000 pairs each of 256 .. 2048 bytes.
+    def test_frees_beyond_the_backlog_are_counted(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, err = run_probe("threads", d, ASYNCSHIM_FREE_BACKLOG="4KiB", ASYNCSHIM_SHOW_STATS="1")
+            backlog = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]["free_backlog"]
+        self.assertGreater(backlog["frees_held_back"], 0)
+        self.assertLessEqual(backlog["frees_held_back"], 16000)
+        self.assertGreater(backlog["peak_bytes"], 4096)
+        self.assertGreaterEqual(backlog["waited_ns"], 0)
+        self.assertRegex(err, r"device 0 free backlog: at most [0-9.]+ [KM]?i?B freed memory waited for the device; "
+                              r"[0-9]+ frees waited")
+
+    def test_without_a_limit_nothing_is_held_back(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, err = run_probe("threads", d, ASYNCSHIM_SHOW_STATS="1")
+            backlog = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]["free_backlog"]
+        self.assertEqual(backlog, {"frees_held_back": 0, "waited_ns": 0, "peak_bytes": 0})
+        self.assertNotIn("free backlog", err)
+
+
 class ObserveMode(unittest.TestCase):
     def test_same_counts_native_memory(self):
         with tempfile.TemporaryDirectory() as d:

@@ -627,6 +627,58 @@ TEST_F(ShimReuseCache, AResetFreesTheCachedBlocks)
   ASSERT_EQ(cudaFree(after), cudaSuccess);
 }
 
+// ---- ShimFreeBacklog: device ordering with ASYNCSHIM_FREE_BACKLOG=4KiB
+
+using ShimFreeBacklog = ShimTest;
+
+TEST_F(ShimFreeBacklog, AFreeBeyondTheBacklogIssuesTheQueueAndWaitsForIt)
+{
+  issue_queued_frees();
+  std::vector<void*> blocks(8);
+  for (void*& p : blocks) {
+    ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  }
+  auto const before = cuda_double_get_counters();
+  for (int i = 0; i < 4; ++i) {  // 4000 bytes wait: within the 4 KiB
+    ASSERT_EQ(cudaFree(blocks[i]), cudaSuccess);
+  }
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees);
+  ASSERT_EQ(cudaFree(blocks[4]), cudaSuccess);  // 5000: the queue goes at once, fenced
+  auto after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 5);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
+  // The fence's event on the legacy stream, and the batch's own on the shim's
+  // stream, which the free waited for (the double completes everything at once).
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 2);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(cuda_double_pointer_kind(blocks[i]), unknown);
+  }
+  // Waited for, the issued frees no longer count: the next ones queue again.
+  for (int i = 5; i < 8; ++i) {
+    ASSERT_EQ(cudaFree(blocks[i]), cudaSuccess);
+  }
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 5);
+  EXPECT_EQ(after.failed_calls, before.failed_calls);
+  issue_queued_frees();
+}
+
+TEST_F(ShimFreeBacklog, AResetTakesTheIssuedFreesEventsAlong)
+{
+  issue_queued_frees();
+  void* big = nullptr;
+  ASSERT_EQ(cudaMalloc(&big, 64 * KiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(big), cudaSuccess);  // over the backlog by itself: issued and waited for
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, before.failed_calls);
+  void* again = nullptr;  // a new pool, and its own batches
+  ASSERT_EQ(cudaMalloc(&again, 64 * KiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(again), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(again), unknown);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, before.failed_calls);
+}
+
 // ---- ShimQueuedFrees: queued frees on a small device
 
 using ShimQueuedFrees = ShimTest;

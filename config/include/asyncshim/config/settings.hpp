@@ -87,6 +87,10 @@ struct settings {
   // submitted before their free has finished; absent: default_reuse_cache_bytes
   // (0: none are kept).
   std::optional<size_spec> reuse_cache;
+  // Under device ordering, the most freed memory per device that may wait
+  // for the device to catch up with the work submitted before its free; a
+  // free beyond it waits for the oldest of those frees. Absent: no limit.
+  std::optional<size_spec> free_backlog;
   handle_type export_handle_type = handle_type::automatic;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
