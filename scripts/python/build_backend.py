@@ -27,9 +27,12 @@ SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 # What goes from the install tree into the wheel, by its place in the
 # package (the install tree's bin/, lib/ and libexec/ may be named otherwise
 # there, as lib64/): the preload library, the
-# launcher scripts and the settings tool (not the C++ resource, headers or
-# CMake/pkg-config files, which a C++ build takes from a system install).
-PACKAGED = ("lib/libasyncshim.so", "bin/asyncshim", "bin/asyncshim-ab", "libexec/asyncshim/asyncshim-settings")
+# launcher scripts, the settings tool and the event log's replay (whose
+# replayer needs the CUDA runtime, libcudart.so.13, only when it runs); not
+# the C++ resource, headers or CMake/pkg-config files, which a C++ build takes
+# from a system install.
+PACKAGED = ("lib/libasyncshim.so", "bin/asyncshim", "bin/asyncshim-ab", "bin/asyncshim-replay",
+            "libexec/asyncshim/asyncshim-settings", "libexec/asyncshim/asyncshim-replayer")
 
 
 def _version():
@@ -107,7 +110,8 @@ def _metadata(version):
 def _dist_info_files(version, tag):
     entry_points = ("[console_scripts]\n"
                     "asyncshim = asyncshim._run:launcher\n"
-                    "asyncshim-ab = asyncshim._run:ab\n")
+                    "asyncshim-ab = asyncshim._run:ab\n"
+                    "asyncshim-replay = asyncshim._run:replay\n")
     wheel = "Wheel-Version: 1.0\nGenerator: asyncshim build_backend\nRoot-Is-Purelib: false\nTag: %s\n" % tag
     with open(os.path.join(SOURCE, "LICENSE"), encoding="utf-8") as f:
         licence = f.read()

@@ -55,6 +55,20 @@ if(NOT status EQUAL 2 OR NOT err MATCHES "--initial-pool-size='banana' is not a 
 endif()
 run("${venv}/bin/asyncshim-ab" --help)
 expect("${output}" "usage: asyncshim-ab")
+# The replay, with its replayer beside the launcher's tools (it needs the CUDA
+# runtime only to run a replay).
+run("${venv}/bin/asyncshim-replay" --help)
+expect("${output}" "usage: asyncshim-replay")
+get_filename_component(prefix "${library}" DIRECTORY)
+get_filename_component(prefix "${prefix}" DIRECTORY)
+if(NOT EXISTS "${prefix}/libexec/asyncshim/asyncshim-replayer" OR NOT EXISTS "${prefix}/bin/asyncshim-replay")
+  message(FATAL_ERROR "the wheel has no asyncshim-replay and asyncshim-replayer in ${prefix}")
+endif()
+execute_process(COMMAND "${venv}/bin/asyncshim-replay" "${WORK_DIR}/no-such-log.csv" RESULT_VARIABLE status
+                ERROR_VARIABLE err)
+if(status EQUAL 0 OR NOT err MATCHES "no-such-log.csv")
+  message(FATAL_ERROR "asyncshim-replay of a missing log: exit ${status}, said:\n${err}")
+endif()
 
 # What users run: pip install . from the checkout, which configures and builds
 # a tree of its own (no tests) in a temporary folder.

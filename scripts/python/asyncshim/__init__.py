@@ -17,5 +17,5 @@ def library_path():
 
 
 def tool_path(name):
-    """The installed script `name` (asyncshim or asyncshim-ab) in this package."""
+    """The installed script `name` (asyncshim, asyncshim-ab or asyncshim-replay) in this package."""
     return os.path.join(_PREFIX, "bin", name)

@@ -23,3 +23,8 @@ def launcher():
 def ab():
     """asyncshim-ab: the A/B wrapper, with the Python running this."""
     _exec([sys.executable, tool_path("asyncshim-ab")] + sys.argv[1:])
+
+
+def replay():
+    """asyncshim-replay: an event log replayed, with the Python running this."""
+    _exec([sys.executable, tool_path("asyncshim-replay")] + sys.argv[1:])
