@@ -138,6 +138,12 @@ if [[ -x $stress ]]; then
   line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 --fresh-events --operations 400000 \
     2>"$logs/stress-fresh-events.err" | tail -1)
   note "    device, 32 threads, 4 sizes, fresh events (exit $?): $line"
+  line=$(LD_PRELOAD=$shim ASYNCSHIM_FREE_BACKLOG=64MiB ASYNCSHIM_STATS_FILE=$logs/stress-backlog.json timeout 240 \
+    "$stress" --operations 400000 2>"$logs/stress-backlog.err" | tail -1)
+  status=$?
+  [[ $status -eq 0 ]] || failed=1
+  note "    device, free backlog 64 MiB (exit $status): $line"
+  note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]["free_backlog"]; print("free backlog: %d frees over the limit, %d waited (%.1f ms), peak %d MiB waiting" % (d["frees_over_limit"], d["frees_waited"], d["waited_ns"] / 1e6, d["peak_bytes"] >> 20))' "$logs/stress-backlog.json" 2>&1)"
   line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=stream timeout 240 "$stress" --blocking-streams --operations 400000 \
     2>"$logs/stress-stream-blocking.err" | tail -1)
   status=$?

@@ -34,7 +34,8 @@ constexpr std::string_view size_accepted =
 // size_accepted's forms, or off.
 constexpr std::string_view free_backlog_accepted =
   "a number of bytes with an optional unit B, K/KiB, M/MiB, G/GiB or T/TiB "
-  "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%), or off";
+  "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%), or off "
+  "(or 0)";
 static_assert(free_backlog_accepted.starts_with(size_accepted));
 
 constexpr std::string_view boolean_accepted = "1, true, yes, on, 0, false, no, off";
@@ -52,14 +53,17 @@ std::optional<std::string> apply_size(variable const& self, std::string_view val
   return std::nullopt;
 }
 
-// A size, or off (no limit: the default).
+// A size, or off (no limit: the default); 0 is off too, as for the reuse
+// cache and the idle release.
 std::optional<std::string> apply_free_backlog(variable const& self, std::string_view value, settings& values)
 {
   if (iequals(trim(value), "off")) {
     values.free_backlog.reset();
     return std::nullopt;
   }
-  return apply_size<&settings::free_backlog, false>(self, value, values);
+  if (auto message = apply_size<&settings::free_backlog, false>(self, value, values)) { return message; }
+  if (values.free_backlog->bytes == 0 && values.free_backlog->percent == 0.0) { values.free_backlog.reset(); }
+  return std::nullopt;
 }
 
 std::optional<std::string> apply_idle_release(variable const& self, std::string_view value, settings& values)
@@ -240,9 +244,9 @@ constexpr std::array table{
              .default_text = "off",
              .accepted = free_backlog_accepted,
              .invalid = on_invalid::disables,
-             .summary = "under device ordering, the most freed memory per device that may wait for the device to "
-                        "catch up with the work before its free; a cudaFree beyond it waits for the oldest of those "
-                        "frees (experimental); off: no limit"},
+             .summary = "under device ordering, how much freed memory per device may wait for the device to catch "
+                        "up with the work before its free: a cudaFree that finds more waits for the oldest of those "
+                        "frees, down to half of it (experimental); off: never"},
     .what = "size",
     .describe_key = "free_backlog",
     .apply = apply_free_backlog,

@@ -4,6 +4,7 @@
 // so memory from either can be freed through the other. The exports (abi/)
 // only forward here.
 #include "core/fenced_frees.hpp"
+#include "core/free_backlog.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "core/memory_release.hpp"
@@ -331,6 +332,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
         (void)return_cached_to_pool(s, timer.device);
       }
       (void)driver().stream_synchronize(own);
+      forget_completed_batches(s, timer.device);
       r = pool->try_allocate_async(&ptr, size, stream);
     }
     return r;

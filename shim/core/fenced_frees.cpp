@@ -159,7 +159,13 @@ void issue_all_queued_frees() noexcept
   // that thread holds the tracker's access already.
   if (current_api_level() != api_level::none) { return; }
   shim_state* s = existing_state();
-  if (s == nullptr || s->pending.queued_devices() == 0) { return; }
+  if (s == nullptr) { return; }
+  if (s->backlog_limited) {  // after a synchronization every issued free has completed
+    for (int device = 0; device < max_devices; ++device) {
+      forget_completed_batches(*s, device);
+    }
+  }
+  if (s->pending.queued_devices() == 0) { return; }
   issue_unless_capturing(
     *s, [s] { return s->pending.queued_devices(); }, false);
 }

@@ -61,6 +61,17 @@ CUevent issued_frees::spare_event(int device) noexcept
   return e;
 }
 
+void issued_frees::keep_spare_event(int device, CUevent event) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr) { return; }
+  std::lock_guard lock{d->mutex};
+  try {
+    d->spare_events.push_back(event);
+  } catch (...) {  // no room: its context frees it
+  }
+}
+
 std::uint64_t issued_frees::bytes(int device) const noexcept
 {
   if (device < 0 || device >= max_devices) { return 0; }

@@ -51,6 +51,9 @@ class issued_frees {
 
   // An event of a completed batch, for the next batch of `device`; null when none.
   [[nodiscard]] CUevent spare_event(int device) noexcept;
+  // An event that could not be used for a batch, kept for a later one (left
+  // to its context when there is no room).
+  void keep_spare_event(int device, CUevent event) noexcept;
 
   // The bytes of the batches of `device` not yet seen to complete.
   [[nodiscard]] std::uint64_t bytes(int device) const noexcept;

@@ -54,6 +54,8 @@ struct shim_state {
   free_queue pending;
   reuse_cache reuse;    // device ordering's idle freed blocks (core/reused_blocks.hpp)
   issued_frees issued;  // issued frees the device may not have caught up with (core/free_backlog.hpp)
+  // Whether ASYNCSHIM_FREE_BACKLOG applies at all (device ordering, a limit set).
+  bool const backlog_limited = settings.ordering == config::ordering_mode::device && settings.free_backlog.has_value();
   statistics all_stats;
   ipc_exports exports;  // pool blocks given a legacy IPC handle
   ipc_imports imports;  // blocks opened from other processes' handles

@@ -135,11 +135,14 @@ void statistics::backlog_seen(int device, std::uint64_t bytes_now) noexcept
   if (device_counters* c = slot(device)) { raise_to(c->backlog_peak_bytes, bytes_now); }
 }
 
-void statistics::backlog_held_back(int device, std::uint64_t nanoseconds) noexcept
+void statistics::backlog_over(int device, bool waited, std::uint64_t nanoseconds) noexcept
 {
   if (device_counters* c = slot(device)) {
-    c->backlog_frees_held_back.fetch_add(1, relaxed);
-    c->backlog_wait_ns.fetch_add(nanoseconds, relaxed);
+    c->backlog_frees_over_limit.fetch_add(1, relaxed);
+    if (waited) {
+      c->backlog_frees_waited.fetch_add(1, relaxed);
+      c->backlog_wait_ns.fetch_add(nanoseconds, relaxed);
+    }
     c->used.store(true, relaxed);
   }
 }
@@ -291,14 +294,15 @@ std::string stats_json(report_sources const& sources, long pid)
       "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}, "
       "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}, "
       "\"reuse_cache\": {{\"hits\": {}, \"misses\": {}, \"peak_held_bytes\": {}}}, "
-      "\"free_backlog\": {{\"frees_held_back\": {}, \"waited_ns\": {}, \"peak_bytes\": {}}}}}",
+      "\"free_backlog\": {{\"frees_over_limit\": {}, \"frees_waited\": {}, \"waited_ns\": {}, "
+      "\"peak_bytes\": {}}}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
       allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
       passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns),
       load(c.ipc_exported_blocks), load(c.ipc_imported_blocks), load(c.reuse_hits), load(c.reuse_misses),
-      load(c.reuse_peak_held_bytes), load(c.backlog_frees_held_back), load(c.backlog_wait_ns),
-      load(c.backlog_peak_bytes));
+      load(c.reuse_peak_held_bytes), load(c.backlog_frees_over_limit), load(c.backlog_frees_waited),
+      load(c.backlog_wait_ns), load(c.backlog_peak_bytes));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();
@@ -355,10 +359,10 @@ std::string stats_table(report_sources const& sources)
   for (int d : used_devices(sources.stats)) {
     device_counters const* c = sources.stats.device(d);
     if (c == nullptr || load(c->backlog_peak_bytes) == 0) { continue; }
-    out += fmt::format("\ndevice {} free backlog: at most {} freed memory waited for the device; {} frees waited, "
-                       "{:.1f} ms in all",
-                       d, byte_count{load(c->backlog_peak_bytes)}, load(c->backlog_frees_held_back),
-                       static_cast<double>(load(c->backlog_wait_ns)) / 1e6);
+    out += fmt::format("\ndevice {} free backlog: at most {} freed memory waited for the device; {} frees found "
+                       "more than the limit waiting, {} of them waited for the device, {:.1f} ms in all",
+                       d, byte_count{load(c->backlog_peak_bytes)}, load(c->backlog_frees_over_limit),
+                       load(c->backlog_frees_waited), static_cast<double>(load(c->backlog_wait_ns)) / 1e6);
   }
   return out;
 }

@@ -52,10 +52,12 @@ struct device_counters {
   std::atomic<std::uint64_t> reuse_misses{0};
   std::atomic<std::uint64_t> reuse_peak_held_bytes{0};
   // The free backlog under device ordering (ASYNCSHIM_FREE_BACKLOG,
-  // core/free_backlog.hpp): frees that found more than the limit waiting and
-  // so waited for the oldest issued frees (if they had not completed yet),
-  // how long they waited in all, and the most memory seen waiting.
-  std::atomic<std::uint64_t> backlog_frees_held_back{0};
+  // core/free_backlog.hpp): frees that found more than the limit waiting,
+  // those of them that then waited on the host for issued frees the device
+  // had not finished, how long they waited in all, and the most memory seen
+  // waiting.
+  std::atomic<std::uint64_t> backlog_frees_over_limit{0};
+  std::atomic<std::uint64_t> backlog_frees_waited{0};
   std::atomic<std::uint64_t> backlog_wait_ns{0};
   std::atomic<std::uint64_t> backlog_peak_bytes{0};
   std::atomic<bool> used{false};  // anything recorded: reported only then
@@ -77,7 +79,7 @@ class statistics {
   void reuse_miss(int device) noexcept;
   void reuse_held(int device, std::uint64_t bytes_now) noexcept;
   void backlog_seen(int device, std::uint64_t bytes_now) noexcept;
-  void backlog_held_back(int device, std::uint64_t nanoseconds) noexcept;
+  void backlog_over(int device, bool waited, std::uint64_t nanoseconds) noexcept;
   void add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept;
 
   // nullptr for a device outside [0, max_devices).

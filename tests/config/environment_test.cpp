@@ -193,8 +193,7 @@ TEST(ParseEnvironment, FreeBacklogIsASizeOrOff)
   EXPECT_TRUE(result.diagnostics.empty());
   EXPECT_EQ(result.values.free_backlog, bytes(std::uint64_t{256} << 20));
   EXPECT_EQ(parse({"ASYNCSHIM_FREE_BACKLOG=2%"}).values.free_backlog, percent(2.0));
-  EXPECT_EQ(parse({"ASYNCSHIM_FREE_BACKLOG=0"}).values.free_backlog, bytes(0));
-  for (char const* off : {"off", " OFF ", "Off"}) {
+  for (char const* off : {"off", " OFF ", "Off", "0", "0B", "0%"}) {
     result = parse({std::string("ASYNCSHIM_FREE_BACKLOG=") + off});
     EXPECT_FALSE(result.values.disabled) << off;
     EXPECT_TRUE(result.diagnostics.empty()) << off;
@@ -211,7 +210,7 @@ TEST(ParseEnvironment, BadFreeBacklogNamesTheFormsAndDisables)
   EXPECT_EQ(result.diagnostics[0].text,
             "ASYNCSHIM_FREE_BACKLOG='lots' is not a valid size: expected a number of bytes with an optional unit B, "
             "K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the "
-            "device's total memory (e.g. 25%), or off");
+            "device's total memory (e.g. 25%), or off (or 0)");
   EXPECT_EQ(result.diagnostics[1], (diagnostic{log_level::error, disabled_one}));
   result = parse({"ASYNCSHIM_FREE_BACKLOG=half-free"});
   EXPECT_TRUE(result.values.disabled);

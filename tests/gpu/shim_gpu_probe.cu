@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -373,13 +374,67 @@ int second_device()
   return 0;
 }
 
+// Spins on the device for about `ns` nanoseconds (the device's own clock).
+__global__ void spin(unsigned long long ns)
+{
+  unsigned long long start = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    unsigned long long now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) { break; }
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// ASYNCSHIM_FREE_BACKLOG (set by the test, EXPECT_BACKLOG_WAIT=1 where the
+// free must wait): 64 MiB freed while a 200 ms kernel runs on the legacy
+// stream. Over a small backlog the free waits for that kernel, as native
+// cudaFree does; without a limit it returns at once. Either way the block is
+// then allocated again and used.
+void free_backlog()
+{
+  bool const must_wait = std::getenv("EXPECT_BACKLOG_WAIT") != nullptr;
+  void* p = nullptr;
+  CUDA_OK(cudaMalloc(&p, 64 * MiB));
+  CUDA_OK(cudaDeviceSynchronize());
+  spin<<<1, 1>>>(200'000'000ull);
+  CUDA_OK(cudaGetLastError());
+  auto const start = std::chrono::steady_clock::now();
+  CUDA_OK(cudaFree(p));
+  double const took = seconds_since(start);
+  std::printf("free_backlog: the free took %.1f ms beside a 200 ms kernel\n", took * 1e3);
+  if (must_wait) {
+    CHECK(took >= 0.150);
+  } else {
+    CHECK(took < 0.100);
+  }
+  auto* again = static_cast<unsigned*>(nullptr);
+  CUDA_OK(cudaMalloc(&again, 64 * MiB));
+  std::size_t const n = 64 * MiB / sizeof(unsigned);
+  fill_kernel<<<256, 256>>>(again, n, 7);
+  unsigned long long* sum = nullptr;
+  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
+  CUDA_OK(cudaMemset(sum, 0, sizeof *sum));
+  checksum<<<256, 256>>>(again, n, sum);
+  unsigned long long got = 0;
+  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  CHECK(got == expected_checksum(n, 7));
+  CUDA_OK(cudaFree(sum));
+  CUDA_OK(cudaFree(again));
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
   if (argc != 2) {
-    std::fprintf(stderr,
-                 "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device\n");
+    std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device|"
+                         "free-backlog\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -407,6 +462,8 @@ int main(int argc, char** argv)
     status = second_device();
   } else if (check == "every-device") {
     status = every_device();
+  } else if (check == "free-backlog") {
+    free_backlog();
   } else {
     std::fprintf(stderr, "unknown check %s\n", check.c_str());
     return 2;
