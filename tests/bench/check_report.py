@@ -47,6 +47,8 @@ def make_raw(raw):
         "pairs-pool-runtime-r1": pairs("pool", "runtime", dict.fromkeys(SIZES, 1000.0)),
         "pairs-pool-driver-r1": pairs("pool", "driver", dict.fromkeys(SIZES, 1000.0)),
         "pairs-shim-device-runtime-r1": pairs("shim:device", "runtime", dict.fromkeys(SIZES, 900.0)),
+        # A slow round of the same: a process runs at one of two speeds, and the page takes the fastest round.
+        "pairs-shim-device-runtime-r2": pairs("shim:device", "runtime", dict.fromkeys(SIZES, 1800.0)),
         "pairs-shim-device-static-r1": pairs("shim:device", "static-runtime", dict.fromkeys(SIZES, 2000.0)),
         "pairs-shim-leak-report-runtime-r1": pairs("shim:device+leak-report", "runtime", dict.fromkeys(SIZES, 990.0)),
         "pairs-shim-leak-stacks-runtime-r1": pairs("shim:device+leak-report+stacks", "runtime",
@@ -116,7 +118,8 @@ def main():
     expect(static_log.get("result", "").startswith("MISSED, 25% over"), f"1.5× is 25% over 1.2×: {static_log}")
 
     pair = one("pair, shim default (device ordering), cudaMalloc (runtime path)")
-    expect(pair.get("met") is True and abs(pair["value"] - 0.9) < 1e-9, f"the runtime pair is 0.90×, met: {pair}")
+    expect(pair.get("met") is True and abs(pair["value"] - 0.9) < 1e-9,
+           f"the runtime pair is 0.90× (its fastest round), met: {pair}")
     static_pair = one("pair, shim default (device ordering), cudaMalloc of a static runtime")
     expect(static_pair.get("met") is False, f"the static pair (2.0×) is missed: {static_pair}")
     not_measured = one("16 threads, shim default (device ordering), cudaMalloc (runtime path)")

@@ -147,15 +147,22 @@ def baseline_path(path):
     return "runtime" if path == "runtime" else "driver"
 
 
-def collect(records, bench, key_fields, value_field):
-    """{(allocator, path, *key): value}; repeated measurements: their median."""
+def collect(records, bench, key_fields, value_field, reduce=statistics.median):
+    """{(allocator, path, *key): value}; repeated measurements (rounds): their median, or `reduce`."""
     groups = {}
     for r in records:
         if r.get("bench") != bench or value_field not in r:
             continue
         key = (r.get("allocator"), r.get("path")) + tuple(r.get(k) for k in key_fields)
         groups.setdefault(key, []).append(r[value_field])
-    return {k: statistics.median(v) for k, v in groups.items()}
+    return {k: reduce(v) for k, v in groups.items()}
+
+
+def collect_pairs(records):
+    """{(allocator, path, size): ns}: the fastest round of each pair measurement. On the H200 a process's pair
+    runs at one of two speeds whatever the allocator, the raw pool's too (tests/bench/RESULTS.md, 2026-12-01):
+    the median of a few rounds would compare one configuration's fast process with another's slow one."""
+    return collect(records, "pairs", ("size",), "median_ns", reduce=min)
 
 
 def timed_torch(records):
@@ -223,7 +230,7 @@ def goal_targets(records, shim="shim:device", who="shim default (device ordering
     allocator name in the records, e.g. "shim:device" for the defaults)
     against the raw pool and PyTorch's caching allocator."""
     out = []
-    pairs = collect(records, "pairs", ("size",), "median_ns")
+    pairs = collect_pairs(records)
     for path in ("runtime", "static-runtime"):
         worst = None
         for size in sorted({k[2] for k in pairs if k[1] == path and k[0] == shim}):
@@ -275,7 +282,7 @@ def reuse_cache_targets(records):
 def evaluate_targets(records, before=None):
     """The goals of the performance and observing issues, for the shim's defaults."""
     out = goal_targets(records)
-    pairs = collect(records, "pairs", ("size",), "median_ns")
+    pairs = collect_pairs(records)
     for path in ("runtime", "static-runtime"):
         worst = None
         for size in sorted({k[2] for k in pairs if k[:2] == ("shim:device+event-log", path)}):
@@ -305,7 +312,7 @@ def evaluate_targets(records, before=None):
 
 
 def pairs_section(records):
-    pairs = collect(records, "pairs", ("size",), "median_ns")
+    pairs = collect_pairs(records)
     sizes = sorted({k[2] for k in pairs})
     if not sizes:
         return ["No pair measurements (no GPU, or the runs failed: see Runs)."]
@@ -350,7 +357,7 @@ def pairs_section(records):
 
 def observing_section(records, runs):
     """What the leak report, its call stacks and the event log cost on a pair, against the shim's default."""
-    pairs = collect(records, "pairs", ("size",), "median_ns")
+    pairs = collect_pairs(records)
     lines = []
     for path in ("runtime", "static-runtime"):
         configs = [(allocator, text) for allocator, text in OBSERVING
@@ -375,7 +382,8 @@ def observing_section(records, runs):
     notes = [f"- `{name}`: {w}" for name, w in lost] or ["- Every event-log run wrote every event (no loss reported)."]
     return (["The pair of the shim's default configuration with each observing setting on, against the same pair "
              "with all of them off (the default: one branch each on the hot path; the before/after table compares "
-             "that with a build without them, where a baseline ran). In parentheses the median pair. The event log "
+             "that with a build without them, where a baseline ran). In parentheses the median pair (the fastest "
+             "round's, as above). The event log "
              "writes RMM's CSV from a background thread; the leak report keeps one record per live block; with call "
              "stacks it also records 8 return addresses per allocation (named only at exit).", ""]
             + lines + notes)
@@ -501,11 +509,12 @@ def torch_section(records):
     by_model = {}
     for r in torch:
         by_model.setdefault(r["model"], {})[r["config"]] = r
+    shown = [(config, text) for config, text in TORCH_CONFIGS if any(config in c for c in by_model.values())]
     rows = []
     for model, configs in by_model.items():
         base = configs.get("caching")
         row = [next(iter(configs.values()))["description"]]
-        for config, _ in TORCH_CONFIGS:
+        for config, _ in shown:
             r = configs.get(config)
             if r is None:
                 row.append("—")
@@ -520,7 +529,7 @@ def torch_section(records):
             f"{first['gpu']}. In parentheses: the ratio to PyTorch's caching allocator. "
             f"\"uncached\" = `PYTORCH_NO_CUDA_MEMORY_CACHING=1` (one `cudaMalloc`/`cudaFree` per tensor); "
             f"`backend:cudaMallocAsync` = `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync`.", "",
-            table(["model"] + [text for _, text in TORCH_CONFIGS], rows)] + torch_memory_lines(records)
+            table(["model"] + [text for _, text in shown], rows)] + torch_memory_lines(records)
 
 
 MEMORY_CONFIGS = (("uncached+shim:device", "uncached + shim (defaults)"),
@@ -564,8 +573,8 @@ def torch_memory_lines(records):
 def before_after_pairs(before, records):
     """(what, before, after, unit, lower is better) for each measurement run with the earlier build."""
     out = []
-    old_pairs = collect(before, "pairs", ("size",), "median_ns")
-    new_pairs = collect(records, "pairs", ("size",), "median_ns")
+    old_pairs = collect_pairs(before)
+    new_pairs = collect_pairs(records)
     for path in ("runtime", "static-runtime"):
         for size in sorted({k[2] for k in old_pairs if k[1] == path}):
             out.append((f"pair, {PATH_TEXT[path]}, {size_text(size)}", old_pairs.get(("shim:device", path, size)),
@@ -654,7 +663,11 @@ def page(meta, runs, records, targets, before):
     lines += ["## Allocation pair latency", "",
               "One `cudaMalloc` + `cudaFree` (or the API named) of the same size, back to back, single thread, on "
               "the legacy stream. Headline: the ratio of the median pair to the raw pool's median pair (below 1 = "
-              "faster than the raw pool); in parentheses the median pair itself.", ""]
+              "faster than the raw pool); in parentheses the median pair itself. Each figure is the fastest of the "
+              "rounds (each round a process of its own): a process's pair runs at one of two speeds on the H200, "
+              "the raw pool's too (about 0.8 or 1.4 µs there, `tests/bench/RESULTS.md`), so a median of a few "
+              "rounds would compare one configuration's fast process with another's slow one. Every round is "
+              "under Every pair measurement.", ""]
     lines += pairs_section(records)
     lines += ["", "## Observing: the leak report and the event log", ""] + observing_section(records, runs)
     lines += ["", "## Churn: a live set with kernels", ""] + churn_section(records)
