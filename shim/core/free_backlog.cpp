@@ -32,9 +32,8 @@ void forget_completed(shim_state& s, int device, int most) noexcept
 
 }  // namespace
 
-bool backlog_over_limit(shim_state& s, int device) noexcept
+bool waiting_over_limit(shim_state& s, int device) noexcept
 {
-  if (!limits_backlog(s, device)) { return false; }
   std::uint64_t const waiting = waiting_bytes(s, device);
   if (s.stats != nullptr) { s.stats->backlog_seen(device, waiting); }
   return waiting > s.pools.backlog_limit(device);

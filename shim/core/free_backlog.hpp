@@ -24,8 +24,15 @@ namespace asyncshim::shim {
   return s.backlog_limited && s.pools.backlog_limit(device) != device_pools::no_backlog_limit;
 }
 
-// Whether more than the limit of `device` waits now (queued and issued).
-[[nodiscard]] bool backlog_over_limit(shim_state& s, int device) noexcept;
+// Whether more than the limit of `device` waits now (queued and issued); the
+// device has a limit.
+[[nodiscard]] bool waiting_over_limit(shim_state& s, int device) noexcept;
+// The same for any device, for every free: without the setting, one branch
+// here and no call.
+[[nodiscard]] inline bool backlog_over_limit(shim_state& s, int device) noexcept
+{
+  return limits_backlog(s, device) && waiting_over_limit(s, device);
+}
 
 // A batch of `bytes` was just issued on the shim's stream `own` of `device`,
 // in the pool's context: remembered behind an event recorded there, when the
