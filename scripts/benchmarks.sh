@@ -182,19 +182,23 @@ before_env=("LD_PRELOAD=$baseline" "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size")
 event_logs=$(mktemp -d "${TMPDIR:-/tmp}/asyncshim-bench-logs.XXXXXX")
 trap 'rm -rf "$event_logs"' EXIT
 
-# The machine's speed drifts over minutes (the raw pool's own pair has
-# measured 0.7 us in one run and 1.4 us in another): the allocator runs come
-# in rounds, each configuration once per round, and the page takes the median
-# of the rounds. The first round has every configuration and size; the later
-# ones the headline comparisons (raw pool, the shim's default, the baseline).
+# The machine's speed drifts over minutes: the allocator runs come in rounds,
+# each configuration once per round, and the page takes the median of the
+# rounds (of pairs, the fastest round: a process's pair runs at one of two
+# speeds on the H200, the raw pool's too; tests/bench/RESULTS.md, 2026-12-01).
+# The first round has every configuration and size; rounds 2 and 3 the
+# headline comparisons (raw pool, the shim's default, the baseline); rounds 4
+# to 7 only the headline pairs, so that every configuration has fast rounds.
 rounds=$((quick ? 1 : 3))
-for ((round = 1; round <= rounds; ++round)); do
+pair_rounds=$((quick ? 1 : 7))
+for ((round = 1; round <= pair_rounds; ++round)); do
   r="-r$round"
   first=$((round == 1))
+  full=$((round <= rounds))
   # The first round: every size and ordering; the later ones the headline.
   round_sizes=$small_sizes orderings=(device)
   ((first)) && round_sizes=$sizes orderings=(device stream sync)
-  echo "== round $round of $rounds: alloc+free pairs ($round_sizes)"
+  echo "== round $round of $pair_rounds: alloc+free pairs ($round_sizes)"
   run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $round_sizes --iterations $fast
   run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $round_sizes --iterations $fast
   for ordering in "${orderings[@]}"; do
@@ -203,19 +207,22 @@ for ((round = 1; round <= rounds; ++round)); do
     shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
     run "pairs-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $n
     run "pairs-shim-$ordering-static$r" 90 "${shim_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $n
-    run "pairs-shim-$ordering-driver$r" 90 "${shim_env[@]}" -- "$bench" pairs --api driver --size $round_sizes --iterations $n
+    ((full)) && run "pairs-shim-$ordering-driver$r" 90 "${shim_env[@]}" -- \
+      "$bench" pairs --api driver --size $round_sizes --iterations $n
   done
   # The reuse cache (experimental, off by default).
-  reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB)
-  run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $fast
-  run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $fast
+  if ((full)); then
+    reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB)
+    run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $fast
+    run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $fast
+  fi
   # What observing costs (all off by default): the same pairs with the leak
   # report, with its call stacks, and with the event log (written to a scratch
   # folder, removed at the end; RMM's CSV is about 60 bytes a line).
   run "pairs-shim-leak-report-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_LEAK_REPORT=1 -- \
     "$bench" pairs --api runtime --size $small_sizes --iterations $fast
-  run "pairs-shim-leak-stacks-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_LEAK_REPORT=1 ASYNCSHIM_LEAK_STACK_DEPTH=8 -- \
-    "$bench" pairs --api runtime --size $small_sizes --iterations $fast
+  ((full)) && run "pairs-shim-leak-stacks-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_LEAK_REPORT=1 \
+    ASYNCSHIM_LEAK_STACK_DEPTH=8 -- "$bench" pairs --api runtime --size $small_sizes --iterations $fast
   run "pairs-shim-event-log-runtime$r" 90 "${with_shim[@]}" "ASYNCSHIM_EVENT_LOG=$event_logs/pairs-runtime$r-%p.csv" -- \
     "$bench" pairs --api runtime --size $small_sizes --iterations $fast
   run "pairs-shim-event-log-static$r" 90 "${with_shim[@]}" "ASYNCSHIM_EVENT_LOG=$event_logs/pairs-static$r-%p.csv" -- \
@@ -229,6 +236,7 @@ for ((round = 1; round <= rounds; ++round)); do
     run pairs-native-runtime 90 -- "$bench" pairs --api runtime --size $sizes --iterations $slow
     run pairs-native-driver 90 -- "$bench" pairs --api driver --size $sizes --iterations $slow
   fi
+  ((full)) || continue
 
   echo "== round $round: churn (64 live buffers, a kernel per step, legacy + non-blocking stream)"
   run "churn-pool-runtime$r" 90 -- "$bench" churn --api pool-runtime --steps $churn_fast --live 64
@@ -260,31 +268,6 @@ for ((round = 1; round <= rounds; ++round)); do
   [[ -n $baseline ]] && run "before-threads-runtime$r" 60 "${before_env[@]}" -- "$bench" threads --api runtime "${threads[@]}"
   ((first)) && run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
 done
-
-# A process's pair runs at one of two speeds on the H200, the raw pool's too
-# (tests/bench/RESULTS.md, 2026-12-01): four more rounds of the headline pairs,
-# so that every configuration has fast rounds; the page takes each one's fastest.
-if ((!quick)); then
-  echo "== rounds 4 to 7: the headline pairs again ($small_sizes)"
-  for ((round = 4; round <= 7; ++round)); do
-    r="-r$round"
-    pairs=(pairs --api runtime --size $small_sizes --iterations $fast)
-    run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $small_sizes --iterations $fast
-    run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $small_sizes --iterations $fast
-    run "pairs-shim-device-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_ORDERING=device -- "$bench" "${pairs[@]}"
-    run "pairs-shim-device-static$r" 90 "${with_shim[@]}" ASYNCSHIM_ORDERING=device -- "$bench_static" "${pairs[@]}"
-    run "pairs-shim-leak-report-runtime$r" 90 "${with_shim[@]}" ASYNCSHIM_LEAK_REPORT=1 -- "$bench" "${pairs[@]}"
-    run "pairs-shim-event-log-runtime$r" 90 "${with_shim[@]}" "ASYNCSHIM_EVENT_LOG=$event_logs/pairs-runtime$r-%p.csv" -- \
-      "$bench" "${pairs[@]}"
-    run "pairs-shim-event-log-static$r" 90 "${with_shim[@]}" "ASYNCSHIM_EVENT_LOG=$event_logs/pairs-static$r-%p.csv" -- \
-      "$bench_static" "${pairs[@]}"
-    rm -f "$event_logs"/*.csv
-    if [[ -n $baseline ]]; then
-      run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" "${pairs[@]}"
-      run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" "${pairs[@]}"
-    fi
-  done
-fi
 
 echo "== first allocation and growth (a pool that starts empty; every allocation synchronized)"
 former=("LD_PRELOAD=$shim" ASYNCSHIM_INITIAL_POOL_SIZE=half-free ASYNCSHIM_IDLE_RELEASE=off)
