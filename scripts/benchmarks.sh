@@ -322,9 +322,9 @@ else
         ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model
       run "torch-$model-uncached-shim-reuse-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
         ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model --purpose memory
-      # With the free backlog bounded (experimental): the memory held, and the step time of that run.
-      run "torch-$model-uncached-shim-backlog-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
-        ASYNCSHIM_FREE_BACKLOG=256MiB -- "$py" "${torch_bench[@]}" --model $model --purpose memory
+      # With in-order frees off (every free queued and fenced): what they save.
+      run "torch-$model-uncached-shim-fenced-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
+        ASYNCSHIM_IN_ORDER_FREES=off -- "$py" "${torch_bench[@]}" --model $model --purpose memory
     done
   done
 fi

@@ -253,6 +253,20 @@ constexpr std::array table{
     .show = show_free_backlog,
   },
   variable{
+    .info = {.name = "ASYNCSHIM_IN_ORDER_FREES",
+             .field = "in_order_frees",
+             .default_text = "on",
+             .accepted = boolean_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "under device ordering, while the program has no non-blocking stream (and the process sees "
+                        "one device), a cudaFree goes to the pool at once in the legacy stream's order, so the next "
+                        "cudaMalloc can have the block again; off: every free is queued and fenced"},
+    .what = "boolean",
+    .describe_key = "in_order_frees",
+    .apply = apply_choice<&settings::in_order_frees, parse_bool>,
+    .show = show_yes_no<&settings::in_order_frees>,
+  },
+  variable{
     .info = {.name = "ASYNCSHIM_EXPORT_HANDLE_TYPE",
              .field = "export_handle_type",
              .default_text = "auto",

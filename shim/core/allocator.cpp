@@ -148,26 +148,61 @@ cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api,
   return queue_free(s, ptr, record, true);
 }
 
+// Frees `ptr` to the pool on `stream` now, the owner's context current. The
+// record goes before the pool has the block (state/allocation_registry.hpp),
+// and comes back if the free fails (for pool_free's unclaim).
+cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memory_resource& pool, void* ptr,
+                           allocation_record const& record, CUstream stream) noexcept
+{
+  std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
+  cudaError_t const r = quietly_then_at_caller_level(
+    api.level, true, [&] { return pool.try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
+  if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }
+  if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
+  return r;
+}
+
+// Whether device ordering may free in the legacy stream's order while the
+// program has no non-blocking stream (docs/design.md, "In-order frees"):
+// not on per-thread streams, which do not order themselves after each other.
+bool may_free_in_order(config::settings const& settings) noexcept
+{
+  return settings.in_order_frees && settings.stream == config::stream_choice::legacy;
+}
+
 // Frees `ptr`, claimed in the ownership record, as the configured ordering
 // says:
-//  - device: queued, issued behind a fence with the rest of its batch
-//    (issue_queued); fenced and freed at once when the calling thread's
-//    context is not the pool's (a driver-API program's own context, another
-//    device current), as the fence must be recorded where the program worked;
+//  - device: while the program has no non-blocking stream, to the pool at
+//    once on the legacy stream, which orders the free after every stream's
+//    work (stream_tracker::free_in_order); otherwise queued, issued behind a
+//    fence with the rest of its batch (issue_queued); fenced and freed at
+//    once when the calling thread's context is not the pool's (a driver-API
+//    program's own context, another device current), as the fence must be
+//    recorded where the program worked;
 //  - stream: on the allocation stream of the calling thread, at once;
 //  - sync: after a device synchronization, on the shim's own stream.
 // During a capture, frees the capture rules allow are queued whatever the
 // ordering (and issued with the device ordering's fence once no capture is
 // in progress: the thread issuing them is not the one that freed, so its
 // own stream means nothing to the program's work). A block freed at once has
-// its record released once the pool has it.
-cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record) noexcept
+// its record released once the pool has it. A block exported through legacy
+// IPC is never freed in order: the next allocation on the legacy stream
+// would get it at once, while a process that opened it may still read it
+// (natively it keeps the bytes; queued, the block comes back later).
+cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record,
+                         bool exported) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(record.device);
   if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
   stream_tracker& streams = tracker();
   bool const device_ordering = s.settings.ordering == config::ordering_mode::device;
   if (device_ordering && !streams.captures_in_progress() && in_pool_context(s, record.device)) {
+    cudaError_t in_order = cudaSuccess;
+    if (!exported && may_free_in_order(s.settings) &&
+        streams.free_in_order([&] { return free_on_stream(s, api, *pool, ptr, record, CU_STREAM_LEGACY); }, in_order)) {
+      if (in_order == cudaSuccess && s.stats != nullptr) { s.stats->free_in_order(record.device); }
+      return in_order;
+    }
     return queue_free(s, ptr, record, false);
   }
   auto access = streams.access();
@@ -185,15 +220,7 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   if (owner.status() != cudaSuccess) { return owner.status(); }
   // The owner's context is current now (cudaSetDevice makes it so).
   device_streams const shim_streams = s.pools.streams(record.device);
-  auto const free_on = [&](CUstream stream) {
-    // The record goes before the pool has the block (state/allocation_registry.hpp).
-    std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
-    cudaError_t const r = quietly_then_at_caller_level(
-      api.level, true, [&] { return pool->try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
-    if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }  // for pool_free's unclaim
-    if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
-    return r;
-  };
+  auto const free_on = [&](CUstream stream) { return free_on_stream(s, api, *pool, ptr, record, stream); };
   switch (s.settings.ordering) {
     case config::ordering_mode::stream: return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
     case config::ordering_mode::sync:
@@ -445,10 +472,10 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
   }
   // Its legacy IPC handles name nothing from now on (before the pool may
   // hand the address out again); processes that opened it keep their mapping.
-  s.exports.forget(reinterpret_cast<std::uintptr_t>(ptr));
+  bool const exported = s.exports.forget(reinterpret_cast<std::uintptr_t>(ptr));
   timer.device = record.device;
   std::optional<live_block> live = note_freeing(s, ptr, record.bytes);
-  cudaError_t const result = free_to_pool(s, api, ptr, record);
+  cudaError_t const result = free_to_pool(s, api, ptr, record, exported);
   if (result != cudaSuccess) {
     // Still allocated (e.g. no current context at the driver level, as
     // natively an error): the program's again, so a retry frees it.

@@ -155,6 +155,14 @@ CUresult stream_created(CUresult result, CUstream const* stream, unsigned flags)
   return result;
 }
 
+// A context of the program's own: frees are not made in order any more
+// (state/stream_tracker.hpp), once the new context is there.
+CUresult context_created(CUresult result) noexcept
+{
+  if (result == CUDA_SUCCESS && tracking_active()) { tracker().context_created(); }
+  return result;
+}
+
 template <class Begin>
 CUresult begin_capture(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode, Begin real_begin) noexcept
 {
@@ -235,6 +243,29 @@ CUresult asyncshim_hook_stream_end_capture(CUstream stream, CUgraph* graph) noex
 CUresult asyncshim_hook_stream_end_capture_ptsz(CUstream stream, CUgraph* graph) noexcept
 {
   return end_capture(driver().stream_end_capture_ptsz, driver().stream_is_capturing_ptsz, true, stream, graph);
+}
+
+CUresult asyncshim_hook_ctx_create_v2(CUcontext* context, unsigned flags, CUdevice device) noexcept
+{
+  return context_created(call_real(driver().ctx_create_v2, context, flags, device));
+}
+
+CUresult asyncshim_hook_ctx_create_v3(CUcontext* context, CUexecAffinityParam* params, int count, unsigned flags,
+                                      CUdevice device) noexcept
+{
+  return context_created(call_real(driver().ctx_create_v3, context, params, count, flags, device));
+}
+
+CUresult asyncshim_hook_ctx_create_v4(CUcontext* context, CUctxCreateParams* params, unsigned flags,
+                                      CUdevice device) noexcept
+{
+  return context_created(call_real(driver().ctx_create_v4, context, params, flags, device));
+}
+
+CUresult asyncshim_hook_green_ctx_create(CUgreenCtx* context, CUdevResourceDesc desc, CUdevice device,
+                                         unsigned flags) noexcept
+{
+  return context_created(call_real(driver().green_ctx_create, context, desc, device, flags));
 }
 
 CUresult asyncshim_hook_ctx_destroy(CUcontext context) noexcept

@@ -16,7 +16,16 @@ namespace {
 // Why a function is replaced, which decides when (cuda/api_table.def).
 enum class purpose { allocation, following, lookup };
 // Which real addresses mean a replaced function (cuda/api_table.def).
-enum class lookups { every_stream, every_stream_and_older, legacy_stream, per_thread_stream, cuda_11, cuda_2 };
+enum class lookups {
+  every_stream,
+  every_stream_and_older,
+  legacy_stream,
+  per_thread_stream,
+  cuda_11,
+  cuda_2,
+  cuda_3_2,
+  cuda_11_4
+};
 enum class need { required, optional };
 
 // The older versions a runtime may ask for, where their ABI is the same as
@@ -27,6 +36,9 @@ constexpr int older_versions[] = {2000, 4000, 7000, 11000};
 constexpr int cuda_11_version = 11030;
 // The first ABI of the oldest functions.
 constexpr int cuda_2_version = 2000;
+// The ABIs of functions that changed twice (cuCtxCreate_v2 and _v3).
+constexpr int cuda_3_2_version = 3020;
+constexpr int cuda_11_4_version = 11040;
 
 // How many addresses can mean one replaced function: its export, and what
 // cuGetProcAddress returns for it.
@@ -38,7 +50,9 @@ constexpr std::size_t addresses_for(lookups kind) noexcept
     case lookups::every_stream_and_older: return 3 + std::size(older_versions);
     case lookups::legacy_stream:
     case lookups::per_thread_stream:
-    case lookups::cuda_11: return 2;
+    case lookups::cuda_11:
+    case lookups::cuda_3_2:
+    case lookups::cuda_11_4: return 2;
   }
   return 0;
 }
@@ -93,9 +107,11 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
                    void* ours, int version) noexcept
 {
   constexpr cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  int const lookup_version = kind == lookups::cuda_11  ? cuda_11_version
-                             : kind == lookups::cuda_2 ? cuda_2_version
-                                                       : version;
+  int const lookup_version = kind == lookups::cuda_11     ? cuda_11_version
+                             : kind == lookups::cuda_2    ? cuda_2_version
+                             : kind == lookups::cuda_3_2  ? cuda_3_2_version
+                             : kind == lookups::cuda_11_4 ? cuda_11_4_version
+                                                          : version;
   void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr : looked_up(name, lookup_version, 0);
   t.add(exported, ours, why);
   t.add(legacy_lookup, ours, why);

@@ -48,15 +48,16 @@ std::optional<exported_block> ipc_exports::find(std::uint64_t serial) const
   return block->second;
 }
 
-void ipc_exports::forget(std::uintptr_t address) noexcept
+bool ipc_exports::forget(std::uintptr_t address) noexcept
 {
-  if (size() == 0) { return; }
+  if (size() == 0) { return false; }
   std::lock_guard lock{mutex_};
   auto const serial = serial_of_.find(address);
-  if (serial == serial_of_.end()) { return; }
+  if (serial == serial_of_.end()) { return false; }
   blocks_.erase(serial->second);
   serial_of_.erase(serial);
   count_.store(blocks_.size(), std::memory_order_release);
+  return true;
 }
 
 std::optional<pool_share> ipc_exports::pool_share_of(int device) const

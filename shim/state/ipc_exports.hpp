@@ -47,8 +47,9 @@ class ipc_exports {
   ipc_handle_bytes add(exported_block block, ipc_handle const& identity);
   // The block a handle's serial names, while the program has not freed it.
   [[nodiscard]] std::optional<exported_block> find(std::uint64_t serial) const;
-  // The program freed the block at `address` (one atomic load when nothing was ever exported).
-  void forget(std::uintptr_t address) noexcept;
+  // The program freed the block at `address` (one atomic load when nothing
+  // was ever exported); whether it had been exported.
+  bool forget(std::uintptr_t address) noexcept;
   // A device reset freed every block of `device`.
   void forget_device(int device) noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return count_.load(std::memory_order_acquire); }

@@ -121,6 +121,7 @@ void statistics::block_exported(int device) noexcept { count(device, &device_cou
 
 void statistics::block_imported(int device) noexcept { count(device, &device_counters::ipc_imported_blocks); }
 
+void statistics::free_in_order(int device) noexcept { count(device, &device_counters::in_order_frees); }
 void statistics::reuse_hit(int device) noexcept { count(device, &device_counters::reuse_hits); }
 
 void statistics::reuse_miss(int device) noexcept { count(device, &device_counters::reuse_misses); }
@@ -295,14 +296,14 @@ std::string stats_json(report_sources const& sources, long pid)
       "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}, "
       "\"reuse_cache\": {{\"hits\": {}, \"misses\": {}, \"peak_held_bytes\": {}}}, "
       "\"free_backlog\": {{\"frees_over_limit\": {}, \"frees_waited\": {}, \"waited_ns\": {}, "
-      "\"peak_bytes\": {}}}}}",
+      "\"peak_bytes\": {}}}, \"in_order_frees\": {}}}",
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
       allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
       passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns),
       load(c.ipc_exported_blocks), load(c.ipc_imported_blocks), load(c.reuse_hits), load(c.reuse_misses),
       load(c.reuse_peak_held_bytes), load(c.backlog_frees_over_limit), load(c.backlog_frees_waited),
-      load(c.backlog_wait_ns), load(c.backlog_peak_bytes));
+      load(c.backlog_wait_ns), load(c.backlog_peak_bytes), load(c.in_order_frees));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();

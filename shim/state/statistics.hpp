@@ -35,6 +35,7 @@ struct device_counters {
   // The same, by the entry point that caught them (cudaMalloc or cuMemAlloc_v2).
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> allocations_by_call{};
   std::atomic<std::uint64_t> frees{0};
+  std::atomic<std::uint64_t> in_order_frees{0};  // of them, to the pool at once on the legacy stream
   std::atomic<std::uint64_t> bytes_requested{0};
   std::atomic<std::uint64_t> bytes_in_use{0};
   std::atomic<std::uint64_t> peak_bytes_in_use{0};
@@ -70,6 +71,7 @@ class statistics {
 
   void allocation_served(int device, std::size_t bytes, interposed_call call) noexcept;
   void free_served(int device, std::size_t bytes) noexcept;
+  void free_in_order(int device) noexcept;
   void allocation_failed(int device) noexcept;
   void allocation_passed_through(int device, passthrough_reason reason) noexcept;
   void free_passed_through() noexcept;

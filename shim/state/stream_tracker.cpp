@@ -1,5 +1,6 @@
 #include "state/stream_tracker.hpp"
 
+#include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
 #include "state/shim_state.hpp"
@@ -39,6 +40,24 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   // the legacy stream after theirs: one event there covers them all.
   if ((flags & CU_STREAM_NON_BLOCKING) == 0 || stream == nullptr) { return; }
   auto const& drv = driver();
+  {
+    // Before the program can submit anything to it: blocks freed in order
+    // may still be in use by the legacy stream's work, and this stream does
+    // not order itself after it.
+    std::unique_lock lock{stream_mutex_};
+    if (streams_.empty() && in_order_.load(std::memory_order_relaxed) == in_order_state::possible) {
+      log::info("the program made a non-blocking stream: frees under ASYNCSHIM_ORDERING=device are queued and "
+                "fenced while it lives, no longer made in the legacy stream's order");
+    }
+    if (record_settle_point_locked() != CUDA_SUCCESS) {
+      log::warn("a new non-blocking stream could not be ordered after the frees before it; the device is synchronized "
+                "instead");
+      context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+      if (drv.ctx_synchronize != nullptr) { (void)drv.ctx_synchronize(); }
+      settle_pending_ = false;
+    }
+    wait_for_settle_point_locked(stream);
+  }
   CUcontext context = nullptr;
   CUevent fence = nullptr;
   if (drv.ctx_get_current == nullptr || drv.event_create == nullptr || drv.ctx_get_current(&context) != CUDA_SUCCESS ||
@@ -51,6 +70,7 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
     std::unique_lock lock{stream_mutex_};
     drop_completed_locked();
     streams_.push_back({stream, context, fence});
+    count_streams_locked();
   } catch (...) {
     (void)drv.event_destroy(fence);
     log::warn("cannot follow a new non-blocking stream (no memory): frees under ASYNCSHIM_ORDERING=device are not "
@@ -85,6 +105,7 @@ void stream_tracker::drop_completed_locked() noexcept
     (void)drv.event_destroy(t.fence);
     return true;
   });
+  count_streams_locked();
 }
 
 void stream_tracker::forget_captures_of(CUstream stream) noexcept
@@ -121,6 +142,110 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
   // The context takes its streams and events with it: only forget them.
   std::unique_lock lock{stream_mutex_};
   std::erase_if(streams_, [&](tracked_stream const& t) { return t.context == context; });
+  count_streams_locked();
+  // The frees made in order there went with it, and so does the settle point.
+  if (settle_context_ == context) {
+    settle_event_ = nullptr;
+    settle_context_ = nullptr;
+    settle_pending_ = false;
+  }
+  CUcontext expected = context;
+  if (in_order_context_.compare_exchange_strong(expected, nullptr)) { unsettled_.store(false); }
+}
+
+bool stream_tracker::in_order_possible() noexcept
+{
+  in_order_state state = in_order_.load(std::memory_order_acquire);
+  if (state == in_order_state::unknown) {
+    // Another device's streams do not order themselves after this one's
+    // legacy stream, and its work may use this device's memory.
+    auto const count = driver().device_get_count;
+    int devices = 0;
+    bool const one_device = count != nullptr && count(&devices) == CUDA_SUCCESS && devices == 1;
+    state = one_device ? in_order_state::possible : in_order_state::impossible;
+    in_order_state expected = in_order_state::unknown;
+    if (!in_order_.compare_exchange_strong(expected, state)) { state = expected; }
+  }
+  return state == in_order_state::possible;
+}
+
+void stream_tracker::freed_in_order() noexcept
+{
+  if (unsettled_.load(std::memory_order_relaxed)) { return; }
+  in_order_context_.store(current_context(), std::memory_order_relaxed);
+  unsettled_.store(true, std::memory_order_relaxed);
+}
+
+CUresult stream_tracker::record_settle_point_locked() noexcept
+{
+  if (!unsettled_.load(std::memory_order_relaxed)) { return CUDA_SUCCESS; }
+  auto const& drv = driver();
+  CUcontext const context = in_order_context_.load(std::memory_order_relaxed);
+  if (drv.event_create == nullptr || drv.event_record == nullptr || drv.event_destroy == nullptr) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  context_scope in_context{context};
+  if (!in_context.current()) { return in_context.status(); }
+  if (settle_event_ != nullptr && settle_context_ != context) {
+    (void)drv.event_destroy(settle_event_);
+    settle_event_ = nullptr;
+  }
+  if (settle_event_ == nullptr) {
+    if (CUresult const r = drv.event_create(&settle_event_, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+      settle_event_ = nullptr;
+      return r;
+    }
+    settle_context_ = context;
+  }
+  if (CUresult const r = drv.event_record(settle_event_, CU_STREAM_LEGACY); r != CUDA_SUCCESS) { return r; }
+  unsettled_.store(false, std::memory_order_relaxed);
+  settle_pending_ = true;
+  return CUDA_SUCCESS;
+}
+
+void stream_tracker::wait_for_settle_point_locked(CUstream stream) noexcept
+{
+  if (!settle_pending_) { return; }
+  auto const& drv = driver();
+  CUresult const state = drv.event_query != nullptr ? drv.event_query(settle_event_) : CUDA_ERROR_NOT_READY;
+  if (state != CUDA_ERROR_NOT_READY) {  // complete: no stream has to wait for it any more
+    settle_pending_ = false;
+    return;
+  }
+  // A wait on the device: the host goes on (the stream's first work waits
+  // for the legacy stream's work up to the last in-order free).
+  if (drv.stream_wait_event == nullptr || drv.stream_wait_event(stream, settle_event_, 0) != CUDA_SUCCESS) {
+    if (drv.event_synchronize != nullptr) { (void)drv.event_synchronize(settle_event_); }
+  }
+}
+
+void stream_tracker::settle_before_capture() noexcept
+{
+  if (!unsettled_.load(std::memory_order_relaxed)) { return; }
+  std::unique_lock lock{stream_mutex_};
+  if (record_settle_point_locked() != CUDA_SUCCESS) {
+    context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+    if (driver().ctx_synchronize != nullptr) { (void)driver().ctx_synchronize(); }
+    unsettled_.store(false, std::memory_order_relaxed);
+    settle_pending_ = false;
+  }
+}
+
+void stream_tracker::context_created() noexcept
+{
+  in_order_.store(in_order_state::impossible, std::memory_order_release);
+  std::unique_lock lock{stream_mutex_};
+  auto const& drv = driver();
+  bool settled = record_settle_point_locked() == CUDA_SUCCESS;
+  if (settled && settle_pending_) {
+    settled = drv.event_synchronize != nullptr && drv.event_synchronize(settle_event_) == CUDA_SUCCESS;
+  }
+  if (!settled) {
+    context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+    if (drv.ctx_synchronize != nullptr) { (void)drv.ctx_synchronize(); }
+    unsettled_.store(false, std::memory_order_relaxed);
+  }
+  settle_pending_ = false;
 }
 
 void stream_tracker::record_before_capture(CUstream stream) noexcept

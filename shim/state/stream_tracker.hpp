@@ -6,6 +6,15 @@
 //  - the captures in progress, with their mode and thread: while any is in
 //    progress the shim issues no stream work of its own that a capture could
 //    absorb or that the capture rules forbid (docs/design.md, "Stream capture").
+//  - whether frees may go to the pool at once in the legacy stream's order
+//    (docs/design.md, "In-order frees"): only while no non-blocking stream
+//    is known, no capture is in progress, the process sees one device and
+//    has made no context of its own. A block freed so comes back to the
+//    next allocation on the legacy stream before the work before its free
+//    has finished; that is safe on the legacy and every blocking stream,
+//    which order themselves after the free. A non-blocking stream made
+//    later waits (on the device) for the legacy stream's work up to the
+//    last such free, its *settle point*; a context made later, on the host.
 //
 // Two reader-writer locks (readers never wait for each other):
 //  - the capture lock: the shim's own stream work holds it shared (access()),
@@ -68,6 +77,28 @@ class stream_tracker {
   }
   // Everything that lives in `context` (a context being destroyed or reset).
   void context_destroying(CUcontext context) noexcept;
+  // A context made by the program (cuCtxCreate, cuGreenCtxCreate): its
+  // streams order themselves after nothing of the pool's context, so frees
+  // are never in order again, and the in-order frees so far are waited for.
+  void context_created() noexcept;
+
+  // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
+  // current context, the pool's; it returns 0 for success) and returns true
+  // when frees may go in order now; returns false without running it when
+  // the free must be queued and fenced instead.
+  template <class FreeOnLegacy, class Result>
+  bool free_in_order(FreeOnLegacy free_on_legacy, Result& result)
+  {
+    if (known_streams_.load(std::memory_order_acquire) != 0 || !in_order_possible()) { return false; }
+    shared_access capture_access{capture_mutex_};  // no capture begins meanwhile
+    if (captures_in_progress()) { return false; }
+    std::shared_lock lock{stream_mutex_};  // no stream is made meanwhile
+    // Read again under the lock: a context made meanwhile settles under it.
+    if (!streams_.empty() || in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
+    result = free_on_legacy();
+    if (result == Result{}) { freed_in_order(); }
+    return true;
+  }
 
   // Capture lifetime. `begin` runs the real call under the exclusive lock
   // and records the capture when it succeeded; `end` re-reads the stream's
@@ -80,6 +111,8 @@ class stream_tracker {
     // record would join the capture): record now what stands for the work
     // submitted before it, in case the stream is destroyed mid-capture.
     record_before_capture(stream);
+    // Nor can a stream made during the capture: the settle point is recorded now.
+    settle_before_capture();
     CUresult const result = real_begin();
     if (result == CUDA_SUCCESS) { capture_began(stream, per_thread_api, mode); }
     return result;
@@ -115,6 +148,18 @@ class stream_tracker {
   tracked_stream* before_destroy(CUstream stream) noexcept;
   void forget_captures_of(CUstream stream) noexcept;
   void drop_completed_locked() noexcept;
+  // The tracked streams changed (under the exclusive stream lock).
+  void count_streams_locked() noexcept { known_streams_.store(streams_.size(), std::memory_order_release); }
+  // Whether the process sees one device and has made no context (cheap after the first call).
+  [[nodiscard]] bool in_order_possible() noexcept;
+  void freed_in_order() noexcept;
+  void settle_before_capture() noexcept;
+  // Under the exclusive stream lock: records the settle point after the
+  // in-order frees since the last one (CUDA_SUCCESS if there were none).
+  CUresult record_settle_point_locked() noexcept;
+  // Under the exclusive stream lock: makes `stream` wait for the settle point
+  // unless it has completed.
+  void wait_for_settle_point_locked(CUstream stream) noexcept;
 
   std::shared_mutex capture_mutex_;
   std::vector<capture> active_captures_;
@@ -126,6 +171,21 @@ class stream_tracker {
   // threads record one event at once. Fences are one per batch of frees.
   std::mutex fence_mutex_;
   std::atomic<int> captures_{0};
+  std::atomic<std::size_t> known_streams_{0};  // streams_.size(), for a check without the lock
+
+  // In-order frees. State: unknown until the first free asks, then possible
+  // or not; never possible again once the program made a context.
+  enum class in_order_state : int { unknown, possible, impossible };
+  std::atomic<in_order_state> in_order_{in_order_state::unknown};
+  // Set by an in-order free (the stream lock shared), cleared when the settle
+  // point is recorded after it (exclusively); the context the frees were in.
+  std::atomic<bool> unsettled_{false};
+  std::atomic<CUcontext> in_order_context_{nullptr};
+  // Under the exclusive stream lock: the settle point and whether new
+  // streams still have to wait for it.
+  CUevent settle_event_ = nullptr;
+  CUcontext settle_context_ = nullptr;
+  bool settle_pending_ = false;
 };
 
 // The process's tracker (never destroyed: calls arrive until the very end).

@@ -534,7 +534,8 @@ def torch_section(records):
 
 MEMORY_CONFIGS = (("uncached+shim:device", "uncached + shim (defaults)"),
                   ("uncached+shim:device+reuse", "uncached + shim, reuse cache on"),
-                  ("uncached+shim:device+backlog", "uncached + shim, `ASYNCSHIM_FREE_BACKLOG=256MiB`"))
+                  ("uncached+shim:device+backlog", "uncached + shim, `ASYNCSHIM_FREE_BACKLOG=256MiB`"),
+                  ("uncached+shim:device+fenced", "uncached + shim, `ASYNCSHIM_IN_ORDER_FREES=off`"))
 
 
 def torch_memory_steps(records):
@@ -564,8 +565,7 @@ def torch_memory_lines(records):
         return []
     return ["", "Memory held: PyTorch's caching allocator's `torch.cuda.max_memory_reserved()`, and the reserved "
             "high-water mark of the shim's pool (the reuse cache included) in uncached runs of their own, not timed, "
-            "with the shim's default settings (no initial pool), with the reuse cache on and with a free backlog of "
-            "256 MiB. In parentheses: the ratio to the caching allocator; then the median step of that run (not the "
+            "with the shim's default settings (no initial pool) and with the settings each column names. In parentheses: the ratio to the caching allocator; then the median step of that run (not the "
             "timed runs above: the pool starts empty).", "",
             table(["model", "caching allocator"] + [text for _, text in configs], rows)]
 

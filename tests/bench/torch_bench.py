@@ -143,7 +143,8 @@ def configuration(backend: str, shim: bool, ordering: str) -> str:
         name = "caching"
     reuse = os.environ.get("ASYNCSHIM_REUSE_CACHE", "").strip().lower() not in ("", "0", "off", "0b")
     backlog = os.environ.get("ASYNCSHIM_FREE_BACKLOG", "").strip().lower() not in ("", "off")
-    extras = ("+reuse" if reuse else "") + ("+backlog" if backlog else "")
+    in_order = os.environ.get("ASYNCSHIM_IN_ORDER_FREES", "").strip().lower() not in ("0", "false", "no", "off")
+    extras = ("+reuse" if reuse else "") + ("+backlog" if backlog else "") + ("" if in_order else "+fenced")
     return f"{name}+shim:{ordering}{extras}" if shim else name
 
 
@@ -208,6 +209,7 @@ def main() -> int:
         "reserved_high_water_bytes": reserved_high_water, "purpose": args.purpose,
         "ASYNCSHIM_INITIAL_POOL_SIZE": os.environ.get("ASYNCSHIM_INITIAL_POOL_SIZE"),
         "ASYNCSHIM_FREE_BACKLOG": os.environ.get("ASYNCSHIM_FREE_BACKLOG"),
+        "ASYNCSHIM_IN_ORDER_FREES": os.environ.get("ASYNCSHIM_IN_ORDER_FREES"),
         "allocator_backend": backend, "shim": shim, "ordering": ordering if shim else None,
         "PYTORCH_NO_CUDA_MEMORY_CACHING": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"),
         "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),

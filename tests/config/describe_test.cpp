@@ -15,7 +15,8 @@ TEST(Describe, Defaults)
 {
   EXPECT_EQ(cfg::describe(cfg::settings{}),
             "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
-            "reuse_cache=0 (default) free_backlog=off (default) export_handle_type=auto stream=legacy mode=pool "
+            "reuse_cache=0 (default) free_backlog=off (default) in_order_frees=yes export_handle_type=auto "
+            "stream=legacy mode=pool "
             "intercept=all ordering=device "
             "log_level=warn "
             "log_file=stderr stats_file=none show_stats=no leak_report=no leak_report_file=none leak_stack_depth=0 "
@@ -39,10 +40,11 @@ TEST(Describe, ExplicitValues)
   s.idle_release_ms = 250;
   s.reuse_cache = cfg::size_spec{cfg::size_spec::kind::bytes, 0, 0.0};
   s.free_backlog = cfg::size_spec{cfg::size_spec::kind::bytes, std::uint64_t{2} << 30, 0.0};
+  s.in_order_frees = false;
   EXPECT_EQ(
     cfg::describe(s),
     "initial_pool_size=1536MiB release_threshold=12.5% idle_release=250ms reuse_cache=0B free_backlog=2GiB "
-    "export_handle_type=posix_file_descriptor "
+    "in_order_frees=no export_handle_type=posix_file_descriptor "
     "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
     "stats_file=/tmp/stats-%p.json "
     "show_stats=yes leak_report=no leak_report_file=none leak_stack_depth=0 event_log=none disabled=yes");
@@ -55,7 +57,7 @@ TEST(Describe, FromTheEnvironment)
   auto const result = cfg::parse_environment(env);
   std::string const line = cfg::describe(result.values);
   EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off reuse_cache=0 (default) "
-                  "free_backlog=off (default) export_handle_type=fabric "
+                  "free_backlog=off (default) in_order_frees=yes export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no leak_report=no "
                   "leak_report_file=none leak_stack_depth=0 event_log=none disabled=no");

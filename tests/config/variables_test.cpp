@@ -34,6 +34,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("idle_release_ms", a.idle_release_ms, b.idle_release_ms);
   compare("reuse_cache", a.reuse_cache, b.reuse_cache);
   compare("free_backlog", a.free_backlog, b.free_backlog);
+  compare("in_order_frees", a.in_order_frees, b.in_order_frees);
   compare("export_handle_type", a.export_handle_type, b.export_handle_type);
   compare("stream", a.stream, b.stream);
   compare("mode", a.mode, b.mode);
@@ -56,6 +57,7 @@ std::set<std::string> const all_members{"disabled",
                                         "idle_release_ms",
                                         "reuse_cache",
                                         "free_backlog",
+                                        "in_order_frees",
                                         "export_handle_type",
                                         "stream",
                                         "mode",
@@ -77,6 +79,7 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
   {"ASYNCSHIM_REUSE_CACHE", "64MiB"},
   {"ASYNCSHIM_FREE_BACKLOG", "256MiB"},
+  {"ASYNCSHIM_IN_ORDER_FREES", "off"},
   {"ASYNCSHIM_EXPORT_HANDLE_TYPE", "fabric"},
   {"ASYNCSHIM_STREAM", "per-thread"},
   {"ASYNCSHIM_MODE", "observe"},

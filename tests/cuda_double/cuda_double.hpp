@@ -305,7 +305,7 @@
 //   cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle
 //   cuMemPoolImportFromShareableHandle cuMemPoolImportPointer
 //   cuIpcOpenMemHandle (CUDA 4.1 ABI) cuIpcOpenMemHandle_v2 cuIpcCloseMemHandle
-//   cuMemGetAddressRange_v2
+//   cuMemGetAddressRange_v2 cuCtxCreate_v4
 // cuda_driver_double.hpp declares those cuda.h does not (the _ptsz ones,
 // cuGetProcAddress as cuGetProcAddress_v1, cuStreamDestroy as
 // cuStreamDestroy_v1 and cuIpcOpenMemHandle as cuIpcOpenMemHandle_v1).
@@ -339,6 +339,9 @@
 //     context; cuDevicePrimaryCtxRelease_v2 counts down
 //     (CUDA_ERROR_INVALID_CONTEXT below zero). A context is never destroyed,
 //     not even at zero retains: its memory stays until a reset.
+//     cuCtxCreate_v4(pctx, params, flags, dev) makes no context of its own:
+//     it retains the device's primary context and pushes it (params and
+//     flags are ignored).
 //   * cuDevicePrimaryCtxReset_v2(dev) (bad dev: CUDA_ERROR_INVALID_DEVICE;
 //     needs no context): destroys every live allocation of the device,
 //     whatever made it (its pointers become unknown: frees fail with

@@ -319,6 +319,17 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdev
   });
 }
 
+// The double has no contexts but the primary ones: a context "created" is
+// the device's primary context, retained and made current. Enough for a
+// program that only needs a context of its own to have been made.
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/, unsigned int /*flags*/,
+                                                CUdevice dev)
+{
+  CUresult const retained = cuDevicePrimaryCtxRetain(pctx, dev);
+  if (retained != CUDA_SUCCESS) { return retained; }
+  return cuCtxPushCurrent_v2(*pctx);
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
   return run_driver(call_gate::initialized, [&] {

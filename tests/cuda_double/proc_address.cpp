@@ -49,6 +49,7 @@ proc_entry const table[] = {
   {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
   {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
   {"cuDevicePrimaryCtxReset", 11000, fn(&cuDevicePrimaryCtxReset_v2), nullptr},
+  {"cuCtxCreate", 12050, fn(&cuCtxCreate_v4), nullptr},
   {"cuCtxGetCurrent", 4000, fn(&cuCtxGetCurrent), nullptr},
   {"cuCtxSetCurrent", 4000, fn(&cuCtxSetCurrent), nullptr},
   {"cuCtxGetDevice", 2000, fn(&cuCtxGetDevice), nullptr},

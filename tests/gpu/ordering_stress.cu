@@ -32,7 +32,12 @@
 //
 // With --blocking-streams the threads' streams are blocking ones, which
 // synchronize with the legacy stream: stream ordering must then see no
-// corruption either (README, "Choosing an ordering").
+// corruption either (README, "Choosing an ordering"). Device ordering then
+// frees in the legacy stream's order (no non-blocking stream exists), and
+// --late-non-blocking adds the moment that ends: halfway through, each thread
+// makes a non-blocking stream and uses it (and non-blocking temporary
+// streams) from then on, while blocks freed in order before may still be in
+// use on the legacy and the blocking streams.
 //
 // Two controls tell a fault of the allocator from one of the program or the
 // driver: --fresh-events (no event is recorded twice) and --deferred-free-ms N
@@ -202,6 +207,9 @@ struct options {
   // blocking streams, which synchronize with the legacy stream: what
   // ASYNCSHIM_ORDERING=stream is documented to be correct for.
   bool blocking_streams = false;
+  // --late-non-blocking (with --blocking-streams): halfway through, each
+  // thread switches to a non-blocking stream of its own.
+  bool late_non_blocking = false;
 };
 
 [[noreturn]] void usage(char const* problem)
@@ -210,6 +218,7 @@ struct options {
   std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
                        "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
                        "                       [--fresh-events] [--deferred-free-ms N] [--blocking-streams]\n"
+                       "                       [--late-non-blocking]\n"
                        "                       [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
@@ -267,6 +276,8 @@ options parse_options(int argc, char** argv)
       o.size_classes = static_cast<int>(parse_number(value(), false));
     } else if (arg == "--blocking-streams") {
       o.blocking_streams = true;
+    } else if (arg == "--late-non-blocking") {
+      o.late_non_blocking = true;
     } else if (arg == "--fresh-events") {
       o.fresh_events = true;
     } else if (arg == "--deferred-free-ms") {
@@ -284,6 +295,7 @@ options parse_options(int argc, char** argv)
   if (o.operations < 2) { usage("--operations must be at least 2"); }
   if (o.size_classes < 0 || o.size_classes > 1000) { usage("--size-classes must be 0..1000"); }
   if (o.max_live_bytes < 512 * MiB) { usage("--max-live-bytes must be at least 512M"); }
+  if (o.late_non_blocking && !o.blocking_streams) { usage("--late-non-blocking needs --blocking-streams"); }
   return o;
 }
 
@@ -340,6 +352,7 @@ struct shared_state {
   bool kernels_only = false;
   bool fresh_events = false;
   unsigned stream_flags = cudaStreamNonBlocking;  // of the threads' own and temporary streams
+  bool late_non_blocking = false;                 // then non-blocking ones from halfway through
   // --deferred-free-ms: what was freed and is waiting for its cudaFree, and
   // how many cudaFree calls were made (by any thread).
   bool deferred_frees = false;
@@ -386,11 +399,18 @@ class worker {
 
   void run()
   {
-    CK(cudaStreamCreateWithFlags(&stream_, shared_.stream_flags));
+    stream_flags_ = shared_.stream_flags;
+    CK(cudaStreamCreateWithFlags(&stream_, stream_flags_));
     CK(cudaMalloc(&scratch_, scratch_bytes));
     for (;;) {
       std::uint64_t const id = shared_.next_id.fetch_add(1, std::memory_order_relaxed);
       if (id >= shared_.allocation_budget) { break; }
+      if (shared_.late_non_blocking && stream_flags_ != cudaStreamNonBlocking && id >= shared_.allocation_budget / 2) {
+        // The old stream stays (buffers still name it) until the end.
+        earlier_streams_.push_back(stream_);
+        stream_flags_ = cudaStreamNonBlocking;
+        CK(cudaStreamCreateWithFlags(&stream_, stream_flags_));
+      }
       one_allocation(id);
       // Often also free a buffer some other thread handed over.
       if (chance(0.5)) {
@@ -421,6 +441,7 @@ class worker {
     CK(cudaFree(scratch_));
     std::lock_guard<std::mutex> lock{shared_.finished_mutex};
     shared_.streams.push_back(stream_);
+    shared_.streams.insert(shared_.streams.end(), earlier_streams_.begin(), earlier_streams_.end());
     shared_.events.insert(shared_.events.end(), free_events_.begin(), free_events_.end());
   }
 
@@ -528,7 +549,7 @@ class worker {
                            : "kept a while, verified, freed";
     if (fate < 0.05) {  // verify on a stream of its own, destroy that stream at once, then free
       cudaStream_t temporary = nullptr;
-      CK(cudaStreamCreateWithFlags(&temporary, shared_.stream_flags));
+      CK(cudaStreamCreateWithFlags(&temporary, stream_flags_));
       verify(b, temporary);
       CK(cudaStreamDestroy(temporary));  // its work goes on: the free must still wait for it
       free_now(b);
@@ -699,6 +720,8 @@ class worker {
   std::mt19937_64 rng_;
   thread_totals& totals_;
   cudaStream_t stream_ = nullptr;
+  unsigned stream_flags_ = cudaStreamNonBlocking;  // of stream_ and the temporary streams
+  std::vector<cudaStream_t> earlier_streams_;      // replaced by stream_ (--late-non-blocking)
   static constexpr std::size_t scratch_bytes = 1 * MiB;
   std::uint64_t* scratch_ = nullptr;  // where copies of buffers are verified (this thread's stream only)
   std::vector<cudaGraphExec_t> graphs_;
@@ -769,6 +792,7 @@ int main(int argc, char** argv)
   shared.kernels_only = opts.kernels_only;
   shared.fresh_events = opts.fresh_events;
   shared.stream_flags = opts.blocking_streams ? cudaStreamDefault : cudaStreamNonBlocking;
+  shared.late_non_blocking = opts.late_non_blocking;
   shared.deferred_frees = opts.deferred_free_ms > 0;
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
@@ -858,14 +882,16 @@ int main(int argc, char** argv)
   double const seconds = std::chrono::duration<double>(stop - start).count();
   std::printf("ordering_stress: ordering=%s shim=%s threads=%d size_classes=%d operations=%llu allocations=%llu "
               "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
-              "fresh_events=%s deferred_free_ms=%u blocking_streams=%s corrupted_bytes=%llu corrupted_buffers=%llu "
+              "fresh_events=%s deferred_free_ms=%u blocking_streams=%s late_non_blocking=%s corrupted_bytes=%llu "
+              "corrupted_buffers=%llu "
               "seconds=%.2f\n",
               ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
               static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
               static_cast<unsigned long long>(sum.bytes_verified),
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
               static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
-              opts.blocking_streams ? "yes" : "no", corrupted_bytes, corrupted_buffers, seconds);
+              opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no", corrupted_bytes,
+              corrupted_buffers, seconds);
   if (corrupted_bytes == 0 || opts.allow_corruption) { return 0; }
   return 1;
 }

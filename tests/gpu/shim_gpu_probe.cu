@@ -428,13 +428,53 @@ void free_backlog()
   CUDA_OK(cudaFree(again));
 }
 
+// A block freed while a kernel on the legacy stream still has to read it,
+// allocated again at once and written from a non-blocking stream made after
+// the free. Natively cudaFree waited for the kernel. Under the shim the free
+// went in the legacy stream's order (no non-blocking stream existed), the
+// next allocation may get the same block at once, and the new stream must
+// not write it before the kernel has read it. EXPECT_SAME_BLOCK: the second
+// allocation must be the first block (the in-order path was taken).
+void late_stream()
+{
+  bool const same_expected = std::getenv("EXPECT_SAME_BLOCK") != nullptr;
+  std::size_t const bytes = 64 * MiB;
+  std::size_t const n = bytes / sizeof(unsigned);
+  unsigned long long* sum = nullptr;
+  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
+  CUDA_OK(cudaMemset(sum, 0, sizeof *sum));
+  unsigned* first = nullptr;
+  CUDA_OK(cudaMalloc(&first, bytes));
+  fill_kernel<<<256, 256>>>(first, n, 7);
+  spin<<<1, 1>>>(200'000'000ull);  // 200 ms before the read
+  checksum<<<256, 256>>>(first, n, sum);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaFree(first));
+  unsigned* second = nullptr;
+  CUDA_OK(cudaMalloc(&second, bytes));
+  cudaStream_t side = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  fill_kernel<<<256, 256, 0, side>>>(second, n, 9);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  unsigned long long got = 0;
+  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  std::printf("late_stream: the second allocation is %s block; the legacy-stream kernel read %s\n",
+              second == first ? "the same" : "another", got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
+  CHECK(got == expected_checksum(n, 7));
+  if (same_expected) { CHECK(second == first); }
+  CUDA_OK(cudaStreamDestroy(side));
+  CUDA_OK(cudaFree(second));
+  CUDA_OK(cudaFree(sum));
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
   if (argc != 2) {
     std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device|"
-                         "free-backlog\n");
+                         "free-backlog|late-stream\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -464,6 +504,8 @@ int main(int argc, char** argv)
     status = every_device();
   } else if (check == "free-backlog") {
     free_backlog();
+  } else if (check == "late-stream") {
+    late_stream();
   } else {
     std::fprintf(stderr, "unknown check %s\n", check.c_str());
     return 2;

@@ -207,7 +207,8 @@ TEST(IpcExports, OneHandlePerBlockAndSerialsNeverReused)
   auto const found = exports.find(decoded->block);
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->data[0], 0xAB);
-  exports.forget(0x1000);
+  EXPECT_TRUE(exports.forget(0x1000));                     // it had been exported
+  EXPECT_FALSE(exports.forget(0x1000));                    // not any more
   EXPECT_FALSE(exports.find(decoded->block).has_value());  // a handle of freed memory names nothing
   ipc_handle_bytes const second = exports.add(block_at(0x1000), identity);
   EXPECT_NE(decode_ipc_handle(second.data())->block, decoded->block);

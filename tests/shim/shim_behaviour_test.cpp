@@ -508,6 +508,114 @@ TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
+// ---- ShimInOrderFrees: device ordering on one device, in-order frees on
+// (the default); ShimInOrderFreesAfterAContext: the same, then a context of
+// the program's own
+
+using ShimInOrderFrees = ShimTest;
+using ShimInOrderFreesAfterAContext = ShimTest;
+
+TEST_F(ShimInOrderFrees, WithoutANonBlockingStreamAFreeGoesToThePoolAtOnceOnTheLegacyStream)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 1);
+  EXPECT_EQ(after.events_recorded, before.events_recorded);  // no fence
+  EXPECT_EQ(after.stream_waits, before.stream_waits);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // a double free, as natively
+  // A blocking stream orders itself after the legacy stream: frees stay in order.
+  cudaStream_t blocking = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 2);
+  EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+}
+
+TEST_F(ShimInOrderFrees, ACaptureBeginsAfterTheSettlePointAndItsFreesAreQueued)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // in order
+  cudaStream_t blocking = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  // The settle point, recorded on the legacy stream before the capture began.
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);
+  EXPECT_EQ(cuda_double_get_counters().captured_operations, before.captured_operations);
+  // During the capture a free is queued, never in order.
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  // A non-blocking stream made meanwhile is ordered after the settle point
+  // without touching the legacy stream.
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().captures_invalidated, before.captures_invalidated);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(blocking, &graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+}
+
+TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWhileItLives)
+{
+  issue_queued_frees();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // in order: the settle point is due
+  auto before = cuda_double_get_counters();
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  // Recorded on the legacy stream before the program has the stream (its
+  // wait is left out: the double's work is always complete).
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);
+
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  issue_queued_frees();
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 2);  // the fence: legacy and side stream
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
+TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 1);
+
+  CUcontext own = nullptr;
+  before = cuda_double_get_counters();
+  ASSERT_EQ(cuCtxCreate_v4(&own, nullptr, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // settled
+  CUcontext popped = nullptr;
+  ASSERT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+}
+
 // ---- ShimReuseCache: device ordering's reuse cache (ASYNCSHIM_REUSE_CACHE=16MiB),
 // on a 64 MiB device
 
@@ -1170,4 +1278,25 @@ TEST_F(ShimExportablePool, PoolAndBlockCanBeExported)
   EXPECT_EQ(cudaMemPoolExportPointer(&data, p), cudaSuccess);
   if (fd >= 0) { close(fd); }
   EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST_F(ShimExportablePool, ABlockSharedThroughLegacyIpcIsQueuedNotFreedInOrder)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  cudaIpcMemHandle_t handle{};
+  ASSERT_EQ(cudaIpcGetMemHandle(&handle, p), cudaSuccess);
+  auto before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  // Queued: the next allocation on the legacy stream cannot have it at once
+  // while another process may still read it.
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  // A block never shared is freed in order (no non-blocking stream here).
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 1);
 }

@@ -91,6 +91,10 @@ struct settings {
   // for the device to catch up with the work submitted before its free; a
   // free beyond it waits for the oldest of those frees. Absent: no limit.
   std::optional<size_spec> free_backlog;
+  // Under device ordering, whether a free goes to the pool at once, in the
+  // legacy stream's order, while the program has no non-blocking stream and
+  // the process sees one device (docs/design.md, "In-order frees").
+  bool in_order_frees = true;
   handle_type export_handle_type = handle_type::automatic;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
