@@ -365,6 +365,13 @@ std::string stats_table(report_sources const& sources)
                        d, byte_count{load(c->backlog_peak_bytes)}, load(c->backlog_frees_over_limit),
                        load(c->backlog_frees_waited), static_cast<double>(load(c->backlog_wait_ns)) / 1e6);
   }
+  for (int d : used_devices(sources.stats)) {
+    device_counters const* c = sources.stats.device(d);
+    if (c == nullptr || load(c->in_order_frees) == 0) { continue; }
+    out += fmt::format("\ndevice {}: {} of {} frees went to the pool at once in the legacy stream's order (no "
+                       "non-blocking stream then); the others were queued and fenced",
+                       d, load(c->in_order_frees), load(c->frees));
+  }
   return out;
 }
 

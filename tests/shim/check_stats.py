@@ -96,7 +96,8 @@ class FreeBacklog(unittest.TestCase):
     # stats_probe "threads": 8 threads, 2000 pairs each of 256 .. 2048 bytes.
     def test_frees_beyond_the_backlog_are_counted(self):
         with tempfile.TemporaryDirectory() as d:
-            pids, err = run_probe("threads", d, ASYNCSHIM_FREE_BACKLOG="4KiB", ASYNCSHIM_IN_ORDER_FREES="off", ASYNCSHIM_SHOW_STATS="1")
+            pids, err = run_probe("threads", d, ASYNCSHIM_FREE_BACKLOG="4KiB", ASYNCSHIM_IN_ORDER_FREES="off",
+                                  ASYNCSHIM_SHOW_STATS="1")
             backlog = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]["free_backlog"]
         self.assertGreater(backlog["frees_over_limit"], 0)
         self.assertLessEqual(backlog["frees_over_limit"], 16000)
@@ -112,6 +113,24 @@ class FreeBacklog(unittest.TestCase):
             backlog = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]["free_backlog"]
         self.assertEqual(backlog, {"frees_over_limit": 0, "frees_waited": 0, "waited_ns": 0, "peak_bytes": 0})
         self.assertNotIn("free backlog", err)
+
+
+class InOrderFrees(unittest.TestCase):
+    # stats_probe "threads" makes no non-blocking stream: every free goes in order, unless that is off.
+    def test_frees_made_in_order_are_counted(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, err = run_probe("threads", d, ASYNCSHIM_SHOW_STATS="1")
+            device = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]
+        self.assertEqual(device["frees"], 16000)
+        self.assertEqual(device["in_order_frees"], 16000)
+        self.assertIn("device 0: 16000 of 16000 frees went to the pool at once in the legacy stream's order", err)
+
+    def test_none_with_them_off(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, err = run_probe("threads", d, ASYNCSHIM_IN_ORDER_FREES="off", ASYNCSHIM_SHOW_STATS="1")
+            device = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]
+        self.assertEqual((device["frees"], device["in_order_frees"]), (16000, 0))
+        self.assertNotIn("legacy stream's order", err)
 
 
 class ObserveMode(unittest.TestCase):
