@@ -148,16 +148,24 @@ cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api,
   return queue_free(s, ptr, record, true);
 }
 
-// Frees `ptr` to the pool on `stream` now, the owner's context current. The
-// record goes before the pool has the block (state/allocation_registry.hpp),
-// and comes back if the free fails (for pool_free's unclaim).
-cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memory_resource& pool, void* ptr,
-                           allocation_record const& record, CUstream stream) noexcept
+// Gives `ptr` to the pool on `stream` now, the owner's context current, at
+// `level`. The record goes before the pool has the block
+// (state/allocation_registry.hpp), and comes back, claimed, if the free fails
+// (for pool_free's unclaim, or a queue that tries again).
+cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_resource& pool, void* ptr,
+                            CUstream stream) noexcept
 {
   std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
   cudaError_t const r = quietly_then_at_caller_level(
-    api.level, true, [&] { return pool.try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
+    level, true, [&] { return pool.try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
   if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }
+  return r;
+}
+
+cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memory_resource& pool, void* ptr,
+                           allocation_record const& record, CUstream stream) noexcept
+{
+  cudaError_t const r = release_to_pool(s, api.level, pool, ptr, stream);
   if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
   return r;
 }
@@ -197,11 +205,21 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   stream_tracker& streams = tracker();
   bool const device_ordering = s.settings.ordering == config::ordering_mode::device;
   if (device_ordering && !streams.captures_in_progress() && in_pool_context(s, record.device)) {
+    // Under the tracker's locks only the driver's free: no runtime call
+    // (which may make streams of its own), no look at the device's memory.
+    // Should it fail, the queue tries again behind a fence.
     cudaError_t in_order = cudaSuccess;
     if (!exported && may_free_in_order(s.settings) &&
-        streams.free_in_order([&] { return free_on_stream(s, api, *pool, ptr, record, CU_STREAM_LEGACY); }, in_order)) {
-      if (in_order == cudaSuccess && s.stats != nullptr) { s.stats->free_in_order(record.device); }
-      return in_order;
+        streams.free_in_order(
+          [&] {
+            api_level_scope quiet{api_level::driver};
+            return release_to_pool(s, api_level::driver, *pool, ptr, CU_STREAM_LEGACY);
+          },
+          in_order) &&
+        in_order == cudaSuccess) {
+      if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
+      note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
+      return cudaSuccess;
     }
     return queue_free(s, ptr, record, false);
   }

@@ -159,7 +159,7 @@ CUresult stream_created(CUresult result, CUstream const* stream, unsigned flags)
 // (state/stream_tracker.hpp), once the new context is there.
 CUresult context_created(CUresult result) noexcept
 {
-  if (result == CUDA_SUCCESS && tracking_active()) { tracker().context_created(); }
+  if (result == CUDA_SUCCESS && tracking_active()) { tracker().settle_on_host(true); }
   return result;
 }
 
@@ -266,6 +266,28 @@ CUresult asyncshim_hook_green_ctx_create(CUgreenCtx* context, CUdevResourceDesc 
                                          unsigned flags) noexcept
 {
   return context_created(call_real(driver().green_ctx_create, context, desc, device, flags));
+}
+
+// Memory that something outside the CUDA streams will use: GPUDirect RDMA
+// asks for synchronous memory operations on it, a dma-buf handle gives it to
+// another device's driver. Neither orders itself after the legacy stream, so
+// frees are not made in order again, and those made so far are waited for.
+CUresult asyncshim_hook_pointer_set_attribute(void const* value, CUpointer_attribute attribute,
+                                              CUdeviceptr pointer) noexcept
+{
+  CUresult const result = call_real(driver().pointer_set_attribute, value, attribute, pointer);
+  if (result == CUDA_SUCCESS && attribute == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS && tracking_active()) {
+    tracker().settle_on_host(true);
+  }
+  return result;
+}
+
+CUresult asyncshim_hook_mem_get_handle_for_address_range(void* handle, CUdeviceptr pointer, size_t size,
+                                                         CUmemRangeHandleType type, unsigned long long flags) noexcept
+{
+  CUresult const result = call_real(driver().mem_get_handle_for_address_range, handle, pointer, size, type, flags);
+  if (result == CUDA_SUCCESS && tracking_active()) { tracker().settle_on_host(true); }
+  return result;
 }
 
 CUresult asyncshim_hook_ctx_destroy(CUcontext context) noexcept

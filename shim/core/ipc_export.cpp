@@ -19,6 +19,7 @@
 #include "cuda/error_text.hpp"
 #include "state/shim_state.hpp"
 #include "state/statistics.hpp"
+#include "state/stream_tracker.hpp"
 #include "support/background_thread.hpp"
 #include "support/log.hpp"
 #include "support/unix_channel.hpp"
@@ -237,6 +238,10 @@ CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record c
   auto const& drv = driver();
   if (pool == nullptr || drv.mem_pool_export_pointer == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
   if (!channel_ready(s)) { return CUDA_ERROR_INVALID_VALUE; }
+  // Another process may use the block at once, in no order with this one's
+  // legacy stream: if it came back from an in-order free, the work before
+  // that free finishes first (state/stream_tracker.hpp).
+  tracker().settle_on_host(false);
   // The pool's descriptor first: export data made before it cannot be
   // imported (measured on an H200).
   if (CUresult const r = pool_share_ready(s, record.device, *pool); r != CUDA_SUCCESS) {

@@ -13,6 +13,28 @@
 namespace asyncshim::shim {
 namespace {
 
+// Makes the calling thread's stream capture mode relaxed for the scope, so
+// that a wait of the shim's own is not a call another thread's global-mode
+// capture forbids (cuThreadExchangeStreamCaptureMode).
+class relaxed_capture_mode {
+ public:
+  relaxed_capture_mode() noexcept
+  {
+    auto const exchange = driver().thread_exchange_stream_capture_mode;
+    set_ = exchange != nullptr && exchange(&previous_) == CUDA_SUCCESS;
+  }
+  ~relaxed_capture_mode()
+  {
+    if (set_) { (void)driver().thread_exchange_stream_capture_mode(&previous_); }
+  }
+  relaxed_capture_mode(relaxed_capture_mode const&) = delete;
+  relaxed_capture_mode& operator=(relaxed_capture_mode const&) = delete;
+
+ private:
+  CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool set_ = false;
+};
+
 // An address that names the calling thread.
 void const* this_thread() noexcept
 {
@@ -40,39 +62,33 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   // the legacy stream after theirs: one event there covers them all.
   if ((flags & CU_STREAM_NON_BLOCKING) == 0 || stream == nullptr) { return; }
   auto const& drv = driver();
-  {
-    // Before the program can submit anything to it: blocks freed in order
-    // may still be in use by the legacy stream's work, and this stream does
-    // not order itself after it.
-    std::unique_lock lock{stream_mutex_};
-    if (streams_.empty() && in_order_.load(std::memory_order_relaxed) == in_order_state::possible) {
-      log::info("the program made a non-blocking stream: frees under ASYNCSHIM_ORDERING=device are queued and "
-                "fenced while it lives, no longer made in the legacy stream's order");
-    }
-    if (record_settle_point_locked() != CUDA_SUCCESS) {
-      log::warn("a new non-blocking stream could not be ordered after the frees before it; the device is synchronized "
-                "instead");
-      context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
-      if (drv.ctx_synchronize != nullptr) { (void)drv.ctx_synchronize(); }
-      settle_pending_ = false;
-    }
-    wait_for_settle_point_locked(stream);
-  }
   CUcontext context = nullptr;
   CUevent fence = nullptr;
-  if (drv.ctx_get_current == nullptr || drv.event_create == nullptr || drv.ctx_get_current(&context) != CUDA_SUCCESS ||
-      drv.event_create(&fence, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+  bool const have_event = drv.ctx_get_current != nullptr && drv.event_create != nullptr &&
+                          drv.ctx_get_current(&context) == CUDA_SUCCESS &&
+                          drv.event_create(&fence, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+  // One exclusive section, before the program can submit anything to the
+  // stream: no free can go in order between its settle point and its entry.
+  std::unique_lock lock{stream_mutex_};
+  if (streams_.empty() && in_order_.load(std::memory_order_relaxed) == in_order_state::possible) {
+    log::info("the program made a non-blocking stream: frees under ASYNCSHIM_ORDERING=device are queued and "
+              "fenced while it lives, no longer made in the legacy stream's order");
+  }
+  order_after_in_order_frees_locked(stream);
+  if (!have_event) {
+    // A stream the shim cannot fence: never free in order again either.
+    in_order_.store(in_order_state::impossible, std::memory_order_release);
     log::warn("cannot follow a new non-blocking stream (no event for it): frees under ASYNCSHIM_ORDERING=device are "
               "not ordered against its work");
     return;
   }
   try {
-    std::unique_lock lock{stream_mutex_};
     drop_completed_locked();
     streams_.push_back({stream, context, fence});
     count_streams_locked();
   } catch (...) {
     (void)drv.event_destroy(fence);
+    in_order_.store(in_order_state::impossible, std::memory_order_release);
     log::warn("cannot follow a new non-blocking stream (no memory): frees under ASYNCSHIM_ORDERING=device are not "
               "ordered against its work");
   }
@@ -203,19 +219,36 @@ CUresult stream_tracker::record_settle_point_locked() noexcept
   return CUDA_SUCCESS;
 }
 
-void stream_tracker::wait_for_settle_point_locked(CUstream stream) noexcept
+bool stream_tracker::wait_for_settle_point_locked(CUstream stream) noexcept
 {
-  if (!settle_pending_) { return; }
+  if (!settle_pending_) { return true; }
   auto const& drv = driver();
-  CUresult const state = drv.event_query != nullptr ? drv.event_query(settle_event_) : CUDA_ERROR_NOT_READY;
-  if (state != CUDA_ERROR_NOT_READY) {  // complete: no stream has to wait for it any more
-    settle_pending_ = false;
-    return;
+  // Always the wait on the device, never a query first: a query is a call
+  // another thread's global-mode capture forbids (it would fail and end that
+  // capture). A wait on a point long complete costs the device nothing.
+  if (drv.stream_wait_event != nullptr && drv.stream_wait_event(stream, settle_event_, 0) == CUDA_SUCCESS) {
+    return true;
   }
-  // A wait on the device: the host goes on (the stream's first work waits
-  // for the legacy stream's work up to the last in-order free).
-  if (drv.stream_wait_event == nullptr || drv.stream_wait_event(stream, settle_event_, 0) != CUDA_SUCCESS) {
-    if (drv.event_synchronize != nullptr) { (void)drv.event_synchronize(settle_event_); }
+  relaxed_capture_mode relaxed;  // the host waits instead
+  return drv.event_synchronize != nullptr && drv.event_synchronize(settle_event_) == CUDA_SUCCESS;
+}
+
+void stream_tracker::order_after_in_order_frees_locked(CUstream stream) noexcept
+{
+  if (record_settle_point_locked() != CUDA_SUCCESS) {
+    // No event on the legacy stream (no capture can be in progress while
+    // frees are unsettled: a capture's beginning settles them).
+    context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+    if (in_context.current() && driver().ctx_synchronize != nullptr && driver().ctx_synchronize() == CUDA_SUCCESS) {
+      unsettled_.store(false, std::memory_order_relaxed);
+      settle_pending_ = false;
+      return;
+    }
+  }
+  if (unsettled_.load(std::memory_order_relaxed) || !wait_for_settle_point_locked(stream)) {
+    in_order_.store(in_order_state::impossible, std::memory_order_release);
+    log::warn("a new non-blocking stream could not be ordered after the frees made in the legacy stream's order "
+              "before it: its first work may overlap the legacy stream's, and no free is made in order again");
   }
 }
 
@@ -231,21 +264,28 @@ void stream_tracker::settle_before_capture() noexcept
   }
 }
 
-void stream_tracker::context_created() noexcept
+void stream_tracker::settle_on_host(bool end_in_order_frees) noexcept
 {
-  in_order_.store(in_order_state::impossible, std::memory_order_release);
-  std::unique_lock lock{stream_mutex_};
-  auto const& drv = driver();
-  bool settled = record_settle_point_locked() == CUDA_SUCCESS;
-  if (settled && settle_pending_) {
-    settled = drv.event_synchronize != nullptr && drv.event_synchronize(settle_event_) == CUDA_SUCCESS;
+  if (end_in_order_frees) { in_order_.store(in_order_state::impossible, std::memory_order_release); }
+  CUevent settle = nullptr;
+  {
+    // Recorded under the lock (no free can go in order meanwhile); waited
+    // for outside it, so that frees and streams of other threads go on.
+    std::unique_lock lock{stream_mutex_};
+    if (record_settle_point_locked() != CUDA_SUCCESS) {
+      if (!captures_in_progress()) {
+        context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+        if (in_context.current() && driver().ctx_synchronize != nullptr) { (void)driver().ctx_synchronize(); }
+      }
+      unsettled_.store(false, std::memory_order_relaxed);
+      settle_pending_ = false;
+      return;
+    }
+    if (!settle_pending_) { return; }
+    settle = settle_event_;  // destroyed only with its context, or replaced in another one
   }
-  if (!settled) {
-    context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
-    if (drv.ctx_synchronize != nullptr) { (void)drv.ctx_synchronize(); }
-    unsettled_.store(false, std::memory_order_relaxed);
-  }
-  settle_pending_ = false;
+  relaxed_capture_mode relaxed;
+  if (driver().event_synchronize != nullptr) { (void)driver().event_synchronize(settle); }
 }
 
 void stream_tracker::record_before_capture(CUstream stream) noexcept

@@ -21,9 +21,11 @@
 //    a capture beginning holds it exclusively, so no capture begins in the
 //    middle of an allocation or a free;
 //  - the stream lock: a fence holds it shared while it records and waits
-//    (driver calls only), a stream created or destroyed exclusively, so no
-//    fenced stream disappears under a fence; fences themselves take turns
-//    (the fence lock, taken before the stream lock).
+//    (driver calls only), and so does an in-order free while it checks that
+//    no stream is tracked and frees (one driver call); a stream created or
+//    destroyed holds it exclusively, so no fenced stream disappears under a
+//    fence and none appears in the middle of an in-order free; fences
+//    themselves take turns (the fence lock, taken before the stream lock).
 // Split so that a runtime call the shim makes while holding access() (which
 // may create streams of the runtime's own) never waits for itself.
 #pragma once
@@ -77,10 +79,13 @@ class stream_tracker {
   }
   // Everything that lives in `context` (a context being destroyed or reset).
   void context_destroying(CUcontext context) noexcept;
-  // A context made by the program (cuCtxCreate, cuGreenCtxCreate): its
-  // streams order themselves after nothing of the pool's context, so frees
-  // are never in order again, and the in-order frees so far are waited for.
-  void context_created() noexcept;
+  // Waits on the host until the work submitted before the last in-order
+  // free has finished, so that every block handed out so far is idle. With
+  // `end_in_order_frees`, no free is made in order again: for what uses
+  // memory outside the legacy stream's order from now on (a context the
+  // program makes, cuCtxCreate and cuGreenCtxCreate; memory given to other
+  // devices). Without, for one block about to be used so (a legacy IPC export).
+  void settle_on_host(bool end_in_order_frees) noexcept;
 
   // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
   // current context, the pool's; it returns 0 for success) and returns true
@@ -158,8 +163,12 @@ class stream_tracker {
   // in-order frees since the last one (CUDA_SUCCESS if there were none).
   CUresult record_settle_point_locked() noexcept;
   // Under the exclusive stream lock: makes `stream` wait for the settle point
-  // unless it has completed.
-  void wait_for_settle_point_locked(CUstream stream) noexcept;
+  // (on the host where it cannot on the device); false if it could not.
+  bool wait_for_settle_point_locked(CUstream stream) noexcept;
+  // Under the exclusive stream lock: records the settle point and makes the
+  // new non-blocking `stream` wait for it; should that fail, frees are never
+  // made in order again.
+  void order_after_in_order_frees_locked(CUstream stream) noexcept;
 
   std::shared_mutex capture_mutex_;
   std::vector<capture> active_captures_;

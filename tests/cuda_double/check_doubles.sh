@@ -31,7 +31,7 @@ rpath=$(dynamic "$runtime" RPATH)
 [[ "$rpath" == *"$(dirname "$driver")"* ]] || fail "the runtime double's RPATH '$rpath' lacks $(dirname "$driver")"
 [[ -z "$(dynamic "$runtime" RUNPATH)" ]] || fail "the runtime double has a RUNPATH (LD_LIBRARY_PATH would win over it)"
 
-expected_driver="cuCtxCreate_v4 cuCtxGetCurrent cuCtxGetDevice cuCtxPopCurrent_v2 cuCtxPushCurrent_v2 cuCtxSetCurrent
+expected_driver="cuCtxCreate_v4 cuPointerSetAttribute cuCtxGetCurrent cuCtxGetDevice cuCtxPopCurrent_v2 cuCtxPushCurrent_v2 cuCtxSetCurrent
 cuCtxSynchronize cuCtxSynchronize_v2 cuDeviceGet cuDeviceGetAttribute cuDeviceGetCount cuDeviceGetName cuDevicePrimaryCtxRelease_v2
 cuDevicePrimaryCtxReset_v2 cuDevicePrimaryCtxRetain cuDriverGetVersion cuEventCreate cuEventDestroy_v2 cuEventQuery
 cuEventRecord cuEventRecord_ptsz cuEventSynchronize cuGetErrorName cuGetErrorString cuGetProcAddress

@@ -305,7 +305,8 @@
 //   cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle
 //   cuMemPoolImportFromShareableHandle cuMemPoolImportPointer
 //   cuIpcOpenMemHandle (CUDA 4.1 ABI) cuIpcOpenMemHandle_v2 cuIpcCloseMemHandle
-//   cuMemGetAddressRange_v2 cuCtxCreate_v4
+//   cuMemGetAddressRange_v2 cuCtxCreate_v4 cuPointerSetAttribute (SYNC_MEMOPS
+//   only: accepted on the double's memory, and changes nothing)
 // cuda_driver_double.hpp declares those cuda.h does not (the _ptsz ones,
 // cuGetProcAddress as cuGetProcAddress_v1, cuStreamDestroy as
 // cuStreamDestroy_v1 and cuIpcOpenMemHandle as cuIpcOpenMemHandle_v1).

@@ -522,6 +522,21 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_att
   });
 }
 
+// Only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on memory of the double (value not
+// NULL), which changes nothing here: the double's memory operations are all
+// synchronous already.
+CUDA_DOUBLE_API CUresult CUDAAPI cuPointerSetAttribute(void const* value, CUpointer_attribute attribute,
+                                                       CUdeviceptr ptr)
+{
+  return run_driver(call_gate::initialized, [&] {
+    if (value == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    if (attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) { return CUDA_ERROR_NOT_SUPPORTED; }
+    model_state& m = model();
+    mutex_lock lock(m.mu);
+    return m.allocation_containing(as_pointer(ptr)).second != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  });
+}
+
 // ---------------------------------------------------------------- streams
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags)

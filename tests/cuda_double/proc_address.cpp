@@ -105,6 +105,7 @@ proc_entry const table[] = {
   {"cuGraphDestroy", 10000, fn(&cuGraphDestroy), nullptr},
   {"cuGraphGetNodes", 10000, fn(&cuGraphGetNodes), nullptr},
   {"cuPointerGetAttribute", 4000, fn(&cuPointerGetAttribute), nullptr},
+  {"cuPointerSetAttribute", 6000, fn(&cuPointerSetAttribute), nullptr},
   {"cuGetErrorName", 6000, fn(&cuGetErrorName), nullptr},
   {"cuGetErrorString", 6000, fn(&cuGetErrorString), nullptr},
   {"cuGetProcAddress", 11030, fn(&cuGetProcAddress_v1), nullptr},

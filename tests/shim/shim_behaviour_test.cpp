@@ -510,10 +510,11 @@ TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
 
 // ---- ShimInOrderFrees: device ordering on one device, in-order frees on
 // (the default); ShimInOrderFreesAfterAContext: the same, then a context of
-// the program's own
+// the program's own; ShimInOrderFreesAfterRdma: then memory set up for GPUDirect RDMA
 
 using ShimInOrderFrees = ShimTest;
 using ShimInOrderFreesAfterAContext = ShimTest;
+using ShimInOrderFreesAfterRdma = ShimTest;
 
 TEST_F(ShimInOrderFrees, WithoutANonBlockingStreamAFreeGoesToThePoolAtOnceOnTheLegacyStream)
 {
@@ -590,6 +591,25 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
   EXPECT_EQ(after.events_recorded, before.events_recorded + 2);  // the fence: legacy and side stream
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
+TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThem)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // in order
+  void* registered = nullptr;
+  ASSERT_EQ(cudaMalloc(&registered, 1000), cudaSuccess);
+  unsigned const yes = 1;
+  auto before = cuda_double_get_counters();
+  ASSERT_EQ(cuPointerSetAttribute(&yes, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(registered)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // settled
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(registered), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(registered), pool);  // queued
+  issue_queued_frees();
 }
 
 TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
@@ -1299,4 +1319,12 @@ TEST_F(ShimExportablePool, ABlockSharedThroughLegacyIpcIsQueuedNotFreedInOrder)
   before = cuda_double_get_counters();
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  // A block exported after an in-order free: the work before that free is
+  // waited for first (the settle point), as the importer may use it at once.
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  ASSERT_EQ(cudaIpcGetMemHandle(&handle, p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();
 }
