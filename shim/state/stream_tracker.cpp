@@ -70,9 +70,9 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   // One exclusive section, before the program can submit anything to the
   // stream: no free can go in order between its settle point and its entry.
   std::unique_lock lock{stream_mutex_};
-  if (streams_.empty() && in_order_.load(std::memory_order_relaxed) == in_order_state::possible) {
-    log::info("the program made a non-blocking stream: frees under ASYNCSHIM_ORDERING=device are queued and "
-              "fenced while it lives, no longer made in the legacy stream's order");
+  if (streams_.empty()) {  // also before the first free: in-order frees may not have been asked about yet
+    log::info("the program made a non-blocking stream: while it lives, frees under ASYNCSHIM_ORDERING=device are "
+              "queued and fenced (not made in the legacy stream's order)");
   }
   order_after_in_order_frees_locked(stream);
   if (!have_event) {
