@@ -152,13 +152,15 @@ cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api,
 // `level`. The record goes before the pool has the block
 // (state/allocation_registry.hpp), and comes back, claimed, if the free fails
 // (for pool_free's unclaim, or a queue that tries again).
+// `record_kept`, if given, says whether a failed free's record is back.
 cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_resource& pool, void* ptr,
-                            CUstream stream) noexcept
+                            CUstream stream, bool* record_kept = nullptr) noexcept
 {
   std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
   cudaError_t const r = quietly_then_at_caller_level(
     level, true, [&] { return pool.try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
-  if (r != cudaSuccess && claimed) { (void)s.registry.put_back(ptr, *claimed); }
+  bool const kept = r != cudaSuccess && claimed && s.registry.put_back(ptr, *claimed);
+  if (record_kept != nullptr) { *record_kept = kept; }
   return r;
 }
 
@@ -168,14 +170,6 @@ cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memo
   cudaError_t const r = release_to_pool(s, api.level, pool, ptr, stream);
   if (r == cudaSuccess) { note_freed(s, record.device, record.bytes, stream); }
   return r;
-}
-
-// Whether device ordering may free in the legacy stream's order while the
-// program has no non-blocking stream (docs/design.md, "In-order frees"):
-// not on per-thread streams, which do not order themselves after each other.
-bool may_free_in_order(config::settings const& settings) noexcept
-{
-  return settings.in_order_frees && settings.stream == config::stream_choice::legacy;
 }
 
 // Frees `ptr`, claimed in the ownership record, as the configured ordering
@@ -209,11 +203,12 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
     // (which may make streams of its own), no look at the device's memory.
     // Should it fail, the queue tries again behind a fence.
     cudaError_t in_order = cudaSuccess;
-    if (!exported && may_free_in_order(s.settings) &&
+    bool record_kept = true;
+    if (!exported && s.settings.frees_in_order() &&
         streams.free_in_order(
           [&] {
             api_level_scope quiet{api_level::driver};
-            return release_to_pool(s, api_level::driver, *pool, ptr, CU_STREAM_LEGACY);
+            return release_to_pool(s, api_level::driver, *pool, ptr, CU_STREAM_LEGACY, &record_kept);
           },
           in_order) &&
         in_order == cudaSuccess) {
@@ -221,6 +216,7 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
       note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
       return cudaSuccess;
     }
+    if (!record_kept) { return in_order; }  // failed, and its record is gone: the queue could not issue it
     return queue_free(s, ptr, record, false);
   }
   auto access = streams.access();

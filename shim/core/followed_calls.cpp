@@ -275,10 +275,10 @@ CUresult asyncshim_hook_green_ctx_create(CUgreenCtx* context, CUdevResourceDesc 
 CUresult asyncshim_hook_pointer_set_attribute(void const* value, CUpointer_attribute attribute,
                                               CUdeviceptr pointer) noexcept
 {
+  // Whatever the driver answers: a program may take a refusal as harmless
+  // and register the memory all the same.
   CUresult const result = call_real(driver().pointer_set_attribute, value, attribute, pointer);
-  if (result == CUDA_SUCCESS && attribute == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS && tracking_active()) {
-    tracker().settle_on_host(true);
-  }
+  if (attribute == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS && tracking_active()) { tracker().settle_on_host(true); }
   return result;
 }
 
@@ -286,7 +286,7 @@ CUresult asyncshim_hook_mem_get_handle_for_address_range(void* handle, CUdevicep
                                                          CUmemRangeHandleType type, unsigned long long flags) noexcept
 {
   CUresult const result = call_real(driver().mem_get_handle_for_address_range, handle, pointer, size, type, flags);
-  if (result == CUDA_SUCCESS && tracking_active()) { tracker().settle_on_host(true); }
+  if (tracking_active()) { tracker().settle_on_host(true); }
   return result;
 }
 

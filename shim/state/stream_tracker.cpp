@@ -67,20 +67,29 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   bool const have_event = drv.ctx_get_current != nullptr && drv.event_create != nullptr &&
                           drv.ctx_get_current(&context) == CUDA_SUCCESS &&
                           drv.event_create(&fence, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+  bool const first = record_new_stream(stream, context, fence, have_event);
+  // Also before the first free (which is when in-order frees are first asked about).
+  shim_state const* const s = active_state();
+  if (first && s != nullptr && s->settings.frees_in_order() && in_order_possible()) {
+    log::info("the program made a non-blocking stream: from now on frees under ASYNCSHIM_ORDERING=device are "
+              "queued and fenced, not made in the legacy stream's order");
+  }
+}
+
+bool stream_tracker::record_new_stream(CUstream stream, CUcontext context, CUevent fence, bool have_event) noexcept
+{
+  auto const& drv = driver();
   // One exclusive section, before the program can submit anything to the
   // stream: no free can go in order between its settle point and its entry.
   std::unique_lock lock{stream_mutex_};
-  if (streams_.empty()) {  // also before the first free: in-order frees may not have been asked about yet
-    log::info("the program made a non-blocking stream: while it lives, frees under ASYNCSHIM_ORDERING=device are "
-              "queued and fenced (not made in the legacy stream's order)");
-  }
+  bool const first = streams_.empty();
   order_after_in_order_frees_locked(stream);
   if (!have_event) {
     // A stream the shim cannot fence: never free in order again either.
     in_order_.store(in_order_state::impossible, std::memory_order_release);
     log::warn("cannot follow a new non-blocking stream (no event for it): frees under ASYNCSHIM_ORDERING=device are "
               "not ordered against its work");
-    return;
+    return first;
   }
   try {
     drop_completed_locked();
@@ -92,6 +101,7 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
     log::warn("cannot follow a new non-blocking stream (no memory): frees under ASYNCSHIM_ORDERING=device are not "
               "ordered against its work");
   }
+  return first;
 }
 
 stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream) noexcept
@@ -114,10 +124,13 @@ stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream) 
 void stream_tracker::drop_completed_locked() noexcept
 {
   auto const& drv = driver();
+  relaxed_capture_mode relaxed;  // a query another thread's global-mode capture would forbid
   std::erase_if(streams_, [&](tracked_stream const& t) {
     if (t.stream != nullptr || drv.event_query == nullptr) { return false; }
     CUresult const state = drv.event_query(t.fence);
-    if (state == CUDA_ERROR_NOT_READY) { return false; }
+    // Complete; or an error outside any capture (the event is gone with its
+    // context). An error during a capture may be the capture's: kept.
+    if (state == CUDA_ERROR_NOT_READY || (state != CUDA_SUCCESS && captures_in_progress())) { return false; }
     (void)drv.event_destroy(t.fence);
     return true;
   });
@@ -195,6 +208,9 @@ void stream_tracker::freed_in_order() noexcept
 CUresult stream_tracker::record_settle_point_locked() noexcept
 {
   if (!unsettled_.load(std::memory_order_relaxed)) { return CUDA_SUCCESS; }
+  // Never on the legacy stream during a capture (frees are settled when a
+  // capture begins, so only after a failure there).
+  if (captures_in_progress()) { return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; }
   auto const& drv = driver();
   CUcontext const context = in_order_context_.load(std::memory_order_relaxed);
   if (drv.event_create == nullptr || drv.event_record == nullptr || drv.event_destroy == nullptr) {
@@ -233,18 +249,23 @@ bool stream_tracker::wait_for_settle_point_locked(CUstream stream) noexcept
   return drv.event_synchronize != nullptr && drv.event_synchronize(settle_event_) == CUDA_SUCCESS;
 }
 
-void stream_tracker::order_after_in_order_frees_locked(CUstream stream) noexcept
+bool stream_tracker::synchronize_instead_locked() noexcept
 {
-  if (record_settle_point_locked() != CUDA_SUCCESS) {
-    // No event on the legacy stream (no capture can be in progress while
-    // frees are unsettled: a capture's beginning settles them).
+  if (!captures_in_progress()) {
     context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
     if (in_context.current() && driver().ctx_synchronize != nullptr && driver().ctx_synchronize() == CUDA_SUCCESS) {
       unsettled_.store(false, std::memory_order_relaxed);
       settle_pending_ = false;
-      return;
+      return true;
     }
   }
+  in_order_.store(in_order_state::impossible, std::memory_order_release);
+  return false;
+}
+
+void stream_tracker::order_after_in_order_frees_locked(CUstream stream) noexcept
+{
+  if (record_settle_point_locked() != CUDA_SUCCESS && synchronize_instead_locked()) { return; }
   if (unsettled_.load(std::memory_order_relaxed) || !wait_for_settle_point_locked(stream)) {
     in_order_.store(in_order_state::impossible, std::memory_order_release);
     log::warn("a new non-blocking stream could not be ordered after the frees made in the legacy stream's order "
@@ -256,11 +277,9 @@ void stream_tracker::settle_before_capture() noexcept
 {
   if (!unsettled_.load(std::memory_order_relaxed)) { return; }
   std::unique_lock lock{stream_mutex_};
-  if (record_settle_point_locked() != CUDA_SUCCESS) {
-    context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
-    if (driver().ctx_synchronize != nullptr) { (void)driver().ctx_synchronize(); }
-    unsettled_.store(false, std::memory_order_relaxed);
-    settle_pending_ = false;
+  if (record_settle_point_locked() != CUDA_SUCCESS && !synchronize_instead_locked()) {
+    log::warn("the frees made in the legacy stream's order could not be settled before a stream capture: a "
+              "non-blocking stream made during it is not ordered after them, and no free is made in order again");
   }
 }
 
@@ -269,23 +288,30 @@ void stream_tracker::settle_on_host(bool end_in_order_frees) noexcept
   if (end_in_order_frees) { in_order_.store(in_order_state::impossible, std::memory_order_release); }
   CUevent settle = nullptr;
   {
-    // Recorded under the lock (no free can go in order meanwhile); waited
-    // for outside it, so that frees and streams of other threads go on.
+    // Recorded under the exclusive lock (no free can go in order meanwhile).
     std::unique_lock lock{stream_mutex_};
     if (record_settle_point_locked() != CUDA_SUCCESS) {
-      if (!captures_in_progress()) {
-        context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
-        if (in_context.current() && driver().ctx_synchronize != nullptr) { (void)driver().ctx_synchronize(); }
-      }
-      unsettled_.store(false, std::memory_order_relaxed);
-      settle_pending_ = false;
+      if (!synchronize_instead_locked()) { log_unsettled(); }
       return;
     }
     if (!settle_pending_) { return; }
-    settle = settle_event_;  // destroyed only with its context, or replaced in another one
+    settle = settle_event_;
   }
+  // Waited for under the shared lock: frees and fences go on, and the event
+  // cannot go with a reset of its context meanwhile (that takes it exclusively).
+  std::shared_lock lock{stream_mutex_};
+  if (settle_event_ != settle) { return; }  // gone with its context, and everything before it
   relaxed_capture_mode relaxed;
-  if (driver().event_synchronize != nullptr) { (void)driver().event_synchronize(settle); }
+  if (driver().event_synchronize == nullptr || driver().event_synchronize(settle) != CUDA_SUCCESS) {
+    in_order_.store(in_order_state::impossible, std::memory_order_release);
+    log_unsettled();
+  }
+}
+
+void stream_tracker::log_unsettled() noexcept
+{
+  log::warn("the frees made in the legacy stream's order could not be waited for: memory given to another process "
+            "or device now may still be in use by the work before them, and no free is made in order again");
 }
 
 void stream_tracker::record_before_capture(CUstream stream) noexcept

@@ -169,6 +169,13 @@ class stream_tracker {
   // new non-blocking `stream` wait for it; should that fail, frees are never
   // made in order again.
   void order_after_in_order_frees_locked(CUstream stream) noexcept;
+  // Under the exclusive stream lock, where no settle point could be
+  // recorded: synchronizes the device instead (never during a capture);
+  // false when that failed too, and then no free is made in order again.
+  bool synchronize_instead_locked() noexcept;
+  // stream_created's exclusive section; whether it is the first tracked stream.
+  bool record_new_stream(CUstream stream, CUcontext context, CUevent fence, bool have_event) noexcept;
+  static void log_unsettled() noexcept;
 
   std::shared_mutex capture_mutex_;
   std::vector<capture> active_captures_;

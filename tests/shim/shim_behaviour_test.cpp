@@ -593,7 +593,7 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
 }
 
-TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThem)
+TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThemEvenWhenRefused)
 {
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
@@ -602,9 +602,12 @@ TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThem)
   ASSERT_EQ(cudaMalloc(&registered, 1000), cudaSuccess);
   unsigned const yes = 1;
   auto before = cuda_double_get_counters();
-  ASSERT_EQ(cuPointerSetAttribute(&yes, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(registered)),
-            CUDA_SUCCESS);
+  // Refused (not memory of the device): a program may go on and register it all the same.
+  EXPECT_EQ(cuPointerSetAttribute(&yes, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, CUdeviceptr{0x1234}),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // settled
+  EXPECT_EQ(cuPointerSetAttribute(&yes, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(registered)),
+            CUDA_SUCCESS);
   before = cuda_double_get_counters();
   EXPECT_EQ(cudaFree(registered), cudaSuccess);
   EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);

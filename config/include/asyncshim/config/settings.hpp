@@ -122,6 +122,13 @@ struct settings {
   [[nodiscard]] bool wants_leak_report() const { return leak_report || !leak_report_file.empty(); }
   [[nodiscard]] bool intercepts_runtime() const { return intercept != intercept_level::driver; }
   [[nodiscard]] bool intercepts_driver() const { return intercept != intercept_level::runtime; }
+  // Whether device ordering may free in the legacy stream's order while the
+  // program has no non-blocking stream: not on per-thread streams, which do
+  // not order themselves after each other.
+  [[nodiscard]] bool frees_in_order() const
+  {
+    return ordering == ordering_mode::device && in_order_frees && stream == stream_choice::legacy;
+  }
 };
 
 struct diagnostic {
