@@ -148,8 +148,9 @@ cudaError_t free_during_forbidding_capture(shim_state& s, native_api const& api,
   return queue_free(s, ptr, record, true);
 }
 
-// Gives `ptr` to the pool on `stream` now, the owner's context current, at
-// `level`. The record goes before the pool has the block
+// Gives `ptr` to the pool on `stream` now, the owner's context current, with
+// the calls of API level `level` (a runtime-level free is tried at the driver
+// level first, quietly). The record goes before the pool has the block
 // (state/allocation_registry.hpp), and comes back, claimed, if the free fails
 // (for pool_free's unclaim, or a queue that tries again).
 // `record_kept`, if given, says whether a failed free's record is back.
@@ -157,6 +158,7 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
                             CUstream stream, bool* record_kept = nullptr) noexcept
 {
   std::optional<allocation_record> const claimed = s.registry.take_freed(ptr);
+  api_level_scope at_level{level};
   cudaError_t const r = quietly_then_at_caller_level(
     level, true, [&] { return pool.try_deallocate_async(ptr, reinterpret_cast<cudaStream_t>(stream)); });
   bool const kept = r != cudaSuccess && claimed && s.registry.put_back(ptr, *claimed);
@@ -206,10 +208,7 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
     bool record_kept = true;
     if (!exported && s.settings.frees_in_order() &&
         streams.free_in_order(
-          [&] {
-            api_level_scope quiet{api_level::driver};
-            return release_to_pool(s, api_level::driver, *pool, ptr, CU_STREAM_LEGACY, &record_kept);
-          },
+          [&] { return release_to_pool(s, api_level::driver, *pool, ptr, CU_STREAM_LEGACY, &record_kept); },
           in_order) &&
         in_order == cudaSuccess) {
       if (s.stats != nullptr) { s.stats->free_in_order(record.device); }

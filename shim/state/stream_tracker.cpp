@@ -15,7 +15,8 @@ namespace {
 
 // Makes the calling thread's stream capture mode relaxed for the scope, so
 // that a wait of the shim's own is not a call another thread's global-mode
-// capture forbids (cuThreadExchangeStreamCaptureMode).
+// capture forbids (cuThreadExchangeStreamCaptureMode); also how the thread's
+// own mode is read (previous()).
 class relaxed_capture_mode {
  public:
   relaxed_capture_mode() noexcept
@@ -29,6 +30,12 @@ class relaxed_capture_mode {
   }
   relaxed_capture_mode(relaxed_capture_mode const&) = delete;
   relaxed_capture_mode& operator=(relaxed_capture_mode const&) = delete;
+
+  // The thread's mode before the scope; the strictest reading if it could not be read.
+  [[nodiscard]] CUstreamCaptureMode previous() const noexcept
+  {
+    return set_ ? previous_ : CU_STREAM_CAPTURE_MODE_GLOBAL;
+  }
 
  private:
   CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -359,14 +366,7 @@ bool stream_tracker::calling_thread_is_prohibited() const noexcept
   // relaxed is never prohibited; thread-local only by a non-relaxed capture
   // of its own; global also by another thread's global-mode capture. Read it
   // by exchanging and putting it back.
-  auto const exchange = driver().thread_exchange_stream_capture_mode;
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  if (exchange != nullptr && exchange(&mode) == CUDA_SUCCESS) {
-    CUstreamCaptureMode restore = mode;
-    (void)exchange(&restore);
-  } else {
-    mode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // the strictest reading
-  }
+  CUstreamCaptureMode const mode = relaxed_capture_mode{}.previous();
   if (mode == CU_STREAM_CAPTURE_MODE_RELAXED) { return false; }
   void const* const me = this_thread();
   for (capture const& c : active_captures_) {
