@@ -159,7 +159,7 @@ CUresult stream_created(CUresult result, CUstream const* stream, unsigned flags)
 // (state/stream_tracker.hpp), once the new context is there.
 CUresult context_created(CUresult result) noexcept
 {
-  if (result == CUDA_SUCCESS && tracking_active()) { tracker().settle_on_host(true); }
+  if (result == CUDA_SUCCESS && tracking_active()) { tracker().end_in_order_frees("the program made a context"); }
   return result;
 }
 
@@ -278,7 +278,9 @@ CUresult asyncshim_hook_pointer_set_attribute(void const* value, CUpointer_attri
   // Whatever the driver answers: a program may take a refusal as harmless
   // and register the memory all the same.
   CUresult const result = call_real(driver().pointer_set_attribute, value, attribute, pointer);
-  if (attribute == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS && tracking_active()) { tracker().settle_on_host(true); }
+  if (attribute == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS && tracking_active()) {
+    tracker().end_in_order_frees("the program asked for synchronous memory operations (GPUDirect RDMA)");
+  }
   return result;
 }
 
@@ -286,7 +288,7 @@ CUresult asyncshim_hook_mem_get_handle_for_address_range(void* handle, CUdevicep
                                                          CUmemRangeHandleType type, unsigned long long flags) noexcept
 {
   CUresult const result = call_real(driver().mem_get_handle_for_address_range, handle, pointer, size, type, flags);
-  if (tracking_active()) { tracker().settle_on_host(true); }
+  if (tracking_active()) { tracker().end_in_order_frees("the program asked for a handle to device memory (dma-buf)"); }
   return result;
 }
 

@@ -241,7 +241,7 @@ CUresult export_block(shim_state& s, std::uintptr_t address, allocation_record c
   // Another process may use the block at once, in no order with this one's
   // legacy stream: if it came back from an in-order free, the work before
   // that free finishes first (state/stream_tracker.hpp).
-  tracker().settle_on_host(false);
+  tracker().settle_on_host();
   // The pool's descriptor first: export data made before it cannot be
   // imported (measured on an H200).
   if (CUresult const r = pool_share_ready(s, record.device, *pool); r != CUDA_SUCCESS) {

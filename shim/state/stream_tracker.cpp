@@ -290,9 +290,19 @@ void stream_tracker::settle_before_capture() noexcept
   }
 }
 
-void stream_tracker::settle_on_host(bool end_in_order_frees) noexcept
+void stream_tracker::end_in_order_frees(char const* because) noexcept
 {
-  if (end_in_order_frees) { in_order_.store(in_order_state::impossible, std::memory_order_release); }
+  if (in_order_.exchange(in_order_state::impossible, std::memory_order_acq_rel) == in_order_state::possible &&
+      known_streams_.load(std::memory_order_acquire) == 0) {
+    log::info("{}: from now on frees under ASYNCSHIM_ORDERING=device are queued and fenced instead of made in "
+              "the legacy stream's order",
+              because);
+  }
+  settle_on_host();
+}
+
+void stream_tracker::settle_on_host() noexcept
+{
   CUevent settle = nullptr;
   {
     // Recorded under the exclusive lock (no free can go in order meanwhile).

@@ -80,12 +80,15 @@ class stream_tracker {
   // Everything that lives in `context` (a context being destroyed or reset).
   void context_destroying(CUcontext context) noexcept;
   // Waits on the host until the work submitted before the last in-order
-  // free has finished, so that every block handed out so far is idle. With
-  // `end_in_order_frees`, no free is made in order again: for what uses
-  // memory outside the legacy stream's order from now on (a context the
-  // program makes, cuCtxCreate and cuGreenCtxCreate; memory given to other
-  // devices). Without, for one block about to be used so (a legacy IPC export).
-  void settle_on_host(bool end_in_order_frees) noexcept;
+  // free has finished, so that every block handed out so far is idle: for
+  // one block about to be used outside the legacy stream's order (a legacy
+  // IPC export).
+  void settle_on_host() noexcept;
+  // The same, and no free is made in order again: for what uses memory
+  // outside the legacy stream's order from now on (a context the program
+  // makes, cuCtxCreate and cuGreenCtxCreate; memory given to other devices).
+  // `because` completes the one info line that says so ("the program ...").
+  void end_in_order_frees(char const* because) noexcept;
 
   // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
   // current context, the pool's; it returns 0 for success) and returns true

@@ -627,6 +627,11 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
   before = cuda_double_get_counters();
   ASSERT_EQ(cuCtxCreate_v4(&own, nullptr, 0, 0), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // settled
+  std::string const log = log_text();
+  EXPECT_NE(log.find("info: the program made a context: from now on frees under ASYNCSHIM_ORDERING=device are queued "
+                     "and fenced instead of made in the legacy stream's order\n"),
+            std::string::npos)
+    << log;
   CUcontext popped = nullptr;
   ASSERT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
 
