@@ -166,6 +166,19 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
   return r;
 }
 
+// A free in the legacy stream's order (stream_tracker::free_in_order): kept
+// for the next allocation of its size when the reuse cache has room (its
+// record stays, freed, so that a second free is still a double free),
+// otherwise to the pool on the legacy stream.
+cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
+                                 allocation_record const& record, bool* record_kept) noexcept
+{
+  if (reuses_blocks(s, record.device) && keep_freed_in_order(s, record.device, ptr, record.bytes)) {
+    return cudaSuccess;
+  }
+  return release_to_pool(s, api_level::driver, pool, ptr, CU_STREAM_LEGACY, record_kept);
+}
+
 cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memory_resource& pool, void* ptr,
                            allocation_record const& record, CUstream stream) noexcept
 {
@@ -207,9 +220,7 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
     cudaError_t in_order = cudaSuccess;
     bool record_kept = true;
     if (!exported && s.settings.frees_in_order() &&
-        streams.free_in_order(
-          [&] { return release_to_pool(s, api_level::driver, *pool, ptr, CU_STREAM_LEGACY, &record_kept); },
-          in_order) &&
+        streams.free_in_order([&] { return free_in_legacy_order(s, *pool, ptr, record, &record_kept); }, in_order) &&
         in_order == cudaSuccess) {
       if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
       note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
@@ -354,7 +365,9 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   }
   if (!during_capture && reuses_blocks(s, timer.device)) {
     if (void* reused = reused_block(s, timer.device, size)) {
-      return hand_out(s, api, dev_ptr, reused, size, timer.device, *pool, reinterpret_cast<cudaStream_t>(own));
+      // Should it go back at once, then on the allocation stream: ordered
+      // after the work before an in-order free too.
+      return hand_out(s, api, dev_ptr, reused, size, timer.device, *pool, stream);
     }
   }
   void* ptr = nullptr;

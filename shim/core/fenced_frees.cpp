@@ -56,15 +56,18 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
     std::size_t const issued_before = issued;
     for (std::size_t i = 0; i < count; ++i) {
       free_queue::entry& e = chunk[i];
+      // Kept for reuse below (or freed to the pool there), its record still
+      // claimed: a second free of it is still a double free.
+      if (fenced == cudaSuccess && reusing) {
+        if (!s.registry.claimed(e.ptr)) { continue; }  // dropped by a reset
+        kept[kept_count++] = {e.ptr, e.record.bytes};
+        issued += e.record.bytes;
+        continue;
+      }
       // Still claimed: not dropped by a reset, nor a second entry for an
       // address already handed back.
       std::optional<allocation_record> const claimed = s.registry.take_freed(e.ptr);
       if (!claimed) { continue; }
-      if (fenced == cudaSuccess && reusing) {  // kept for reuse below (or freed to the pool there)
-        kept[kept_count++] = {e.ptr, claimed->bytes};
-        issued += claimed->bytes;
-        continue;
-      }
       cudaError_t const r =
         fenced == cudaSuccess ? pool->try_deallocate_async(e.ptr, reinterpret_cast<cudaStream_t>(streams.own)) : fenced;
       if (r == cudaSuccess) {

@@ -40,10 +40,13 @@ void release_device_pool(shim_state& s, int device) noexcept
   auto const& drv = driver();
   device_streams const streams = s.pools.streams(device);
   std::size_t live = 0;
+  // The cached blocks first: their records are taken as they go back.
+  return_cached_to_pool_at_reset(s, device);
   {
     context_scope in_context{streams.context};
     // Every block of the pool the shim handed out: the program's, and the
-    // freed ones still queued (their queue entries are dropped below).
+    // freed ones still queued (their queue entries are dropped below) or
+    // cached, should they not have gone back above.
     for (auto const& [ptr, record] : s.registry.take_device(device)) {
       if (drv.mem_free_async != nullptr) { (void)drv.mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), streams.own); }
       if (record.freed) { continue; }
@@ -56,7 +59,6 @@ void release_device_pool(shim_state& s, int device) noexcept
     }
   }
   s.pending.drop(device);
-  return_cached_to_pool_at_reset(s, device);
   forget_issued_at_reset(s, device);
   s.exports.forget_device(device);
   s.pools.retire(device);

@@ -16,10 +16,15 @@
 namespace asyncshim::shim {
 namespace {
 
-// Frees one block to the pool on the shim's stream; in the pool's context.
-void free_to_pool(cuda_async_memory_resource& pool, CUstream own, reuse_cache::block const& b) noexcept
+// Frees one block to the pool, in the pool's context, its record gone first
+// (the pool may hand the address out again at once): on the shim's stream,
+// or on the legacy stream for a block freed in its order (the pool must not
+// give its memory back before the work before that free has finished).
+void free_to_pool(shim_state& s, cuda_async_memory_resource& pool, CUstream own, reuse_cache::block const& b) noexcept
 {
-  cudaError_t const r = pool.try_deallocate_async(b.ptr, reinterpret_cast<cudaStream_t>(own));
+  (void)s.registry.take_freed(b.ptr);
+  CUstream const stream = b.in_legacy_order ? CU_STREAM_LEGACY : own;
+  cudaError_t const r = pool.try_deallocate_async(b.ptr, reinterpret_cast<cudaStream_t>(stream));
   if (r != cudaSuccess) {
     log::error("a free of {} ({} bytes) to the pool failed ({}): the block stays allocated", b.ptr, b.bytes,
                cuda_status{r});
@@ -67,7 +72,7 @@ void collect_completed(shim_state& s, int device) noexcept
     // thread may have read it as the oldest and be about to ask about it.
     (void)s.reuse.keep_spare_event(device, oldest.done);
     for (reuse_cache::block const& b : for_the_pool) {
-      free_to_pool(*pool, streams.own, b);
+      free_to_pool(s, *pool, streams.own, b);
     }
   }
 }
@@ -92,8 +97,15 @@ void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool,
     (void)drv.event_destroy(done);  // never in flight: nobody else knows it
   }
   for (std::size_t i = 0; i < count; ++i) {
-    free_to_pool(pool, streams.own, blocks[i]);
+    free_to_pool(s, pool, streams.own, blocks[i]);
   }
+}
+
+bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes) noexcept
+{
+  if (!s.reuse.keep_in_legacy_order(device, {ptr, bytes, true}, s.pools.reuse_limit(device))) { return false; }
+  if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.held_bytes(device)); }
+  return true;
 }
 
 void* reused_block(shim_state& s, int device, std::size_t bytes) noexcept
@@ -133,7 +145,7 @@ std::size_t return_to_pool(shim_state& s, int device, std::vector<CUevent>* even
   s.reuse.take_all(device, blocks, events);
   std::size_t bytes = 0;
   for (reuse_cache::block const& b : blocks) {
-    free_to_pool(*pool, streams.own, b);
+    free_to_pool(s, *pool, streams.own, b);
     bytes += b.bytes;
   }
   return bytes;

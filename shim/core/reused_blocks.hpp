@@ -22,6 +22,11 @@ namespace asyncshim::shim {
 void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool, device_streams const& streams,
                     reuse_cache::block const* blocks, std::size_t count) noexcept;
 
+// A block the program freed in the legacy stream's order (its record taken),
+// kept for reuse on the legacy stream with no CUDA call; false when it does
+// not fit within the limit (the caller frees it to the pool).
+[[nodiscard]] bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes) noexcept;
+
 // Moves the batches of `device` whose fence has completed to the idle blocks
 // (those beyond the limit go to the pool). The caller holds the tracker's
 // access and no capture is in progress.

@@ -211,6 +211,14 @@ std::optional<allocation_record> allocation_registry::take_freed(void const* ptr
   });
 }
 
+bool allocation_registry::claimed(void const* ptr) noexcept
+{
+  return with_shard(ptr, [](record_table& records, std::uintptr_t address) {
+    allocation_record const* found = records.find(address);
+    return found != nullptr && found->freed;
+  });
+}
+
 bool allocation_registry::put_back(void const* ptr, allocation_record record) noexcept
 {
   try {

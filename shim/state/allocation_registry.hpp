@@ -54,6 +54,9 @@ class allocation_registry {
   // allocation's record (or its next free's claim) must stay. Should handing
   // it over fail, put_back() restores the record.
   [[nodiscard]] std::optional<allocation_record> take_freed(void const* ptr) noexcept;
+  // Whether `ptr` is claimed (freed by the program, still the shim's): its
+  // record stays so while the reuse cache keeps the block.
+  [[nodiscard]] bool claimed(void const* ptr) noexcept;
   // insert() for a record take_freed() returned; false when there is no host
   // memory for it.
   [[nodiscard]] bool put_back(void const* ptr, allocation_record record) noexcept;

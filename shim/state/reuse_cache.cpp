@@ -63,7 +63,7 @@ bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limi
     bool kept = false;
     if (c->idle_bytes + x.bytes <= limit) {
       try {
-        c->idle[x.bytes].push_back(x.ptr);
+        c->idle[x.bytes].push_back({x.ptr, false});
         c->idle_bytes += x.bytes;
         kept = true;
       } catch (...) {  // no host memory to keep it: the pool has it
@@ -74,6 +74,22 @@ bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limi
     // goes: the caller reserves room for a whole batch, so this does not happen.)
   }
   c->in_flight.pop_front();
+  c->update_held();
+  return true;
+}
+
+bool reuse_cache::keep_in_legacy_order(int device, block b, std::uint64_t limit) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr) { return false; }
+  std::lock_guard lock{c->mutex};
+  if (c->idle_bytes + b.bytes > limit) { return false; }
+  try {
+    c->idle[b.bytes].push_back({b.ptr, true});
+  } catch (...) {  // no host memory to keep it
+    return false;
+  }
+  c->idle_bytes += b.bytes;
   c->update_held();
   return true;
 }
@@ -109,7 +125,7 @@ void* reuse_cache::take(int device, std::size_t bytes) noexcept
   std::lock_guard lock{c->mutex};
   auto const found = c->idle.find(bytes);
   if (found == c->idle.end() || found->second.empty()) { return nullptr; }
-  void* const ptr = found->second.back();
+  void* const ptr = found->second.back().ptr;
   found->second.pop_back();  // the vector keeps its buffer for the next free of this size
   c->idle_bytes -= bytes;
   c->update_held();
@@ -128,9 +144,9 @@ void reuse_cache::take_all(int device, std::vector<block>& blocks, std::vector<C
       c->spare_events.push_back(b.done);
       blocks.insert(blocks.end(), b.blocks.begin(), b.blocks.end());
     }
-    for (auto& [bytes, pointers] : c->idle) {
-      for (void* p : pointers) {
-        blocks.push_back({p, bytes});
+    for (auto& [bytes, idle_blocks] : c->idle) {
+      for (cache::idle_block const& b : idle_blocks) {
+        blocks.push_back({b.ptr, bytes, b.in_legacy_order});
       }
     }
     if (events != nullptr) { events->insert(events->end(), c->spare_events.begin(), c->spare_events.end()); }

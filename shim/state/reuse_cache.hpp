@@ -7,7 +7,11 @@
 // program submitted before each of the batch's frees has finished, so its
 // blocks are *idle*: a later cudaMalloc of exactly the same size gets one
 // with no CUDA call at all, and it is as idle and usable from any stream as
-// a block the pool hands out. Idle blocks beyond the device's limit
+// a block the pool hands out. A block freed in the legacy stream's order
+// (state/stream_tracker.hpp) is kept at once, *in legacy order*: like the
+// pool's own reuse on the legacy stream, the next allocation there may have
+// it, and it goes to the pool only on the legacy stream, after the work
+// before its free. Idle blocks beyond the device's limit
 // (ASYNCSHIM_REUSE_CACHE) are handed to the caller for the pool instead.
 // Everything here goes back to the pool when an allocation would fail, when
 // the pool gives memory back (idle release, a device running short) and at a
@@ -39,6 +43,8 @@ class reuse_cache {
   struct block {
     void* ptr = nullptr;
     std::size_t bytes = 0;
+    // Freed in the legacy stream's order: to the pool on the legacy stream.
+    bool in_legacy_order = false;
   };
 
   // An issued batch, whose fence completes when `done` has. False when there
@@ -63,6 +69,11 @@ class reuse_cache {
   // event is then not the caller's.
   [[nodiscard]] bool completed(int device, std::uint64_t serial, std::uint64_t limit,
                                std::vector<block>& for_the_pool) noexcept;
+
+  // Keeps `b`, freed in the legacy stream's order, as an idle block while the
+  // idle bytes stay within `limit`; false when it does not fit (the caller
+  // frees it to the pool on the legacy stream).
+  [[nodiscard]] bool keep_in_legacy_order(int device, block b, std::uint64_t limit) noexcept;
 
   // Events of completed batches, kept for the next batches of `device`.
   [[nodiscard]] CUevent spare_event(int device) noexcept;
@@ -96,7 +107,11 @@ class reuse_cache {
   struct alignas(64) cache {
     mutable std::mutex mutex;
     std::deque<batch> in_flight;
-    std::unordered_map<std::size_t, std::vector<void*>> idle;  // by size
+    struct idle_block {
+      void* ptr = nullptr;
+      bool in_legacy_order = false;
+    };
+    std::unordered_map<std::size_t, std::vector<idle_block>> idle;  // by size
     std::uint64_t idle_bytes = 0;
     std::uint64_t in_flight_bytes = 0;
     std::vector<CUevent> spare_events;

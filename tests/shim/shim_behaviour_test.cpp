@@ -644,6 +644,86 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
+// ---- ShimInOrderReuseCache: in-order frees (the default) with
+// ASYNCSHIM_REUSE_CACHE=16MiB, on a 64 MiB device
+
+using ShimInOrderReuseCache = ShimTest;
+
+TEST_F(ShimInOrderReuseCache, AFreeInOrderIsKeptAndComesBackWithoutACudaCall)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  auto after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees);  // kept, not freed to the pool
+  EXPECT_EQ(after.events_recorded, before.events_recorded);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // still a double free
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  auto const kept = cuda_double_get_counters();
+  void* again = nullptr;
+  ASSERT_EQ(cudaMalloc(&again, 1000), cudaSuccess);
+  EXPECT_EQ(again, p);
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_allocs, kept.pool_allocs);  // no pool call
+  EXPECT_EQ(after.failed_calls, kept.failed_calls);
+  ASSERT_EQ(cudaFree(again), cudaSuccess);
+}
+
+TEST_F(ShimInOrderReuseCache, BlocksBeyondTheLimitGoToThePoolOnTheLegacyStream)
+{
+  std::vector<void*> blocks(8);
+  for (void*& b : blocks) {
+    ASSERT_EQ(cudaMalloc(&b, 3 * MiB), cudaSuccess);
+  }
+  auto const before = cuda_double_get_counters();
+  for (void* b : blocks) {
+    ASSERT_EQ(cudaFree(b), cudaSuccess);
+  }
+  auto const after = cuda_double_get_counters();
+  // 5 fit within 16 MiB beside the 1000 bytes the test before left.
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 3);
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 3);
+  int cached = 0;
+  for (void* b : blocks) {
+    cached += cuda_double_pointer_kind(b) == pool ? 1 : 0;
+  }
+  EXPECT_EQ(cached, 5);
+}
+
+TEST_F(ShimInOrderReuseCache, AnAllocationThatWouldFailGetsThemBackOnTheLegacyStream)
+{
+  // 15 MiB and 1000 bytes cached by the tests before.
+  std::size_t free = 0;
+  std::size_t total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  void* filler = nullptr;
+  ASSERT_EQ(cudaMalloc(&filler, free - 2 * MiB), cudaSuccess);  // only with the cached memory
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 6);
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream);
+  ASSERT_EQ(cudaFree(filler), cudaSuccess);
+}
+
+TEST_F(ShimInOrderReuseCache, AResetFreesEachCachedBlockOnce)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  ASSERT_EQ(cuda_double_pointer_kind(p), pool);  // cached
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 1);  // once, on the legacy stream
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cuda_double_live_allocations(), 0);
+}
+
 // ---- ShimReuseCache: device ordering's reuse cache (ASYNCSHIM_REUSE_CACHE=16MiB),
 // on a 64 MiB device
 
@@ -657,6 +737,8 @@ TEST_F(ShimReuseCache, AFencedBlockComesBackForTheSameSizeWithoutACudaCall)
   ASSERT_EQ(cudaFree(p), cudaSuccess);  // queued
   issue_queued_frees();                 // fenced: into the cache, not to the pool
   EXPECT_EQ(cuda_double_pointer_kind(p), pool);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // cached: still a double free
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   auto const before = cuda_double_get_counters();
   void* again = nullptr;
   ASSERT_EQ(cudaMalloc(&again, 1000), cudaSuccess);
