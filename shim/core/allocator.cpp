@@ -169,12 +169,22 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
 // A free in the legacy stream's order (stream_tracker::free_in_order): kept
 // for the next allocation of its size when the reuse cache has room (its
 // record stays, freed, so that a second free is still a double free),
-// otherwise to the pool on the legacy stream.
+// otherwise to the pool on the legacy stream. A kept block still has an
+// action on the legacy stream, as the pool's free would be: an event record
+// there waits for the blocking streams' work before it, and their later
+// work waits for it (blocking streams are ordered only through the legacy
+// stream; without it, the ordering stress found blocks in use by another
+// thread's blocking stream).
 cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
                                  allocation_record const& record, bool* record_kept) noexcept
 {
-  if (reuses_blocks(s, record.device) && keep_freed_in_order(s, record.device, ptr, record.bytes)) {
-    return cudaSuccess;
+  if (reuses_blocks(s, record.device)) {
+    auto const record_event = driver().event_record;
+    CUevent const barrier = s.pools.streams(record.device).legacy_fence;
+    if (record_event != nullptr && record_event(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS &&
+        keep_freed_in_order(s, record.device, ptr, record.bytes)) {
+      return cudaSuccess;
+    }
   }
   return release_to_pool(s, api_level::driver, pool, ptr, CU_STREAM_LEGACY, record_kept);
 }
