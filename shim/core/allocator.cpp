@@ -379,6 +379,12 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
       // after the work before an in-order free too.
       return hand_out(s, api, dev_ptr, reused, size, timer.device, *pool, stream);
     }
+    // A miss the pool cannot serve from the memory it has free would make it
+    // grow: what the cache holds goes back first, so that the cache never
+    // makes the pool reserve more than it would without it.
+    if (s.reuse.holds_anything(timer.device) && usage_of(*pool).unused < size) {
+      (void)return_cached_to_pool(s, timer.device);
+    }
   }
   void* ptr = nullptr;
   cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {

@@ -695,7 +695,8 @@ TEST_F(ShimInOrderReuseCache, BlocksBeyondTheLimitGoToThePoolOnTheLegacyStream)
 
 TEST_F(ShimInOrderReuseCache, AnAllocationThatWouldFailGetsThemBackOnTheLegacyStream)
 {
-  // 15 MiB and 1000 bytes cached by the tests before.
+  // 15 MiB cached by the test before (and the 1000 bytes of the one before
+  // it, unless a miss there needed the pool to grow).
   std::size_t free = 0;
   std::size_t total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
@@ -704,9 +705,32 @@ TEST_F(ShimInOrderReuseCache, AnAllocationThatWouldFailGetsThemBackOnTheLegacySt
   ASSERT_EQ(cudaMalloc(&filler, free - 2 * MiB), cudaSuccess);  // only with the cached memory
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   auto const after = cuda_double_get_counters();
-  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 6);
+  EXPECT_GE(after.free_async_legacy_stream, before.free_async_legacy_stream + 5);
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream);
   ASSERT_EQ(cudaFree(filler), cudaSuccess);
+}
+
+TEST_F(ShimInOrderReuseCache, AMissThatWouldMakeThePoolGrowGetsThemFirst)
+{
+  void* cached = nullptr;
+  ASSERT_EQ(cudaMalloc(&cached, MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(cached), cudaSuccess);
+  ASSERT_EQ(cuda_double_pointer_kind(cached), pool);
+  std::uint64_t const reserved = pool_attribute(cached, cudaMemPoolAttrReservedMemCurrent);
+  std::uint64_t const used = pool_attribute(cached, cudaMemPoolAttrUsedMemCurrent);
+  // A size the pool has free: the cache keeps its block.
+  void* fits = nullptr;
+  ASSERT_EQ(cudaMalloc(&fits, 4096), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(cached), pool);
+  ASSERT_EQ(cudaFree(fits), cudaSuccess);
+  // One it does not: the cached blocks go to the pool (on the legacy stream) first.
+  auto const before = cuda_double_get_counters();
+  void* grows = nullptr;
+  ASSERT_EQ(cudaMalloc(&grows, reserved - used + MiB / 2), cudaSuccess);
+  EXPECT_GE(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 2);
+  EXPECT_EQ(cuda_double_get_counters().free_async_non_blocking_stream, before.free_async_non_blocking_stream);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaFree(grows), cudaSuccess);
 }
 
 TEST_F(ShimInOrderReuseCache, AResetFreesEachCachedBlockOnce)
