@@ -180,7 +180,7 @@ cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool
 {
   if (reuses_blocks(s, record.device)) {
     auto const record_event = driver().event_record;
-    CUevent const barrier = s.pools.streams(record.device).legacy_fence;
+    CUevent const barrier = s.pools.streams(record.device).in_order_barrier;
     if (record_event != nullptr && record_event(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS &&
         keep_freed_in_order(s, record.device, ptr, record.bytes)) {
       return cudaSuccess;
@@ -233,7 +233,10 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
         streams.free_in_order([&] { return free_in_legacy_order(s, *pool, ptr, record, &record_kept); }, in_order) &&
         in_order == cudaSuccess) {
       if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
-      note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
+      // Its look at the device's memory may give memory back, which needs
+      // the access and no capture (free_in_order's locks are gone).
+      auto access = streams.access();
+      if (!streams.captures_in_progress()) { note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY); }
       return cudaSuccess;
     }
     if (!record_kept) { return in_order; }  // failed, and its record is gone: the queue could not issue it
@@ -380,9 +383,13 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
       return hand_out(s, api, dev_ptr, reused, size, timer.device, *pool, stream);
     }
     // A miss the pool cannot serve from the memory it has free would make it
-    // grow: what the cache holds goes back first, so that the cache never
-    // makes the pool reserve more than it would without it.
-    if (s.reuse.holds_anything(timer.device) && usage_of(*pool).unused < size) {
+    // grow: what the cache holds goes back first, so that the cache does not
+    // make the pool reserve more than it would without it. Only while no
+    // fenced batch is in flight (frees in order): blocks freed on the shim's
+    // stream now could not serve this allocation before the device reaches
+    // those frees, and the pool would grow all the same.
+    if (s.reuse.holds_anything(timer.device) && s.reuse.oldest_in_flight(timer.device).done == nullptr &&
+        usage_of(*pool).unused < size) {
       (void)return_cached_to_pool(s, timer.device);
     }
   }

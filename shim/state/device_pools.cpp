@@ -72,6 +72,11 @@ device_streams make_streams()
     (void)drv.stream_destroy(made.own);
     throw creation_error{"cuEventCreate", r};
   }
+  if (CUresult const r = drv.event_create(&made.in_order_barrier, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+    (void)drv.event_destroy(made.legacy_fence);
+    (void)drv.stream_destroy(made.own);
+    throw creation_error{"cuEventCreate", r};
+  }
   return made;
 }
 
@@ -235,7 +240,10 @@ void device_pools::retire(int device) noexcept
   if (drv.mem_pool_destroy != nullptr) {
     (void)drv.mem_pool_destroy(reinterpret_cast<CUmemoryPool>(s.pool->pool_handle()));
   }
-  if (drv.event_destroy != nullptr) { (void)drv.event_destroy(s.streams.legacy_fence); }
+  if (drv.event_destroy != nullptr) {
+    (void)drv.event_destroy(s.streams.legacy_fence);
+    (void)drv.event_destroy(s.streams.in_order_barrier);
+  }
   if (drv.stream_destroy != nullptr) { (void)drv.stream_destroy(s.streams.own); }
   s.streams = {};
   try {

@@ -625,11 +625,13 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
 
   CUcontext own = nullptr;
   before = cuda_double_get_counters();
+  std::size_t const logged_before = log_text().size();  // the log file is appended to
   ASSERT_EQ(cuCtxCreate_v4(&own, nullptr, 0, 0), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // settled
   std::string const log = log_text();
   EXPECT_NE(log.find("info: the program made a context: from now on frees under ASYNCSHIM_ORDERING=device are queued "
-                     "and fenced instead of made in the legacy stream's order\n"),
+                     "and fenced instead of made in the legacy stream's order\n",
+                     logged_before),
             std::string::npos)
     << log;
   CUcontext popped = nullptr;
@@ -645,9 +647,18 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
 }
 
 // ---- ShimInOrderReuseCache: in-order frees (the default) with
-// ASYNCSHIM_REUSE_CACHE=16MiB, on a 64 MiB device
+// ASYNCSHIM_REUSE_CACHE=16MiB, on a 64 MiB device; each test begins with a
+// device reset (an empty cache and pool)
 
-using ShimInOrderReuseCache = ShimTest;
+class ShimInOrderReuseCache : public ShimTest {
+ protected:
+  void SetUp() override
+  {
+    ShimTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) { return; }
+    ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  }
+};
 
 TEST_F(ShimInOrderReuseCache, AFreeInOrderIsKeptAndComesBackWithoutACudaCall)
 {
@@ -683,7 +694,7 @@ TEST_F(ShimInOrderReuseCache, BlocksBeyondTheLimitGoToThePoolOnTheLegacyStream)
     ASSERT_EQ(cudaFree(b), cudaSuccess);
   }
   auto const after = cuda_double_get_counters();
-  // 5 fit within 16 MiB beside the 1000 bytes the test before left.
+  // 5 fit within 16 MiB.
   EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 3);
   EXPECT_EQ(after.pool_frees, before.pool_frees + 3);
   int cached = 0;
@@ -693,10 +704,15 @@ TEST_F(ShimInOrderReuseCache, BlocksBeyondTheLimitGoToThePoolOnTheLegacyStream)
   EXPECT_EQ(cached, 5);
 }
 
-TEST_F(ShimInOrderReuseCache, AnAllocationThatWouldFailGetsThemBackOnTheLegacyStream)
+TEST_F(ShimInOrderReuseCache, AnAllocationOnlyTheirMemoryCanServeGetsThemBackOnTheLegacyStream)
 {
-  // 15 MiB cached by the test before (and the 1000 bytes of the one before
-  // it, unless a miss there needed the pool to grow).
+  std::vector<void*> blocks(5);
+  for (void*& b : blocks) {
+    ASSERT_EQ(cudaMalloc(&b, 3 * MiB), cudaSuccess);
+  }
+  for (void* b : blocks) {
+    ASSERT_EQ(cudaFree(b), cudaSuccess);  // 15 MiB cached
+  }
   std::size_t free = 0;
   std::size_t total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
@@ -705,7 +721,7 @@ TEST_F(ShimInOrderReuseCache, AnAllocationThatWouldFailGetsThemBackOnTheLegacySt
   ASSERT_EQ(cudaMalloc(&filler, free - 2 * MiB), cudaSuccess);  // only with the cached memory
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   auto const after = cuda_double_get_counters();
-  EXPECT_GE(after.free_async_legacy_stream, before.free_async_legacy_stream + 5);
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 5);
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream);
   ASSERT_EQ(cudaFree(filler), cudaSuccess);
 }
@@ -727,7 +743,7 @@ TEST_F(ShimInOrderReuseCache, AMissThatWouldMakeThePoolGrowGetsThemFirst)
   auto const before = cuda_double_get_counters();
   void* grows = nullptr;
   ASSERT_EQ(cudaMalloc(&grows, reserved - used + MiB / 2), cudaSuccess);
-  EXPECT_GE(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 2);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 2);
   EXPECT_EQ(cuda_double_get_counters().free_async_non_blocking_stream, before.free_async_non_blocking_stream);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaFree(grows), cudaSuccess);
