@@ -229,15 +229,16 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
     // Should it fail, the queue tries again behind a fence.
     cudaError_t in_order = cudaSuccess;
     bool record_kept = true;
-    if (!exported && s.settings.frees_in_order() &&
-        streams.free_in_order([&] { return free_in_legacy_order(s, *pool, ptr, record, &record_kept); }, in_order) &&
-        in_order == cudaSuccess) {
-      if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
-      // Its look at the device's memory may give memory back, which needs
-      // the access and no capture (free_in_order's locks are gone).
+    if (!exported && s.settings.frees_in_order() && streams.frees_may_go_in_order()) {
+      // Held through the look at the device's memory after the free, which
+      // may give memory back (no capture may begin meanwhile either).
       auto access = streams.access();
-      if (!streams.captures_in_progress()) { note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY); }
-      return cudaSuccess;
+      if (streams.free_in_order([&] { return free_in_legacy_order(s, *pool, ptr, record, &record_kept); }, in_order) &&
+          in_order == cudaSuccess) {
+        if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
+        note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
+        return cudaSuccess;
+      }
     }
     if (!record_kept) { return in_order; }  // failed, and its record is gone: the queue could not issue it
     return queue_free(s, ptr, record, false);

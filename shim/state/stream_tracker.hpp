@@ -90,16 +90,21 @@ class stream_tracker {
   // `because` completes the one info line that says so ("the program ...").
   void end_in_order_frees(char const* because) noexcept;
 
+  // Whether a free may go in order, at a first look without a lock (no
+  // stream tracked): free_in_order() decides.
+  [[nodiscard]] bool frees_may_go_in_order() noexcept
+  {
+    return known_streams_.load(std::memory_order_acquire) == 0 && in_order_possible();
+  }
   // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
   // current context, the pool's; it returns 0 for success) and returns true
   // when frees may go in order now; returns false without running it when
-  // the free must be queued and fenced instead.
+  // the free must be queued and fenced instead. The caller holds access()
+  // (no capture begins meanwhile).
   template <class FreeOnLegacy, class Result>
   bool free_in_order(FreeOnLegacy free_on_legacy, Result& result)
   {
-    if (known_streams_.load(std::memory_order_acquire) != 0 || !in_order_possible()) { return false; }
-    shared_access capture_access{capture_mutex_};  // no capture begins meanwhile
-    if (captures_in_progress()) { return false; }
+    if (!frees_may_go_in_order() || captures_in_progress()) { return false; }
     std::shared_lock lock{stream_mutex_};  // no stream is made meanwhile
     // Read again under the lock: a context made meanwhile settles under it.
     if (!streams_.empty() || in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
