@@ -23,7 +23,7 @@
 #     the caching allocator, uncached natively and
 #     uncached under the shim (device and stream ordering, and device with the
 #     reuse cache on), and the memory the shim's pool holds for them (also
-#     with ASYNCSHIM_FREE_BACKLOG=256MiB).
+#     with the reuse cache on, and with ASYNCSHIM_IN_ORDER_FREES=off).
 # Every shim run: LD_PRELOAD=<build>/shim/libasyncshim.so and
 # ASYNCSHIM_INITIAL_POOL_SIZE=1GiB. Results go to ${OUT:-bench-results}/:
 # PERFORMANCE.md (the page), results.json (everything) and raw/ (each run's
