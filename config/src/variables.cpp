@@ -231,8 +231,9 @@ constexpr std::array table{
              .accepted = size_accepted,
              .invalid = on_invalid::disables,
              .summary = "under device ordering, the most memory per device kept in freed blocks for reuse by "
-                        "an allocation of the same size, without a CUDA call, once the work before their free has "
-                        "finished (experimental); 0: none kept"},
+                        "an allocation of the same size without a CUDA call: at once for a free in the legacy "
+                        "stream's order, otherwise once the work before the free has finished (experimental); 0: "
+                        "none kept"},
     .what = "size",
     .describe_key = "reuse_cache",
     .apply = apply_size<&settings::reuse_cache, false>,
