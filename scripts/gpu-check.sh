@@ -150,15 +150,18 @@ if [[ -x $stress ]]; then
   [[ $status -eq 0 ]] || failed=1
   note "    stream, blocking streams only (exit $status): $line"
   # Device ordering with no non-blocking stream: frees go in the legacy
-  # stream's order; then every thread switches to a non-blocking stream.
-  for late in "" --late-non-blocking; do
-    name=stress-in-order${late:+-late}
-    line=$(LD_PRELOAD=$shim ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 "$stress" --blocking-streams $late \
-      --size-classes 4 --operations 400000 2>"$logs/$name.err" | tail -1)
-    status=$?
-    [[ $status -eq 0 ]] || failed=1
-    note "    device, blocking streams${late:+, then non-blocking ones} (exit $status): $line"
-    note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
+  # stream's order; then every thread switches to a non-blocking stream;
+  # both also with the reuse cache on (blocks freed in order kept for reuse).
+  for cache in 0 1GiB; do
+    for late in "" --late-non-blocking; do
+      name=stress-in-order${late:+-late}-cache-$cache
+      line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 \
+        "$stress" --blocking-streams $late --size-classes 4 --operations 400000 2>"$logs/$name.err" | tail -1)
+      status=$?
+      [[ $status -eq 0 ]] || failed=1
+      note "    device, blocking streams${late:+, then non-blocking ones}, reuse cache $cache (exit $status): $line"
+      note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
+    done
   done
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
