@@ -122,6 +122,7 @@ void statistics::block_exported(int device) noexcept { count(device, &device_cou
 void statistics::block_imported(int device) noexcept { count(device, &device_counters::ipc_imported_blocks); }
 
 void statistics::free_in_order(int device) noexcept { count(device, &device_counters::in_order_frees); }
+
 void statistics::reuse_hit(int device) noexcept { count(device, &device_counters::reuse_hits); }
 
 void statistics::reuse_miss(int device) noexcept { count(device, &device_counters::reuse_misses); }

@@ -99,12 +99,12 @@ class stream_tracker {
   // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
   // current context, the pool's; it returns 0 for success) and returns true
   // when frees may go in order now; returns false without running it when
-  // the free must be queued and fenced instead. The caller holds access()
-  // (no capture begins meanwhile).
+  // the free must be queued and fenced instead. The caller has found
+  // frees_may_go_in_order() and holds access() (no capture begins meanwhile).
   template <class FreeOnLegacy, class Result>
   bool free_in_order(FreeOnLegacy free_on_legacy, Result& result)
   {
-    if (!frees_may_go_in_order() || captures_in_progress()) { return false; }
+    if (captures_in_progress()) { return false; }
     std::shared_lock lock{stream_mutex_};  // no stream is made meanwhile
     // Read again under the lock: a context made meanwhile settles under it.
     if (!streams_.empty() || in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
