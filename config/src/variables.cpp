@@ -259,9 +259,10 @@ constexpr std::array table{
              .default_text = "on",
              .accepted = boolean_accepted,
              .invalid = on_invalid::disables,
-             .summary = "under device ordering, while the program has no non-blocking stream (and the process sees "
-                        "one device), a cudaFree goes to the pool at once in the legacy stream's order, so the next "
-                        "cudaMalloc can have the block again; off: every free is queued and fenced"},
+             .summary = "under device ordering, while none of the program's non-blocking streams (at most 8) has work "
+                        "in progress (and the process sees one device), a cudaFree goes to the pool at once in the "
+                        "legacy stream's order, so the next cudaMalloc can have the block again; off: every free is "
+                        "queued and fenced"},
     .what = "boolean",
     .describe_key = "in_order_frees",
     .apply = apply_choice<&settings::in_order_frees, parse_bool>,

@@ -199,9 +199,10 @@ cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memo
 
 // Frees `ptr`, claimed in the ownership record, as the configured ordering
 // says:
-//  - device: while the program has no non-blocking stream, to the pool at
-//    once on the legacy stream, which orders the free after every stream's
-//    work (stream_tracker::free_in_order); otherwise queued, issued behind a
+//  - device: while no non-blocking stream of the program has work in
+//    progress, to the pool at once on the legacy stream, which orders the
+//    free after the other streams' work (stream_tracker::free_in_order);
+//    otherwise queued, issued behind a
 //    fence with the rest of its batch (issue_queued); fenced and freed at
 //    once when the calling thread's context is not the pool's (a driver-API
 //    program's own context, another device current), as the fence must be

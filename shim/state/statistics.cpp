@@ -370,7 +370,7 @@ std::string stats_table(report_sources const& sources)
     device_counters const* c = sources.stats.device(d);
     if (c == nullptr || load(c->in_order_frees) == 0) { continue; }
     out += fmt::format("\ndevice {}: {} of {} frees went to the pool at once in the legacy stream's order (no "
-                       "non-blocking stream then); the others were queued and fenced",
+                       "non-blocking stream had work in progress then); the others were queued and fenced",
                        d, load(c->in_order_frees), load(c->frees));
   }
   return out;

@@ -74,29 +74,38 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   bool const have_event = drv.ctx_get_current != nullptr && drv.event_create != nullptr &&
                           drv.ctx_get_current(&context) == CUDA_SUCCESS &&
                           drv.event_create(&fence, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
-  bool const first = record_new_stream(stream, context, fence, have_event);
+  std::size_t const tracked = record_new_stream(stream, context, fence, have_event);
   // Also before the first free (which is when in-order frees are first asked about).
   shim_state const* const s = active_state();
-  if (first && s != nullptr && s->settings.frees_in_order() && in_order_possible()) {
-    log::info("the program made a non-blocking stream: from now on frees under ASYNCSHIM_ORDERING=device are "
-              "queued and fenced, not made in the legacy stream's order");
+  if (s == nullptr || !s->settings.frees_in_order() || !in_order_possible()) { return; }
+  // Each said once: a program may make and destroy streams all the time.
+  static std::atomic<bool> said_first{false};
+  static std::atomic<bool> said_too_many{false};
+  if (tracked == 1 && !said_first.exchange(true)) {
+    log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is made "
+              "in the legacy stream's order only while no non-blocking stream has work in progress; otherwise it is "
+              "queued and fenced");
+  } else if (tracked == most_streams_for_in_order_frees + 1 && !said_too_many.exchange(true)) {
+    log::info("the program has more than {} non-blocking streams: while it has, frees under "
+              "ASYNCSHIM_ORDERING=device are queued and fenced, not made in the legacy stream's order",
+              most_streams_for_in_order_frees);
   }
 }
 
-bool stream_tracker::record_new_stream(CUstream stream, CUcontext context, CUevent fence, bool have_event) noexcept
+std::size_t stream_tracker::record_new_stream(CUstream stream, CUcontext context, CUevent fence,
+                                              bool have_event) noexcept
 {
   auto const& drv = driver();
   // One exclusive section, before the program can submit anything to the
   // stream: no free can go in order between its settle point and its entry.
   std::unique_lock lock{stream_mutex_};
-  bool const first = streams_.empty();
   order_after_in_order_frees_locked(stream);
   if (!have_event) {
     // A stream the shim cannot fence: never free in order again either.
     in_order_.store(in_order_state::impossible, std::memory_order_release);
     log::warn("cannot follow a new non-blocking stream (no event for it): frees under ASYNCSHIM_ORDERING=device are "
               "not ordered against its work");
-    return first;
+    return 0;
   }
   try {
     drop_completed_locked();
@@ -107,8 +116,9 @@ bool stream_tracker::record_new_stream(CUstream stream, CUcontext context, CUeve
     in_order_.store(in_order_state::impossible, std::memory_order_release);
     log::warn("cannot follow a new non-blocking stream (no memory): frees under ASYNCSHIM_ORDERING=device are not "
               "ordered against its work");
+    return 0;
   }
-  return first;
+  return streams_.size();
 }
 
 stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream) noexcept
@@ -187,6 +197,10 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
   }
   CUcontext expected = context;
   if (in_order_context_.compare_exchange_strong(expected, nullptr)) { unsettled_.store(false); }
+  if (idle_order_context_ == context) {
+    idle_order_event_ = nullptr;
+    idle_order_context_ = nullptr;
+  }
 }
 
 bool stream_tracker::in_order_possible() noexcept
@@ -210,6 +224,42 @@ void stream_tracker::freed_in_order() noexcept
   if (unsettled_.load(std::memory_order_relaxed)) { return; }
   in_order_context_.store(current_context(), std::memory_order_relaxed);
   unsettled_.store(true, std::memory_order_relaxed);
+}
+
+bool stream_tracker::order_idle_streams_after_legacy_locked() noexcept
+{
+  if (streams_.size() > most_streams_for_in_order_frees) { return false; }
+  auto const& drv = driver();
+  if (drv.stream_query == nullptr || drv.event_query == nullptr || drv.event_create == nullptr ||
+      drv.event_record == nullptr || drv.stream_wait_event == nullptr) {
+    return false;
+  }
+  // Work on a stream that uses the block was submitted before the program
+  // freed it: a stream with none in progress now cannot be using it. Any
+  // answer but "done" (work in progress, an error) means the fence.
+  for (tracked_stream const& t : streams_) {
+    CUresult const state = t.stream != nullptr ? drv.stream_query(t.stream) : drv.event_query(t.fence);
+    if (state != CUDA_SUCCESS) { return false; }
+  }
+  // Recorded before the free, so that it stands for all the legacy and
+  // blocking streams' work that may use the block, and waited for before
+  // the free, so that no stream can get the block from the pool before it
+  // waits. One record and its waits at a time: each wait follows the latest
+  // record, which covers every earlier one.
+  std::lock_guard one_order{idle_order_mutex_};
+  CUcontext const context = current_context();
+  if (idle_order_event_ == nullptr || idle_order_context_ != context) {
+    CUevent created = nullptr;
+    if (drv.event_create(&created, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) { return false; }
+    if (idle_order_event_ != nullptr && drv.event_destroy != nullptr) { (void)drv.event_destroy(idle_order_event_); }
+    idle_order_event_ = created;
+    idle_order_context_ = context;
+  }
+  if (drv.event_record(idle_order_event_, CU_STREAM_LEGACY) != CUDA_SUCCESS) { return false; }
+  for (tracked_stream const& t : streams_) {
+    if (t.stream != nullptr && drv.stream_wait_event(t.stream, idle_order_event_, 0) != CUDA_SUCCESS) { return false; }
+  }
+  return true;
 }
 
 CUresult stream_tracker::record_settle_point_locked() noexcept
@@ -292,8 +342,7 @@ void stream_tracker::settle_before_capture() noexcept
 
 void stream_tracker::end_in_order_frees(char const* because) noexcept
 {
-  if (in_order_.exchange(in_order_state::impossible, std::memory_order_acq_rel) == in_order_state::possible &&
-      known_streams_.load(std::memory_order_acquire) == 0) {
+  if (in_order_.exchange(in_order_state::impossible, std::memory_order_acq_rel) == in_order_state::possible) {
     log::info("{}: from now on frees under ASYNCSHIM_ORDERING=device are queued and fenced instead of made in "
               "the legacy stream's order",
               because);

@@ -7,22 +7,26 @@
 //    progress the shim issues no stream work of its own that a capture could
 //    absorb or that the capture rules forbid (docs/design.md, "Stream capture").
 //  - whether frees may go to the pool at once in the legacy stream's order
-//    (docs/design.md, "In-order frees"): only while no non-blocking stream
-//    is known, no capture is in progress, the process sees one device and
-//    has made no context of its own. A block freed so comes back to the
-//    next allocation on the legacy stream before the work before its free
-//    has finished; that is safe on the legacy and every blocking stream,
-//    which order themselves after the free. A non-blocking stream made
-//    later waits (on the device) for the legacy stream's work up to the
-//    last such free, its *settle point*; a context made later, on the host.
+//    (docs/design.md, "In-order frees"): only while no capture is in
+//    progress, the process sees one device and has made no context of its
+//    own, and every known non-blocking stream (at most
+//    most_streams_for_in_order_frees of them) has no work in progress. A
+//    block freed so comes back to the next allocation on the legacy stream
+//    before the work before its free has finished; that is safe on the
+//    legacy and every blocking stream, which order themselves after the
+//    free, and on the known non-blocking streams, each made to wait (on the
+//    device) for an event recorded on the legacy stream before the free. A
+//    non-blocking stream made later waits for the legacy stream's work up to
+//    the last such free, its *settle point*; a context made later, on the host.
 //
 // Two reader-writer locks (readers never wait for each other):
 //  - the capture lock: the shim's own stream work holds it shared (access()),
 //    a capture beginning holds it exclusively, so no capture begins in the
 //    middle of an allocation or a free;
 //  - the stream lock: a fence holds it shared while it records and waits
-//    (driver calls only), and so does an in-order free while it checks that
-//    no stream is tracked and frees (one driver call); a stream created or
+//    (driver calls only), and so does an in-order free while it checks the
+//    tracked streams, orders them after the legacy stream and frees (driver
+//    calls only); a stream created or
 //    destroyed holds it exclusively, so no fenced stream disappears under a
 //    fence and none appears in the middle of an in-order free; fences
 //    themselves take turns (the fence lock, taken before the stream lock).
@@ -72,7 +76,10 @@ class stream_tracker {
       std::unique_lock lock{stream_mutex_};
       tracked_stream* const found = before_destroy(stream);
       result = real_destroy();
-      if (result == CUDA_SUCCESS && found != nullptr) { found->stream = nullptr; }
+      if (result == CUDA_SUCCESS && found != nullptr) {
+        found->stream = nullptr;
+        drop_completed_locked();  // at once if its work is done: it no longer counts
+      }
     }
     if (result == CUDA_SUCCESS) { forget_captures_of(stream); }
     return result;
@@ -90,24 +97,31 @@ class stream_tracker {
   // `because` completes the one info line that says so ("the program ...").
   void end_in_order_frees(char const* because) noexcept;
 
-  // Whether a free may go in order, at a first look without a lock (no
-  // stream tracked): free_in_order() decides.
+  // The most non-blocking streams that are checked for work in progress
+  // before a free in order: with more, each free would cost a query and a
+  // wait per stream, more than the queue's fence of a whole batch.
+  static constexpr std::size_t most_streams_for_in_order_frees = 8;
+
+  // Whether a free may go in order, at a first look without a lock (few
+  // enough streams tracked): free_in_order() decides.
   [[nodiscard]] bool frees_may_go_in_order() noexcept
   {
-    return known_streams_.load(std::memory_order_acquire) == 0 && in_order_possible();
+    return known_streams_.load(std::memory_order_acquire) <= most_streams_for_in_order_frees && in_order_possible();
   }
   // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
   // current context, the pool's; it returns 0 for success) and returns true
   // when frees may go in order now; returns false without running it when
-  // the free must be queued and fenced instead. The caller has found
-  // frees_may_go_in_order() and holds access() (no capture begins meanwhile).
+  // the free must be queued and fenced instead (a non-blocking stream has
+  // work in progress). The caller has found frees_may_go_in_order() and
+  // holds access() (no capture begins meanwhile).
   template <class FreeOnLegacy, class Result>
   bool free_in_order(FreeOnLegacy free_on_legacy, Result& result)
   {
     if (captures_in_progress()) { return false; }
-    std::shared_lock lock{stream_mutex_};  // no stream is made meanwhile
+    std::shared_lock lock{stream_mutex_};  // no stream is made or destroyed meanwhile
     // Read again under the lock: a context made meanwhile settles under it.
-    if (!streams_.empty() || in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
+    if (in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
+    if (!streams_.empty() && !order_idle_streams_after_legacy_locked()) { return false; }
     result = free_on_legacy();
     if (result == Result{}) { freed_in_order(); }
     return true;
@@ -166,6 +180,13 @@ class stream_tracker {
   // Whether the process sees one device and has made no context (cheap after the first call).
   [[nodiscard]] bool in_order_possible() noexcept;
   void freed_in_order() noexcept;
+  // Under the shared stream lock, before a free in order while non-blocking
+  // streams are tracked: true when none of them has work in progress (so
+  // none can still be using the block) and each now waits for an event
+  // recorded on the legacy stream (so none uses the block again before the
+  // legacy and blocking streams' work before the free has finished); false
+  // when the free must be fenced instead.
+  bool order_idle_streams_after_legacy_locked() noexcept;
   void settle_before_capture() noexcept;
   // Under the exclusive stream lock: records the settle point after the
   // in-order frees since the last one (CUDA_SUCCESS if there were none).
@@ -181,8 +202,9 @@ class stream_tracker {
   // recorded: synchronizes the device instead (never during a capture);
   // false when that failed too, and then no free is made in order again.
   bool synchronize_instead_locked() noexcept;
-  // stream_created's exclusive section; whether it is the first tracked stream.
-  bool record_new_stream(CUstream stream, CUcontext context, CUevent fence, bool have_event) noexcept;
+  // stream_created's exclusive section; how many streams are tracked now
+  // (0 if this one could not be).
+  std::size_t record_new_stream(CUstream stream, CUcontext context, CUevent fence, bool have_event) noexcept;
   static void log_unsettled() noexcept;
 
   std::shared_mutex capture_mutex_;
@@ -210,6 +232,14 @@ class stream_tracker {
   CUevent settle_event_ = nullptr;
   CUcontext settle_context_ = nullptr;
   bool settle_pending_ = false;
+  // The event an in-order free records on the legacy stream and the tracked
+  // streams wait for (order_idle_streams_after_legacy_locked), and its
+  // context; one record and its waits at a time (the idle-order lock, taken
+  // under the shared stream lock; a context going clears it under the
+  // exclusive one).
+  std::mutex idle_order_mutex_;
+  CUevent idle_order_event_ = nullptr;
+  CUcontext idle_order_context_ = nullptr;
 };
 
 // The process's tracker (never destroyed: calls arrive until the very end).

@@ -801,6 +801,14 @@ CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void);
 // cudaStreamPerThread is the calling thread's, on its current context's device.
 CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream);
 
+// Marks a created stream busy (busy != 0) or idle: while busy, cuStreamQuery
+// and cudaStreamQuery of it return CUDA_ERROR_NOT_READY / cudaErrorNotReady,
+// as for a stream with work in progress, and so does a query of an event
+// recorded on it while it was busy (after it is destroyed too); nothing else
+// changes (synchronizations complete at once). Returns 1, or 0 for a handle
+// that is no stream created since start-up (destroyed ones count).
+CUDA_DOUBLE_API int cuda_double_set_stream_busy(cudaStream_t stream, int busy);
+
 // Number of live allocations, of every kind together (captured allocations
 // that belong to a graph or an ongoing capture included).
 CUDA_DOUBLE_API int cuda_double_live_allocations(void);

@@ -123,6 +123,7 @@ CUresult to_cu_result(operation_outcome outcome)
     case operation_outcome::peer_not_enabled: return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
     case operation_outcome::not_permitted: return CUDA_ERROR_NOT_PERMITTED;
     case operation_outcome::not_found: return CUDA_ERROR_NOT_FOUND;
+    case operation_outcome::not_ready: return CUDA_ERROR_NOT_READY;
   }
   return CUDA_ERROR_UNKNOWN;
 }

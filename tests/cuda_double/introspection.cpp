@@ -92,6 +92,16 @@ CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream)
   return capture->invalidated ? cuda_double::capture_status_invalidated : cuda_double::capture_status_active;
 }
 
+CUDA_DOUBLE_API int cuda_double_set_stream_busy(cudaStream_t stream, int busy)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  cuda_double::stream_state* const state = m.find_stream_ever(stream);
+  if (state == nullptr) { return 0; }
+  state->busy = busy != 0;
+  return 1;
+}
+
 CUDA_DOUBLE_API int cuda_double_live_allocations(void)
 {
   auto& m = model();

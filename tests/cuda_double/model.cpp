@@ -595,6 +595,14 @@ stream_state* model_state::find_stream(cudaStream_t s)
   return !is_special_stream(s) && live_streams_.count(stream) != 0 ? stream : nullptr;
 }
 
+stream_state* model_state::find_stream_ever(cudaStream_t s)
+{
+  auto const found =
+    std::find_if(all_streams_.begin(), all_streams_.end(),
+                 [&](std::unique_ptr<stream_state> const& t) { return t.get() == reinterpret_cast<stream_state*>(s); });
+  return found == all_streams_.end() ? nullptr : found->get();
+}
+
 cudaStream_t model_state::create_stream(int d, unsigned flags, int priority)
 {
   auto stream = std::make_unique<stream_state>();

@@ -130,6 +130,7 @@ struct stream_state {
   unsigned flags = 0;
   int priority = 0;
   std::uint64_t capture = 0;  // id of its ongoing capture, 0 if none
+  bool busy = false;          // a query says work is in progress (cuda_double_set_stream_busy)
 };
 
 // A device pointer as a key (a type of its own, so that it cannot be mixed up
@@ -158,6 +159,9 @@ struct event_state {
   int device = 0;
   unsigned flags = 0;
   std::uint64_t captured_in = 0;  // the capture it was last recorded in; 0: recorded outside (or never)
+  // The stream it was last recorded on while that was marked busy
+  // (cuda_double_set_stream_busy): a query says not ready while it still is.
+  stream_state const* recorded_on_busy = nullptr;
 };
 
 // What cuStreamEndCapture hands out. Allocations captured in its capture
@@ -342,7 +346,8 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // The device of a valid stream; the special streams stand for current_device.
   int stream_device(cudaStream_t s, int current_device) const;
   static bool is_legacy_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
-  stream_state* find_stream(cudaStream_t s);  // live created streams only
+  stream_state* find_stream(cudaStream_t s);       // live created streams only
+  stream_state* find_stream_ever(cudaStream_t s);  // created streams, destroyed ones too
   cudaStream_t create_stream(int device, unsigned flags, int priority);
   bool destroy_stream(cudaStream_t s);  // false: not a live created stream; drops its capture
 

@@ -369,8 +369,10 @@ operation_outcome finish_stream(cudaStream_t stream, bool synchronize)
   if (synchronize) {
     m.trim_pools(device);
     m.counters.stream_synchronizes.fetch_add(1, std::memory_order_relaxed);
+    return operation_outcome::ok;
   }
-  return operation_outcome::ok;
+  stream_state const* const state = m.find_stream(stream);
+  return state != nullptr && state->busy ? operation_outcome::not_ready : operation_outcome::ok;
 }
 
 }  // namespace
@@ -430,13 +432,15 @@ operation_outcome record_event(cudaEvent_t event, cudaStream_t stream)
     e->captured_in = capture->id;
     add_node(m, *capture);
   } else {
-    e->captured_in = 0;  // complete at once
+    e->captured_in = 0;  // complete at once, unless its stream is marked busy
+    stream_state const* const on = m.find_stream(stream);
+    e->recorded_on_busy = on != nullptr && on->busy ? on : nullptr;
     m.counters.events_recorded.fetch_add(1, std::memory_order_relaxed);
   }
   return operation_outcome::ok;
 }
 
-operation_outcome query_event(cudaEvent_t event, bool /*synchronize: the same, everything is complete*/)
+operation_outcome query_event(cudaEvent_t event, bool synchronize)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
@@ -444,6 +448,11 @@ operation_outcome query_event(cudaEvent_t event, bool /*synchronize: the same, e
   if (e == nullptr) { return operation_outcome::invalid_handle; }
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, e->device); o != operation_outcome::ok) { return o; }
   if (e->captured_in != 0) { return operation_outcome::captured_event; }
+  // A synchronization completes (nothing runs); a query of work on a stream
+  // marked busy is not ready.
+  if (!synchronize && e->recorded_on_busy != nullptr && e->recorded_on_busy->busy) {
+    return operation_outcome::not_ready;
+  }
   return operation_outcome::ok;
 }
 

@@ -31,6 +31,7 @@ enum class operation_outcome {
   peer_not_enabled,      // disabling peer access that is not enabled
   not_permitted,         // exporting a fabric handle without IMEX (CUDA_DOUBLE_FABRIC_OK unset)
   not_found,             // cuMemGetAddressRange of memory that is no allocation's
+  not_ready,             // a query of a stream marked busy (cuda_double_set_stream_busy)
 };
 
 }  // namespace cuda_double

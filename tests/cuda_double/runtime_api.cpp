@@ -163,6 +163,7 @@ cudaError_t to_cuda_error(operation_outcome outcome)
     case operation_outcome::peer_not_enabled: return cudaErrorPeerAccessNotEnabled;
     case operation_outcome::not_permitted: return cudaErrorNotPermitted;
     case operation_outcome::not_found: return cudaErrorSymbolNotFound;  // as from_cu_result's CUDA_ERROR_NOT_FOUND
+    case operation_outcome::not_ready: return cudaErrorNotReady;
   }
   return cudaErrorUnknown;
 }

@@ -142,6 +142,39 @@ TEST_F(CudaDouble, DriverStreamsWithPriorityFlagsQueryAndTheOldDestroy)
   EXPECT_EQ(c.failed_calls, 13u);
 }
 
+TEST_F(CudaDouble, AStreamMarkedBusyIsNotReadyUntilMarkedIdle)
+{
+  CUstream nb = nullptr;
+  ASSERT_EQ(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(nb), CUDA_SUCCESS);
+  CUevent before = nullptr, during = nullptr;
+  ASSERT_EQ(cuEventCreate(&before, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&during, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(before, nb), CUDA_SUCCESS);
+  auto* const handle = reinterpret_cast<cudaStream_t>(nb);
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 1), 1);
+  EXPECT_EQ(cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamQuery(CU_STREAM_LEGACY), CUDA_SUCCESS);  // only that stream
+  ASSERT_EQ(cuEventRecord(during, nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(during), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuEventQuery(before), CUDA_SUCCESS);        // recorded before
+  EXPECT_EQ(cuEventSynchronize(during), CUDA_SUCCESS);  // synchronizations complete at once
+  EXPECT_EQ(cuStreamSynchronize(nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 0), 1);
+  EXPECT_EQ(cuStreamQuery(nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(during), CUDA_SUCCESS);
+  // Destroyed: its events still follow it.
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 1), 1);
+  ASSERT_EQ(cuEventRecord(during, nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(during), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 0), 1);
+  EXPECT_EQ(cuEventQuery(during), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_set_stream_busy(nullptr, 1), 0);  // not a created stream
+  EXPECT_EQ(cuEventDestroy_v2(before), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(during), CUDA_SUCCESS);
+}
+
 TEST_F(CudaDouble, RuntimeStreamsReachTheDriver)
 {
   cudaStream_t s = nullptr, nb = nullptr, prio = nullptr;

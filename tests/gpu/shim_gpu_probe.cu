@@ -429,15 +429,28 @@ void free_backlog()
 }
 
 // A block freed while a kernel on the legacy stream still has to read it,
-// allocated again at once and written from a non-blocking stream made after
-// the free. Natively cudaFree waited for the kernel. Under the shim the free
-// went in the legacy stream's order (no non-blocking stream existed), the
-// next allocation may get the same block at once, and the new stream must
-// not write it before the kernel has read it. EXPECT_SAME_BLOCK: the second
-// allocation must be the first block (the in-order path was taken).
-void late_stream()
+// allocated again at once and written from a non-blocking stream. Natively
+// cudaFree waited for the kernel. Under the shim the free went in the legacy
+// stream's order, the next allocation may get the same block at once, and
+// the non-blocking stream must not write it before the kernel has read it.
+// late-stream (stream_made_before false): the stream is made after the free
+// (no non-blocking stream existed then); idle-stream (true): it was made and
+// used before, and has no work in progress at the free.
+// EXPECT_SAME_BLOCK: the second allocation must be the first block (the
+// in-order path was taken).
+void freed_in_order_then_non_blocking(bool stream_made_before)
 {
   bool const same_expected = std::getenv("EXPECT_SAME_BLOCK") != nullptr;
+  cudaStream_t side = nullptr;
+  if (stream_made_before) {
+    CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    unsigned* warm = nullptr;
+    CUDA_OK(cudaMalloc(&warm, MiB));
+    fill_kernel<<<16, 256, 0, side>>>(warm, MiB / sizeof(unsigned), 3);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaStreamSynchronize(side));  // idle from now on
+    CUDA_OK(cudaFree(warm));
+  }
   std::size_t const bytes = 64 * MiB;
   std::size_t const n = bytes / sizeof(unsigned);
   unsigned long long* sum = nullptr;
@@ -452,15 +465,15 @@ void late_stream()
   CUDA_OK(cudaFree(first));
   unsigned* second = nullptr;
   CUDA_OK(cudaMalloc(&second, bytes));
-  cudaStream_t side = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  if (!stream_made_before) { CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking)); }
   fill_kernel<<<256, 256, 0, side>>>(second, n, 9);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   unsigned long long got = 0;
   CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
-  std::printf("late_stream: the second allocation is %s block; the legacy-stream kernel read %s\n",
-              second == first ? "the same" : "another", got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
+  std::printf("%s: the second allocation is %s block; the legacy-stream kernel read %s\n",
+              stream_made_before ? "idle_stream" : "late_stream", second == first ? "the same" : "another",
+              got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
   CHECK(got == expected_checksum(n, 7));
   if (same_expected) { CHECK(second == first); }
   CUDA_OK(cudaStreamDestroy(side));
@@ -474,7 +487,7 @@ int main(int argc, char** argv)
 {
   if (argc != 2) {
     std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device|"
-                         "free-backlog|late-stream\n");
+                         "free-backlog|late-stream|idle-stream\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -505,7 +518,9 @@ int main(int argc, char** argv)
   } else if (check == "free-backlog") {
     free_backlog();
   } else if (check == "late-stream") {
-    late_stream();
+    freed_in_order_then_non_blocking(false);
+  } else if (check == "idle-stream") {
+    freed_in_order_then_non_blocking(true);
   } else {
     std::fprintf(stderr, "unknown check %s\n", check.c_str());
     return 2;

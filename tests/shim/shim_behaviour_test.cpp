@@ -480,16 +480,28 @@ TEST_F(ShimDeviceOrdering, AStreamDestroyedBetweenTheFreeAndTheIssueIsStillWaite
   ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);  // queued
+  ASSERT_EQ(cudaFree(p), cudaSuccess);                        // queued
+  ASSERT_EQ(cuda_double_set_stream_busy(nonblocking, 1), 1);  // its work goes on after it is destroyed
   auto before = cuda_double_get_counters();
   ASSERT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
   EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);  // its last work
   before = cuda_double_get_counters();
   issue_queued_frees();
-  auto const after = cuda_double_get_counters();
+  auto after = cuda_double_get_counters();
   EXPECT_EQ(after.events_recorded, before.events_recorded + 1);  // the legacy stream
   EXPECT_EQ(after.stream_waits, before.stream_waits + 2);        // and the destroyed stream's last work
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  // Once that work is done the stream is forgotten: a fence waits for the legacy stream only.
+  ASSERT_EQ(cuda_double_set_stream_busy(nonblocking, 0), 1);
+  cudaStream_t another = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&another, cudaStreamNonBlocking), cudaSuccess);  // drops it
+  ASSERT_EQ(cudaStreamDestroy(another), cudaSuccess);  // complete at once, dropped at once
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);  // queued
+  before = cuda_double_get_counters();
+  issue_queued_frees();
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
 }
 
 TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
@@ -568,7 +580,7 @@ TEST_F(ShimInOrderFrees, ACaptureBeginsAfterTheSettlePointAndItsFreesAreQueued)
   EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
 }
 
-TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWhileItLives)
+TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWhileItHasWork)
 {
   issue_queued_frees();
   void* p = nullptr;
@@ -581,16 +593,59 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
   // wait is left out: the double's work is always complete).
   EXPECT_EQ(cuda_double_get_counters().events_recorded, before.events_recorded + 1);
 
+  // The stream has no work in progress: in order still, after an event on
+  // the legacy stream that the stream waits for.
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
+  EXPECT_EQ(cuda_double_last_wait_stream(), side);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+
+  // The stream has work in progress: queued, and fenced behind it.
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   before = cuda_double_get_counters();
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
   EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
   issue_queued_frees();
-  auto const after = cuda_double_get_counters();
+  after = cuda_double_get_counters();
   EXPECT_EQ(after.events_recorded, before.events_recorded + 2);  // the fence: legacy and side stream
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
+TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanEightNonBlockingStreams)
+{
+  issue_queued_frees();
+  std::vector<cudaStream_t> streams(9);
+  for (cudaStream_t& s : streams) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  issue_queued_frees();
+  // Eight: in order again, each of them waiting for the legacy stream.
+  EXPECT_EQ(cudaStreamDestroy(streams.back()), cudaSuccess);
+  streams.pop_back();
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 8);
+  for (cudaStream_t s : streams) {
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  }
 }
 
 TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThemEvenWhenRefused)

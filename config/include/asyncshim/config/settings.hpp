@@ -92,8 +92,9 @@ struct settings {
   // free beyond it waits for the oldest of those frees. Absent: no limit.
   std::optional<size_spec> free_backlog;
   // Under device ordering, whether a free goes to the pool at once, in the
-  // legacy stream's order, while the program has no non-blocking stream and
-  // the process sees one device (docs/design.md, "In-order frees").
+  // legacy stream's order, while none of the program's non-blocking streams
+  // has work in progress and the process sees one device (docs/design.md,
+  // "In-order frees").
   bool in_order_frees = true;
   handle_type export_handle_type = handle_type::automatic;
   stream_choice stream = stream_choice::legacy;
@@ -122,8 +123,8 @@ struct settings {
   [[nodiscard]] bool wants_leak_report() const { return leak_report || !leak_report_file.empty(); }
   [[nodiscard]] bool intercepts_runtime() const { return intercept != intercept_level::driver; }
   [[nodiscard]] bool intercepts_driver() const { return intercept != intercept_level::runtime; }
-  // Whether device ordering may free in the legacy stream's order while the
-  // program has no non-blocking stream: not on per-thread streams, which do
+  // Whether device ordering may free in the legacy stream's order while no
+  // non-blocking stream has work in progress: not on per-thread streams, which do
   // not order themselves after each other.
   [[nodiscard]] bool frees_in_order() const
   {
