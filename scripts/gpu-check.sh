@@ -163,15 +163,16 @@ if [[ -x $stress ]]; then
       note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
     done
   done
-  # Device ordering with a few non-blocking streams (2 threads): frees go in
-  # the legacy stream's order whenever none of them has work in progress.
+  # Device ordering with blocking streams and 4 shared non-blocking side
+  # streams: frees go in the legacy stream's order whenever none of the side
+  # streams has work in progress.
   for cache in 0 1GiB; do
     name=stress-idle-streams-cache-$cache
     line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 \
-      "$stress" --threads 2 --size-classes 4 --operations 200000 2>"$logs/$name.err" | tail -1)
+      "$stress" --blocking-streams --side-streams 4 --size-classes 4 --operations 400000 2>"$logs/$name.err" | tail -1)
     status=$?
     [[ $status -eq 0 ]] || failed=1
-    note "    device, 2 threads with non-blocking streams, reuse cache $cache (exit $status): $line"
+    note "    device, blocking streams and 4 side streams, reuse cache $cache (exit $status): $line"
     note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
   done
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)

@@ -259,7 +259,7 @@ constexpr std::array table{
              .default_text = "on",
              .accepted = boolean_accepted,
              .invalid = on_invalid::disables,
-             .summary = "under device ordering, while none of the program's non-blocking streams (at most 8) has work "
+             .summary = "under device ordering, while none of the program's non-blocking streams (at most 4) has work "
                         "in progress (and the process sees one device), a cudaFree goes to the pool at once in the "
                         "legacy stream's order, so the next cudaMalloc can have the block again; off: every free is "
                         "queued and fenced"},

@@ -75,6 +75,7 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
                           drv.ctx_get_current(&context) == CUDA_SUCCESS &&
                           drv.event_create(&fence, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   std::size_t const tracked = record_new_stream(stream, context, fence, have_event);
+  log::debug("followed a new non-blocking stream: {} tracked", tracked);
   // Also before the first free (which is when in-order frees are first asked about).
   shim_state const* const s = active_state();
   if (s == nullptr || !s->settings.frees_in_order() || !in_order_possible()) { return; }

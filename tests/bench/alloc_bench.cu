@@ -363,6 +363,7 @@ struct options {
   std::int64_t batch = 100;
   std::int64_t steps = 20000;
   std::int64_t live = 64;
+  std::int64_t idle_streams = 0;  // pairs: non-blocking streams made first and left without work
   std::vector<std::int64_t> threads{1};
   double seconds = 1.0;
   std::size_t pool_prime = std::size_t{1} << 30;
@@ -440,6 +441,12 @@ void run_pairs(options const& o)
 {
   allocator const a = make_allocator(o.kind, o.pool_prime);
   cudaStream_t const stream = cudaStreamLegacy;  // the stream the shim allocates on by default
+  // --idle-streams: what a program's idle non-blocking streams cost a pair
+  // (under the shim's device ordering, a query and a wait each).
+  std::vector<cudaStream_t> idle(static_cast<std::size_t>(o.idle_streams));
+  for (cudaStream_t& s : idle) {
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
   std::int64_t const batches = std::max<std::int64_t>(1, (o.iterations + o.batch - 1) / o.batch);
   std::int64_t const pairs = batches * o.batch;
   for (std::size_t size : o.sizes) {
@@ -469,13 +476,19 @@ void run_pairs(options const& o)
     summary const s = summarize(per_pair);
     double const wall = (loop_ns + sync_ns) / static_cast<double>(pairs);
     json_line j = record(o, "pairs");
-    j.add("size", static_cast<std::int64_t>(size)).add("pairs", pairs).add("batch", o.batch);
+    j.add("size", static_cast<std::int64_t>(size))
+      .add("pairs", pairs)
+      .add("batch", o.batch)
+      .add("idle_streams", o.idle_streams);
     add_summary(j, s).add("final_sync_us", sync_ns / 1e3).add("wall_ns_per_pair", wall).print();
     std::printf("alloc_bench: pairs %s/%s %s: median %.3f us per pair (p10 %.3f, p90 %.3f), wall %.3f us incl. a "
                 "final sync of %.1f us, %lld pairs\n",
                 allocator_name(o.kind).c_str(), path_name(o.kind).c_str(), size_text(size).c_str(), s.median / 1e3,
                 s.p10 / 1e3, s.p90 / 1e3, wall / 1e3, sync_ns / 1e3, static_cast<long long>(pairs));
     std::fflush(stdout);
+  }
+  for (cudaStream_t s : idle) {
+    check(cudaStreamDestroy(s), "cudaStreamDestroy");
   }
 }
 
@@ -960,7 +973,7 @@ void run_load_time(options const& o)
 
 void usage()
 {
-  std::printf("usage: alloc_bench pairs   --api A --size N[,N...] [--iterations N] [--batch N]\n"
+  std::printf("usage: alloc_bench pairs   --api A --size N[,N...] [--iterations N] [--batch N] [--idle-streams N]\n"
               "       alloc_bench churn   --api A [--steps N] [--live N] [--batch N]\n"
               "       alloc_bench threads --api A [--threads N[,N...]] [--seconds S] [--size N]\n"
               "       alloc_bench growth  --api A --size N [--total N] [--pool-prime N]\n"
@@ -1044,6 +1057,8 @@ options parse(int argc, char** argv)
       o.steps = parse_count(value);
     } else if (arg == "--live") {
       o.live = parse_count(value);
+    } else if (arg == "--idle-streams") {
+      o.idle_streams = parse_count(value);
     } else if (arg == "--threads") {
       o.threads = parse_list<std::int64_t>(value, parse_count);
     } else if (arg == "--seconds") {

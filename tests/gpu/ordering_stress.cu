@@ -37,7 +37,12 @@
 // --late-non-blocking adds the moment that ends: halfway through, each thread
 // makes a non-blocking stream and uses it (and non-blocking temporary
 // streams) from then on, while blocks freed in order before may still be in
-// use on the legacy and the blocking streams.
+// use on the legacy and the blocking streams. With --side-streams N, N
+// non-blocking streams that all threads share are made at the start, and a
+// tenth of the fills and verifications run on one of them: with
+// --blocking-streams they are the only non-blocking streams, idle most of
+// the time (device ordering then frees in order while none has work in
+// progress, and a block handed out again is filled on one at once).
 //
 // Two controls tell a fault of the allocator from one of the program or the
 // driver: --fresh-events (no event is recorded twice) and --deferred-free-ms N
@@ -210,6 +215,9 @@ struct options {
   // --late-non-blocking (with --blocking-streams): halfway through, each
   // thread switches to a non-blocking stream of its own.
   bool late_non_blocking = false;
+  // --side-streams N: N non-blocking streams all threads share, made at the
+  // start; a tenth of the fills and verifications run on one of them.
+  int side_streams = 0;
 };
 
 [[noreturn]] void usage(char const* problem)
@@ -218,7 +226,7 @@ struct options {
   std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
                        "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
                        "                       [--fresh-events] [--deferred-free-ms N] [--blocking-streams]\n"
-                       "                       [--late-non-blocking]\n"
+                       "                       [--late-non-blocking] [--side-streams N]\n"
                        "                       [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
@@ -278,6 +286,8 @@ options parse_options(int argc, char** argv)
       o.blocking_streams = true;
     } else if (arg == "--late-non-blocking") {
       o.late_non_blocking = true;
+    } else if (arg == "--side-streams") {
+      o.side_streams = static_cast<int>(parse_number(value(), false));
     } else if (arg == "--fresh-events") {
       o.fresh_events = true;
     } else if (arg == "--deferred-free-ms") {
@@ -296,6 +306,7 @@ options parse_options(int argc, char** argv)
   if (o.size_classes < 0 || o.size_classes > 1000) { usage("--size-classes must be 0..1000"); }
   if (o.max_live_bytes < 512 * MiB) { usage("--max-live-bytes must be at least 512M"); }
   if (o.late_non_blocking && !o.blocking_streams) { usage("--late-non-blocking needs --blocking-streams"); }
+  if (o.side_streams < 0 || o.side_streams > 64) { usage("--side-streams must be 0..64"); }
   return o;
 }
 
@@ -353,6 +364,7 @@ struct shared_state {
   bool fresh_events = false;
   unsigned stream_flags = cudaStreamNonBlocking;  // of the threads' own and temporary streams
   bool late_non_blocking = false;                 // then non-blocking ones from halfway through
+  std::vector<cudaStream_t> side_streams;         // non-blocking, shared by all threads (--side-streams)
   // --deferred-free-ms: what was freed and is waiting for its cudaFree, and
   // how many cudaFree calls were made (by any thread).
   bool deferred_frees = false;
@@ -527,14 +539,17 @@ class worker {
     CK(cudaMalloc(&p, bytes));
     ++totals_.mallocs;
     b.ptr = static_cast<std::uint64_t*>(p);
-    // Usable from any stream at once: filled on the legacy stream or this thread's stream.
-    b.last = chance(0.3) ? cudaStreamLegacy : stream_;
+    // Usable from any stream at once: filled on the legacy stream, this
+    // thread's stream or a side stream.
+    b.last = side_stream_now() ? pick_side_stream() : chance(0.3) ? cudaStreamLegacy : stream_;
     history& h = shared_.histories[id];
     h.address = reinterpret_cast<std::uintptr_t>(p);
     h.bytes = bytes;
     h.allocated_at = shared_.clock.fetch_add(1);
     h.allocated_by = index_;
-    h.filled_on = b.last == stream_ ? "its thread's own stream" : "the legacy stream";
+    h.filled_on = b.last == stream_            ? "its thread's own stream"
+                  : b.last == cudaStreamLegacy ? "the legacy stream"
+                                               : "a side stream";
     std::size_t const words = bytes / 8;
     unsigned const fill_blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 1023) / 1024, 1, 1024));
     CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id, shared_.fills + id)));
@@ -573,8 +588,21 @@ class worker {
   // thread's per-thread default stream (a blocking one).
   cudaStream_t verify_stream()
   {
+    if (side_stream_now()) { return pick_side_stream(); }
     double const r = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
     return r < 0.7 ? stream_ : r < 0.85 ? cudaStreamLegacy : cudaStreamPerThread;
+  }
+
+  bool is_side_stream(cudaStream_t s) const
+  {
+    return std::find(shared_.side_streams.begin(), shared_.side_streams.end(), s) != shared_.side_streams.end();
+  }
+  // --side-streams: a tenth of the fills and verifications.
+  bool side_stream_now() { return !shared_.side_streams.empty() && chance(0.1); }
+  cudaStream_t pick_side_stream()
+  {
+    auto const count = static_cast<int>(shared_.side_streams.size());
+    return shared_.side_streams[static_cast<std::size_t>(std::uniform_int_distribution<int>{0, count - 1}(rng_))];
   }
 
   void verify_then_free(buffer& b, cudaStream_t stream)
@@ -597,6 +625,7 @@ class worker {
     h.verified_on = stream == stream_               ? "its verifier's own stream"
                     : stream == cudaStreamLegacy    ? "the legacy stream"
                     : stream == cudaStreamPerThread ? "a per-thread default stream"
+                    : is_side_stream(stream)        ? "a side stream"
                                                     : "a temporary stream";
     h.verified_how = "kernel";
     totals_.bytes_verified += b.bytes;
@@ -793,6 +822,12 @@ int main(int argc, char** argv)
   shared.fresh_events = opts.fresh_events;
   shared.stream_flags = opts.blocking_streams ? cudaStreamDefault : cudaStreamNonBlocking;
   shared.late_non_blocking = opts.late_non_blocking;
+  for (int s = 0; s < opts.side_streams; ++s) {
+    cudaStream_t side = nullptr;
+    CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    shared.side_streams.push_back(side);
+    shared.streams.push_back(side);  // destroyed at the end
+  }
   shared.deferred_frees = opts.deferred_free_ms > 0;
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
@@ -882,7 +917,8 @@ int main(int argc, char** argv)
   double const seconds = std::chrono::duration<double>(stop - start).count();
   std::printf("ordering_stress: ordering=%s shim=%s threads=%d size_classes=%d operations=%llu allocations=%llu "
               "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
-              "fresh_events=%s deferred_free_ms=%u blocking_streams=%s late_non_blocking=%s corrupted_bytes=%llu "
+              "fresh_events=%s deferred_free_ms=%u blocking_streams=%s late_non_blocking=%s side_streams=%d "
+              "corrupted_bytes=%llu "
               "corrupted_buffers=%llu "
               "seconds=%.2f\n",
               ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
@@ -890,8 +926,8 @@ int main(int argc, char** argv)
               static_cast<unsigned long long>(sum.bytes_verified),
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
               static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
-              opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no", corrupted_bytes,
-              corrupted_buffers, seconds);
+              opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no", opts.side_streams,
+              corrupted_bytes, corrupted_buffers, seconds);
   if (corrupted_bytes == 0 || opts.allow_corruption) { return 0; }
   return 1;
 }

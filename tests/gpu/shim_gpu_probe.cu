@@ -442,14 +442,13 @@ void freed_in_order_then_non_blocking(bool stream_made_before)
 {
   bool const same_expected = std::getenv("EXPECT_SAME_BLOCK") != nullptr;
   cudaStream_t side = nullptr;
+  unsigned* used_before = nullptr;  // freed at the end: the pool's layout stays that of late-stream
   if (stream_made_before) {
     CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    unsigned* warm = nullptr;
-    CUDA_OK(cudaMalloc(&warm, MiB));
-    fill_kernel<<<16, 256, 0, side>>>(warm, MiB / sizeof(unsigned), 3);
+    CUDA_OK(cudaMalloc(&used_before, MiB));
+    fill_kernel<<<16, 256, 0, side>>>(used_before, MiB / sizeof(unsigned), 3);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaStreamSynchronize(side));  // idle from now on
-    CUDA_OK(cudaFree(warm));
   }
   std::size_t const bytes = 64 * MiB;
   std::size_t const n = bytes / sizeof(unsigned);
@@ -479,6 +478,7 @@ void freed_in_order_then_non_blocking(bool stream_made_before)
   CUDA_OK(cudaStreamDestroy(side));
   CUDA_OK(cudaFree(second));
   CUDA_OK(cudaFree(sum));
+  if (used_before != nullptr) { CUDA_OK(cudaFree(used_before)); }
 }
 
 }  // namespace

@@ -620,10 +620,10 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
 }
 
-TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanEightNonBlockingStreams)
+TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanFourNonBlockingStreams)
 {
   issue_queued_frees();
-  std::vector<cudaStream_t> streams(9);
+  std::vector<cudaStream_t> streams(5);
   for (cudaStream_t& s : streams) {
     ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   }
@@ -634,7 +634,7 @@ TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanEightNonBlockingStre
   EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
   EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
   issue_queued_frees();
-  // Eight: in order again, each of them waiting for the legacy stream.
+  // Four: in order again, each of them waiting for the legacy stream.
   EXPECT_EQ(cudaStreamDestroy(streams.back()), cudaSuccess);
   streams.pop_back();
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
@@ -642,7 +642,7 @@ TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanEightNonBlockingStre
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   auto const after = cuda_double_get_counters();
   EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
-  EXPECT_EQ(after.stream_waits, before.stream_waits + 8);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 4);
   for (cudaStream_t s : streams) {
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
   }
