@@ -99,7 +99,7 @@ std::size_t stream_tracker::record_new_stream(CUstream stream, CUcontext context
   auto const& drv = driver();
   // One exclusive section, before the program can submit anything to the
   // stream: no free can go in order between its settle point and its entry.
-  std::unique_lock lock{stream_mutex_};
+  auto lock = exclusively(stream_mutex_);
   order_after_in_order_frees_locked(stream);
   if (!have_event) {
     // A stream the shim cannot fence: never free in order again either.
@@ -122,7 +122,7 @@ std::size_t stream_tracker::record_new_stream(CUstream stream, CUcontext context
   return streams_.size();
 }
 
-stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream) noexcept
+stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream, bool& recorded) noexcept
 {
   drop_completed_locked();
   auto const found =
@@ -134,7 +134,7 @@ stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream) 
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (drv.stream_is_capturing != nullptr && drv.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
       status == CU_STREAM_CAPTURE_STATUS_NONE && drv.event_record != nullptr) {
-    (void)drv.event_record(found->fence, stream);
+    recorded = drv.event_record(found->fence, stream) == CUDA_SUCCESS;
   }
   return &*found;
 }
@@ -158,7 +158,7 @@ void stream_tracker::drop_completed_locked() noexcept
 void stream_tracker::forget_captures_of(CUstream stream) noexcept
 {
   if (!captures_in_progress()) { return; }
-  std::unique_lock lock{capture_mutex_};  // a capture ends with its stream
+  auto lock = exclusively(capture_mutex_);  // a capture ends with its stream
   auto const before = active_captures_.size();
   std::erase_if(active_captures_,
                 [&](capture const& c) { return c.stream == stream && c.per_thread_owner == nullptr; });
@@ -169,7 +169,7 @@ void stream_tracker::recheck_captures() noexcept
 {
   auto const is_capturing = driver().stream_is_capturing;
   if (is_capturing == nullptr) { return; }
-  std::unique_lock lock{capture_mutex_};
+  auto lock = exclusively(capture_mutex_);
   auto const before = active_captures_.size();
   std::erase_if(active_captures_, [&](capture const& c) {
     if (c.per_thread_owner != nullptr) { return false; }  // another thread's per-thread stream: not ours to ask
@@ -187,7 +187,7 @@ void stream_tracker::recheck_captures() noexcept
 void stream_tracker::context_destroying(CUcontext context) noexcept
 {
   // The context takes its streams and events with it: only forget them.
-  std::unique_lock lock{stream_mutex_};
+  auto lock = exclusively(stream_mutex_);
   std::erase_if(streams_, [&](tracked_stream const& t) { return t.context == context; });
   count_streams_locked();
   // The frees made in order there went with it, and so does the settle point.
@@ -334,7 +334,7 @@ void stream_tracker::order_after_in_order_frees_locked(CUstream stream) noexcept
 void stream_tracker::settle_before_capture() noexcept
 {
   if (!unsettled_.load(std::memory_order_relaxed)) { return; }
-  std::unique_lock lock{stream_mutex_};
+  auto lock = exclusively(stream_mutex_);
   if (record_settle_point_locked() != CUDA_SUCCESS && !synchronize_instead_locked()) {
     log::warn("the frees made in the legacy stream's order could not be settled before a stream capture: a "
               "non-blocking stream made during it is not ordered after them, and no free is made in order again");
@@ -356,7 +356,7 @@ void stream_tracker::settle_on_host() noexcept
   CUevent settle = nullptr;
   {
     // Recorded under the exclusive lock (no free can go in order meanwhile).
-    std::unique_lock lock{stream_mutex_};
+    auto lock = exclusively(stream_mutex_);
     if (record_settle_point_locked() != CUDA_SUCCESS) {
       if (!synchronize_instead_locked()) { log_unsettled(); }
       return;
@@ -410,7 +410,7 @@ void stream_tracker::capture_maybe_ended(CUstream stream, bool per_thread_api, b
   bool const per_thread = stream == CU_STREAM_PER_THREAD || (per_thread_api && stream == nullptr);
   CUstream const key = per_thread ? CU_STREAM_PER_THREAD : stream;
   void const* const owner = per_thread ? this_thread() : nullptr;
-  std::unique_lock lock{capture_mutex_};
+  auto lock = exclusively(capture_mutex_);
   auto const found = std::find_if(active_captures_.begin(), active_captures_.end(),
                                   [&](capture const& c) { return c.stream == key && c.per_thread_owner == owner; });
   if (found != active_captures_.end()) {

@@ -50,10 +50,7 @@ class stream_tracker {
   [[nodiscard]] shared_access access() { return shared_access{capture_mutex_}; }
   // Held while a device's pool goes (a reset): no stream work of the shim's
   // own is in progress meanwhile. Never taken by a thread holding access().
-  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusive_access()
-  {
-    return std::unique_lock<std::shared_mutex>{capture_mutex_};
-  }
+  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusive_access() { return exclusively(capture_mutex_); }
 
   // Whether a capture is in progress anywhere in the process (cheap).
   [[nodiscard]] bool captures_in_progress() const noexcept { return captures_.load(std::memory_order_acquire) > 0; }
@@ -73,12 +70,15 @@ class stream_tracker {
   {
     CUresult result = CUDA_SUCCESS;
     {
-      std::unique_lock lock{stream_mutex_};
-      tracked_stream* const found = before_destroy(stream);
+      auto lock = exclusively(stream_mutex_);
+      bool recorded = false;
+      tracked_stream* const found = before_destroy(stream, recorded);
       result = real_destroy();
       if (result == CUDA_SUCCESS && found != nullptr) {
         found->stream = nullptr;
-        drop_completed_locked();  // at once if its work is done: it no longer counts
+        // At once if the work its event now stands for is done: it no longer
+        // counts (not when the record could not be made: the event is older).
+        if (recorded) { drop_completed_locked(); }
       }
     }
     if (result == CUDA_SUCCESS) { forget_captures_of(stream); }
@@ -108,7 +108,8 @@ class stream_tracker {
   // enough streams tracked): free_in_order() decides.
   [[nodiscard]] bool frees_may_go_in_order() noexcept
   {
-    return known_streams_.load(std::memory_order_acquire) <= most_streams_for_in_order_frees && in_order_possible();
+    return writers_waiting_.load(std::memory_order_acquire) == 0 &&
+           known_streams_.load(std::memory_order_acquire) <= most_streams_for_in_order_frees && in_order_possible();
   }
   // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
   // current context, the pool's; it returns 0 for success) and returns true
@@ -135,7 +136,7 @@ class stream_tracker {
   template <class RealBegin>
   CUresult begin_capture(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode, RealBegin real_begin)
   {
-    std::unique_lock lock{capture_mutex_};
+    auto lock = exclusively(capture_mutex_);
     // A fence after the capture has begun cannot record on the stream (the
     // record would join the capture): record now what stands for the work
     // submitted before it, in case the stream is destroyed mid-capture.
@@ -158,6 +159,19 @@ class stream_tracker {
   [[nodiscard]] CUresult fence(CUstream target, CUevent legacy_fence) noexcept;
 
  private:
+  // Takes `mutex` (the capture or the stream lock) exclusively. Meanwhile no
+  // free tries to go in order: each would hold it shared, and with frees on
+  // several threads there would nearly always be one (glibc's shared mutex
+  // prefers readers), so a stream's creation or a capture's beginning could
+  // wait for good. Those frees are queued instead.
+  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusively(std::shared_mutex& mutex)
+  {
+    writers_waiting_.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock lock{mutex};
+    writers_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+    return lock;
+  }
+
   struct tracked_stream {
     CUstream stream;  // null once destroyed: only its last event is waited for
     CUcontext context;
@@ -173,8 +187,9 @@ class stream_tracker {
   void capture_began(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode) noexcept;
   void record_before_capture(CUstream stream) noexcept;
   // Under the exclusive stream lock: drops destroyed streams whose last work
-  // has completed, records the last work of `stream` and returns its entry.
-  tracked_stream* before_destroy(CUstream stream) noexcept;
+  // has completed, records the last work of `stream` (`recorded` says
+  // whether it could) and returns its entry.
+  tracked_stream* before_destroy(CUstream stream, bool& recorded) noexcept;
   void forget_captures_of(CUstream stream) noexcept;
   void drop_completed_locked() noexcept;
   // The tracked streams changed (under the exclusive stream lock).
@@ -220,6 +235,7 @@ class stream_tracker {
   std::mutex fence_mutex_;
   std::atomic<int> captures_{0};
   std::atomic<std::size_t> known_streams_{0};  // streams_.size(), for a check without the lock
+  std::atomic<int> writers_waiting_{0};        // threads in exclusively(), waiting or not yet counted out
 
   // In-order frees. State: unknown until the first free asks, then possible
   // or not; never possible again once the program made a context.

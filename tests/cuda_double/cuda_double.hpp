@@ -794,6 +794,22 @@ CUDA_DOUBLE_API cudaStream_t cuda_double_last_alloc_stream(void);
 // or the last reset.
 CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void);
 
+// The stream passed to the last successful cuEventRecord(_ptsz) (so
+// cudaEventRecord), captured or not, on any thread; CUDA_DOUBLE_NO_STREAM
+// if none since start-up or the last reset.
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_record_stream(void);
+
+// In what order calls came: every successful stream-ordered free
+// (CUDA_DOUBLE_FREE_ASYNC, the calls of cuda_double_last_free_stream), stream
+// wait (CUDA_DOUBLE_STREAM_WAIT) and event record (CUDA_DOUBLE_EVENT_RECORD)
+// takes the next number of one sequence for all three; this returns the last
+// one's number of that kind, 0 if none since start-up or the last reset (and
+// for any other `call`).
+#define CUDA_DOUBLE_FREE_ASYNC   1
+#define CUDA_DOUBLE_STREAM_WAIT  2
+#define CUDA_DOUBLE_EVENT_RECORD 3
+CUDA_DOUBLE_API unsigned long long cuda_double_last_serial(int call);
+
 // What cuStreamIsCapturing would report for stream, without its rules and
 // without being a CUDA call (an interposer does not see it): 0 (none: also
 // the legacy stream, an unknown handle, and cudaStreamPerThread on a thread
@@ -804,9 +820,11 @@ CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream);
 // Marks a created stream busy (busy != 0) or idle: while busy, cuStreamQuery
 // and cudaStreamQuery of it return CUDA_ERROR_NOT_READY / cudaErrorNotReady,
 // as for a stream with work in progress, and so does a query of an event
-// recorded on it while it was busy (after it is destroyed too); nothing else
-// changes (synchronizations complete at once). Returns 1, or 0 for a handle
-// that is no stream created since start-up (destroyed ones count).
+// recorded on it while it was busy (after it is destroyed too), until it is
+// marked idle; marked busy again later, it holds up only the events
+// recorded since. A synchronization of the stream or of such an event
+// completes it (the stream is idle again, the event done). Returns 1, or 0
+// for a handle that is no stream created since start-up (destroyed ones count).
 CUDA_DOUBLE_API int cuda_double_set_stream_busy(cudaStream_t stream, int busy);
 
 // Number of live allocations, of every kind together (captured allocations

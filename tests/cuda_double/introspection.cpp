@@ -41,6 +41,8 @@ CUDA_DOUBLE_API void cuda_double_reset_counters(void)
   m.last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_free_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_wait_stream = CUDA_DOUBLE_NO_STREAM;
+  m.last_record_stream = CUDA_DOUBLE_NO_STREAM;
+  m.last_free_serial = m.last_wait_serial = m.last_record_serial = 0;
   m.proc_lookups.clear();
 }
 
@@ -81,6 +83,25 @@ CUDA_DOUBLE_API cudaStream_t cuda_double_last_wait_stream(void)
   return m.last_wait_stream;
 }
 
+CUDA_DOUBLE_API cudaStream_t cuda_double_last_record_stream(void)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  return m.last_record_stream;
+}
+
+CUDA_DOUBLE_API unsigned long long cuda_double_last_serial(int call)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  switch (call) {
+    case CUDA_DOUBLE_FREE_ASYNC: return m.last_free_serial;
+    case CUDA_DOUBLE_STREAM_WAIT: return m.last_wait_serial;
+    case CUDA_DOUBLE_EVENT_RECORD: return m.last_record_serial;
+    default: return 0;
+  }
+}
+
 CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream)
 {
   auto& m = model();
@@ -98,6 +119,7 @@ CUDA_DOUBLE_API int cuda_double_set_stream_busy(cudaStream_t stream, int busy)
   mutex_lock lock(m.mu);
   cuda_double::stream_state* const state = m.find_stream_ever(stream);
   if (state == nullptr) { return 0; }
+  if (busy != 0 && !state->busy) { ++state->busy_epoch; }
   state->busy = busy != 0;
   return 1;
 }

@@ -129,8 +129,9 @@ struct stream_state {
   int device = 0;
   unsigned flags = 0;
   int priority = 0;
-  std::uint64_t capture = 0;  // id of its ongoing capture, 0 if none
-  bool busy = false;          // a query says work is in progress (cuda_double_set_stream_busy)
+  std::uint64_t capture = 0;     // id of its ongoing capture, 0 if none
+  bool busy = false;             // a query says work is in progress (cuda_double_set_stream_busy)
+  std::uint64_t busy_epoch = 0;  // how many times it was marked busy
 };
 
 // A device pointer as a key (a type of its own, so that it cannot be mixed up
@@ -162,6 +163,7 @@ struct event_state {
   // The stream it was last recorded on while that was marked busy
   // (cuda_double_set_stream_busy): a query says not ready while it still is.
   stream_state const* recorded_on_busy = nullptr;
+  std::uint64_t busy_epoch = 0;  // the stream's busy_epoch then: only that busy spell holds it up
 };
 
 // What cuStreamEndCapture hands out. Allocations captured in its capture
@@ -272,6 +274,12 @@ class CUDA_DOUBLE_INTERNAL model_state {
   cudaStream_t last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_free_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_wait_stream = CUDA_DOUBLE_NO_STREAM;
+  cudaStream_t last_record_stream = CUDA_DOUBLE_NO_STREAM;
+  // In what order the last free, wait and record came (cuda_double_last_serial).
+  std::uint64_t serial = 0;
+  std::uint64_t last_free_serial = 0;
+  std::uint64_t last_wait_serial = 0;
+  std::uint64_t last_record_serial = 0;
   std::map<std::string, unsigned long long, name_less> proc_lookups;  // cuGetProcAddress calls by symbol
 
   int device_count() const { return static_cast<int>(devices_.size()); }

@@ -290,6 +290,7 @@ operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver)
     counter.fetch_add(1, std::memory_order_relaxed);
   }
   m.last_free_stream = stream;
+  m.last_free_serial = ++m.serial;
   return operation_outcome::ok;
 }
 
@@ -366,12 +367,13 @@ operation_outcome finish_stream(cudaStream_t stream, bool synchronize)
     m.invalidate(*capture);
     return operation_outcome::capture_unsupported;
   }
+  stream_state* const state = m.find_stream(stream);
   if (synchronize) {
     m.trim_pools(device);
     m.counters.stream_synchronizes.fetch_add(1, std::memory_order_relaxed);
+    if (state != nullptr) { state->busy = false; }  // its work has finished
     return operation_outcome::ok;
   }
-  stream_state const* const state = m.find_stream(stream);
   return state != nullptr && state->busy ? operation_outcome::not_ready : operation_outcome::ok;
 }
 
@@ -435,8 +437,11 @@ operation_outcome record_event(cudaEvent_t event, cudaStream_t stream)
     e->captured_in = 0;  // complete at once, unless its stream is marked busy
     stream_state const* const on = m.find_stream(stream);
     e->recorded_on_busy = on != nullptr && on->busy ? on : nullptr;
+    e->busy_epoch = on != nullptr ? on->busy_epoch : 0;
     m.counters.events_recorded.fetch_add(1, std::memory_order_relaxed);
   }
+  m.last_record_stream = stream;
+  m.last_record_serial = ++m.serial;
   return operation_outcome::ok;
 }
 
@@ -444,13 +449,17 @@ operation_outcome query_event(cudaEvent_t event, bool synchronize)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
-  event_state const* e = m.find_event(event);
+  event_state* e = m.find_event(event);
   if (e == nullptr) { return operation_outcome::invalid_handle; }
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, e->device); o != operation_outcome::ok) { return o; }
   if (e->captured_in != 0) { return operation_outcome::captured_event; }
-  // A synchronization completes (nothing runs); a query of work on a stream
-  // marked busy is not ready.
-  if (!synchronize && e->recorded_on_busy != nullptr && e->recorded_on_busy->busy) {
+  // A query of work on a stream marked busy (the same busy spell) is not
+  // ready; a synchronization completes it.
+  bool const pending =
+    e->recorded_on_busy != nullptr && e->recorded_on_busy->busy && e->recorded_on_busy->busy_epoch == e->busy_epoch;
+  if (synchronize) {
+    e->recorded_on_busy = nullptr;
+  } else if (pending) {
     return operation_outcome::not_ready;
   }
   return operation_outcome::ok;
@@ -484,6 +493,7 @@ operation_outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned fl
     m.counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
   }
   m.last_wait_stream = stream;
+  m.last_wait_serial = ++m.serial;
   return operation_outcome::ok;
 }
 

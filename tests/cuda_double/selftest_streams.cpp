@@ -156,21 +156,43 @@ TEST_F(CudaDouble, AStreamMarkedBusyIsNotReadyUntilMarkedIdle)
   EXPECT_EQ(cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
   EXPECT_EQ(cuStreamQuery(CU_STREAM_LEGACY), CUDA_SUCCESS);  // only that stream
   ASSERT_EQ(cuEventRecord(during, nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_record_stream(), handle);
   EXPECT_EQ(cuEventQuery(during), CUDA_ERROR_NOT_READY);
-  EXPECT_EQ(cuEventQuery(before), CUDA_SUCCESS);        // recorded before
-  EXPECT_EQ(cuEventSynchronize(during), CUDA_SUCCESS);  // synchronizations complete at once
-  EXPECT_EQ(cuStreamSynchronize(nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(before), CUDA_SUCCESS);  // recorded before
   EXPECT_EQ(cuda_double_set_stream_busy(handle, 0), 1);
   EXPECT_EQ(cuStreamQuery(nb), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(during), CUDA_SUCCESS);
-  // Destroyed: its events still follow it.
+  // A synchronization completes the event, and the stream's its stream.
   EXPECT_EQ(cuda_double_set_stream_busy(handle, 1), 1);
+  ASSERT_EQ(cuEventRecord(during, nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventSynchronize(during), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(during), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamSynchronize(nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(nb), CUDA_SUCCESS);
+  // An event of an earlier busy spell is not held up by a later one.
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 1), 1);
+  ASSERT_EQ(cuEventRecord(during, nb), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 0), 1);
+  EXPECT_EQ(cuda_double_set_stream_busy(handle, 1), 1);
+  EXPECT_EQ(cuEventQuery(during), CUDA_SUCCESS);
+  // Destroyed: its events still follow it.
   ASSERT_EQ(cuEventRecord(during, nb), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamDestroy_v2(nb), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(during), CUDA_ERROR_NOT_READY);
   EXPECT_EQ(cuda_double_set_stream_busy(handle, 0), 1);
   EXPECT_EQ(cuEventQuery(during), CUDA_SUCCESS);
   EXPECT_EQ(cuda_double_set_stream_busy(nullptr, 1), 0);  // not a created stream
+  // The order of records, waits and frees.
+  cuda_double_reset_counters();
+  EXPECT_EQ(cuda_double_last_serial(CUDA_DOUBLE_EVENT_RECORD), 0u);
+  EXPECT_EQ(cuda_double_last_record_stream(), CUDA_DOUBLE_NO_STREAM);
+  ASSERT_EQ(cuEventRecord(before, CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_last_record_stream(), CU_STREAM_LEGACY);
+  ASSERT_EQ(cuStreamWaitEvent(CU_STREAM_LEGACY, before, 0), CUDA_SUCCESS);
+  EXPECT_LT(cuda_double_last_serial(CUDA_DOUBLE_EVENT_RECORD), cuda_double_last_serial(CUDA_DOUBLE_STREAM_WAIT));
+  EXPECT_EQ(cuda_double_last_serial(CUDA_DOUBLE_FREE_ASYNC), 0u);
+  EXPECT_EQ(cuda_double_last_serial(0), 0u);
   EXPECT_EQ(cuEventDestroy_v2(before), CUDA_SUCCESS);
   EXPECT_EQ(cuEventDestroy_v2(during), CUDA_SUCCESS);
 }

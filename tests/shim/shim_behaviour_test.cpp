@@ -603,6 +603,10 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
   EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
   EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
   EXPECT_EQ(cuda_double_last_wait_stream(), side);
+  EXPECT_EQ(cuda_double_last_record_stream(), CU_STREAM_LEGACY);
+  // The record before the wait, and both before the free.
+  EXPECT_LT(cuda_double_last_serial(CUDA_DOUBLE_EVENT_RECORD), cuda_double_last_serial(CUDA_DOUBLE_STREAM_WAIT));
+  EXPECT_LT(cuda_double_last_serial(CUDA_DOUBLE_STREAM_WAIT), cuda_double_last_serial(CUDA_DOUBLE_FREE_ASYNC));
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 
   // The stream has work in progress: queued, and fenced behind it.
@@ -618,6 +622,31 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
   ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
+TEST_F(ShimInOrderFrees, ADestroyedStreamWhoseWorkGoesOnHoldsThemUpUntilItIsDone)
+{
+  issue_queued_frees();
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
+  ASSERT_EQ(cudaStreamDestroy(side), cudaSuccess);  // its last work still runs
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  issue_queued_frees();
+  // Done: in order again, with no stream left to wait.
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  EXPECT_EQ(after.stream_waits, before.stream_waits);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
 TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanFourNonBlockingStreams)
