@@ -525,6 +525,29 @@ TEST_F(ShimDeviceOrdering, BeginningACaptureRecordsTheWorkBeforeIt)
 // the program's own; ShimInOrderFreesAfterRdma: then memory set up for GPUDirect RDMA
 
 using ShimInOrderFrees = ShimTest;
+
+// A cudaFree of a new 1000-byte block `p` that must be queued, not made in
+// the legacy stream's order (the pool keeps the block until the queue is
+// issued); `before`: the counters just before the free.
+void free_expecting_queued(void*& p, cuda_double_counters& before)
+{
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
+  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+}
+
+// The same for a free that must go to the pool at once on the legacy
+// stream; `before` and `after`: the counters around the free.
+void free_expecting_in_order(void*& p, cuda_double_counters& before, cuda_double_counters& after)
+{
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+}
 using ShimInOrderFreesAfterAContext = ShimTest;
 using ShimInOrderFreesAfterRdma = ShimTest;
 
@@ -595,11 +618,8 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
 
   // The stream has no work in progress: in order still, after an event on
   // the legacy stream that the stream waits for.
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  auto after = cuda_double_get_counters();
-  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));
   EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
   EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
   EXPECT_EQ(cuda_double_last_wait_stream(), side);
@@ -611,11 +631,7 @@ TEST_F(ShimInOrderFrees, ANonBlockingStreamIsOrderedAfterThemAndFreesAreFencedWh
 
   // The stream has work in progress: queued, and fenced behind it.
   ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
-  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
   issue_queued_frees();
   after = cuda_double_get_counters();
   EXPECT_EQ(after.events_recorded, before.events_recorded + 2);  // the fence: legacy and side stream
@@ -632,19 +648,13 @@ TEST_F(ShimInOrderFrees, ADestroyedStreamWhoseWorkGoesOnHoldsThemUpUntilItIsDone
   ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
   ASSERT_EQ(cudaStreamDestroy(side), cudaSuccess);  // its last work still runs
   void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  auto before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
-  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  cuda_double_counters before{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
   issue_queued_frees();
   // Done: in order again, with no stream left to wait.
   ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  auto const after = cuda_double_get_counters();
-  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));
   EXPECT_EQ(after.stream_waits, before.stream_waits);
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
@@ -657,20 +667,14 @@ TEST_F(ShimInOrderFrees, AreQueuedWhileTheProgramHasMoreThanFourNonBlockingStrea
     ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   }
   void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  auto before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
-  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  cuda_double_counters before{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
   issue_queued_frees();
   // Four: in order again, each of them waiting for the legacy stream.
   EXPECT_EQ(cudaStreamDestroy(streams.back()), cudaSuccess);
   streams.pop_back();
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  auto const after = cuda_double_get_counters();
-  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));
   EXPECT_EQ(after.stream_waits, before.stream_waits + 4);
   for (cudaStream_t s : streams) {
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
@@ -721,11 +725,7 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
   CUcontext popped = nullptr;
   ASSERT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
 
-  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
-  before = cuda_double_get_counters();
-  EXPECT_EQ(cudaFree(p), cudaSuccess);
-  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream);
-  EXPECT_EQ(cuda_double_pointer_kind(p), pool);  // queued
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
   issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
