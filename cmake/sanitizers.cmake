@@ -43,8 +43,8 @@ option(ASYNCSHIM_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSani
 set(ASYNCSHIM_SANITIZE_SKIPPED_TESTS
   "shim.library_hygiene|the exports, NEEDED entries and load-time constructors of the shipped libasyncshim.so, checked in the normal tree: the instrumented one needs libasan and libubsan"
   "cuda_double.driver_library|the exports, NEEDED entries and RPATH of the CUDA doubles, checked in the normal tree: instrumented, they need libasan and libubsan and inline less, so that std:: instantiations over cuda_double types can become exports"
-  "shim.logging_without_host_memory|its program replaces malloc to make the shim's host allocations fail, and AddressSanitizer replaces malloc too; run in the normal tree"
-  "shim.logging_with_host_memory|the control run of the program above, which replaces malloc as AddressSanitizer does; run in the normal tree")
+  "shim.logging_without_host_memory|its program replaces malloc to make the shim's host allocations fail, and AddressSanitizer replaces malloc too: it runs in the normal tree"
+  "shim.logging_with_host_memory|the control run of the program above, which replaces malloc as AddressSanitizer does: it runs in the normal tree")
 
 if(NOT ASYNCSHIM_SANITIZE)
   return()

@@ -12,13 +12,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 sanitize=${build}-sanitize
+# A test that sets no TIMEOUT of its own fails after this many seconds: a
+# hang is a named failure, not a run that never ends.
+test_timeout=600
 
 scripts/install-deps.sh --fuzz --style
 status=0
 scripts/format.sh --check || status=$?
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DASYNCSHIM_FUZZ=ON >/dev/null
 cmake --build "$build" --parallel
-ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" || status=$?
+ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" --timeout "$test_timeout" || status=$?
 python3 scripts/skip-reasons.py "$build/Testing/Temporary/LastTest.log"  # why the skipped ones skipped
 
 # The sanitizer tree (cmake/sanitizers.cmake): the CPU tier only. The fuzz
@@ -27,6 +30,6 @@ python3 scripts/skip-reasons.py "$build/Testing/Temporary/LastTest.log"  # why t
 echo "asyncshim: the CPU tier again, built with -fsanitize=address,undefined, in $sanitize"
 cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DASYNCSHIM_SANITIZE=ON -DASYNCSHIM_FUZZ=OFF >/dev/null
 cmake --build "$sanitize" --parallel
-ctest --test-dir "$sanitize" --output-on-failure --parallel "$(nproc)" -LE gpu || status=$?
+ctest --test-dir "$sanitize" --output-on-failure --parallel "$(nproc)" --timeout "$test_timeout" -LE gpu || status=$?
 python3 scripts/skip-reasons.py "$sanitize/Testing/Temporary/LastTest.log"
 exit "$status"

@@ -18,6 +18,7 @@ sys.dont_write_bytecode = True
 
 SHIM = PROBE = GOLDEN = None
 TIME = re.compile(r"^\d\d:\d\d:\d\d\.\d{6}$")
+PROBE_TIMEOUT_S = 120  # each run takes well under a second: more is a hang
 
 
 def run_probe(what, directory, expect_status=0, **env):
@@ -25,7 +26,11 @@ def run_probe(what, directory, expect_status=0, **env):
     full.update(LD_PRELOAD=SHIM, ASYNCSHIM_INITIAL_POOL_SIZE="64MiB")
     full.setdefault("ASYNCSHIM_EVENT_LOG", os.path.join(directory, "events-%p.csv"))
     full.update(env)
-    out = subprocess.run([PROBE, what], env=full, capture_output=True, text=True, check=False, cwd=directory)
+    try:
+        out = subprocess.run([PROBE, what], env=full, capture_output=True, text=True, check=False, cwd=directory,
+                             timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"stats_probe {what} did not end within {PROBE_TIMEOUT_S} s") from None
     if out.returncode != expect_status:
         raise AssertionError(f"stats_probe {what} exited {out.returncode}:\n{out.stdout}{out.stderr}")
     pids = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines() if line.split()[0] != "same"}
