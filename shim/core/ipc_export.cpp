@@ -74,6 +74,7 @@ void refuse_other_user(bool known, uid_t uid) noexcept
 // How long the channel waits for a request: short, as one process at a
 // time is answered (an importer waits for its answer for ipc_timeout_ms).
 constexpr int request_timeout_ms = 1000;
+constexpr int look_every_ms = 1000;  // at whether the program's threads have ended
 
 void answer(shim_state& s, int connection)
 {
@@ -119,6 +120,13 @@ void* serve(void* state) noexcept
   auto& s = *static_cast<shim_state*>(state);
   int const listening = channel().fd;
   for (;;) {
+    // Once a second without a request: when the program's threads have all
+    // ended, the thread ends.
+    pollfd waiting{listening, POLLIN, 0};
+    if (poll(&waiting, 1, look_every_ms) == 0) {
+      if (only_background_threads_left()) { return nullptr; }
+      continue;
+    }
     int const connection = accept_connection(listening, request_timeout_ms);
     if (connection < 0) {
       if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK) { return nullptr; }

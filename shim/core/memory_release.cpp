@@ -11,8 +11,7 @@
 #include "support/device_limit.hpp"
 #include "support/log.hpp"
 
-#include <dirent.h>
-
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -178,21 +177,6 @@ void stop_at_exit() noexcept
   c.wake.notify_all();
 }
 
-// Whether this is the last thread of the process: the program's main thread
-// ended with pthread_exit and every other thread has ended. The thread then
-// ends too, so that the process ends as it would without the shim.
-bool alone_in_the_process() noexcept
-{
-  DIR* tasks = opendir("/proc/self/task");
-  if (tasks == nullptr) { return false; }
-  int threads = 0;
-  while (dirent const* task = readdir(tasks)) {
-    if (task->d_name[0] != '.' && ++threads > 1) { break; }
-  }
-  closedir(tasks);
-  return threads == 1;
-}
-
 void run(shim_state& s) noexcept
 {
   idle_thread_control& c = *control();
@@ -201,7 +185,15 @@ void run(shim_state& s) noexcept
   std::unique_lock lock{c.mutex};
   while (!c.stopping) {
     auto const deadline = std::chrono::steady_clock::now() + period;
-    if (c.wake.wait_until(lock, deadline, [&] { return c.stopping; }) || alone_in_the_process()) { break; }
+    // Within the period, looks once a second at most whether the program's
+    // threads have all ended: the thread then ends too.
+    bool program_ended = false;
+    while (!c.stopping && std::chrono::steady_clock::now() < deadline) {
+      auto const look = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1});
+      if (c.wake.wait_until(lock, look, [&] { return c.stopping; })) { break; }
+      if ((program_ended = only_background_threads_left())) { break; }
+    }
+    if (c.stopping || program_ended) { break; }
     std::uint64_t const now = s.registry.activity();
     if (now != seen) {  // busy: look again after another whole period
       seen = now;

@@ -2,10 +2,12 @@
 
 #include "state/statistics.hpp"  // expand_stats_path
 #include "support/background_thread.hpp"
+#include "support/fork_quiet.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
 #include "support/thread_id.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
@@ -36,6 +38,7 @@ constexpr std::size_t first_reserve = 256;
 // rather than the host's memory filled while the disk is slow.
 constexpr std::uint64_t most_buffered = std::uint64_t{1} << 20;
 constexpr auto write_every = std::chrono::milliseconds{100};
+constexpr unsigned passes_between_looks = 10;  // at whether the program's threads have ended
 // What the writer formats into before each write().
 constexpr std::size_t chunk_bytes = 64 * 1024;
 // How long a lock held by someone else is tried: by a writer's pass before it
@@ -50,7 +53,7 @@ constexpr auto exit_lock_wait = std::chrono::seconds{2};
 struct thread_buffer {
   std::mutex mutex;
   std::vector<event_record> records;
-  // Set without the lock by the owner's thread-exit destructor: that thread
+  // Set without the lock when the owner's thread ends: that thread
   // may hold the lock for good (exit() from a signal handler that
   // interrupted it inside a call).
   std::atomic<bool> owner_gone{false};
@@ -229,11 +232,17 @@ class event_log {
 
   void writer_loop() noexcept
   {
-    while (!crashing_.load(std::memory_order_relaxed)) {
+    for (unsigned pass = 1; !crashing_.load(std::memory_order_relaxed); ++pass) {
       {
         std::unique_lock lock{wake_mutex_};
         (void)wake_.wait_for(lock, write_every);
       }
+      // Once a second: when the program's threads have all ended, the thread
+      // ends (what is left is written at exit).
+      if (pass % passes_between_looks == 0 && only_background_threads_left()) { return; }
+      // A pass with nothing to write allocates nothing.
+      if (buffered_.load(std::memory_order_relaxed) == 0) { continue; }
+      background_work const working;
       write_pending(false);
     }
   }
@@ -271,25 +280,24 @@ class event_log {
     }
   }
 
+  static void mark_buffer_free(void* buffer) noexcept
+  {
+    static_cast<thread_buffer*>(buffer)->owner_gone.store(true, std::memory_order_release);
+  }
+
   // The calling thread's buffer: its own, or one a finished thread left.
   thread_buffer* my_buffer() noexcept
   {
-    struct owner {
-      thread_buffer* buffer = nullptr;
-      ~owner()
-      {
-        if (buffer != nullptr) { buffer->owner_gone.store(true, std::memory_order_release); }
-      }
-    };
-    thread_local owner mine;
-    if (mine.buffer != nullptr) { return mine.buffer; }
+    thread_local thread_buffer* mine = nullptr;
+    if (mine != nullptr) { return mine; }
     try {
       std::lock_guard lock{buffers_mutex_};
       for (thread_buffer* b : buffers_) {
         std::lock_guard inner{b->mutex};
         if (b->owner_gone.load(std::memory_order_acquire) && b->records.empty()) {
           b->owner_gone.store(false, std::memory_order_relaxed);
-          mine.buffer = b;
+          mine = b;
+          mark_gone_at_thread_end(b);
           return b;
         }
       }
@@ -300,11 +308,23 @@ class event_log {
         delete made;
         return nullptr;
       }
-      mine.buffer = made;
+      mine = made;
+      mark_gone_at_thread_end(made);
       return made;
     } catch (...) {
       return nullptr;
     }
+  }
+
+  // A thread's end marks its buffer free for the next new thread, through a
+  // pthread key's destructor: unlike a thread_local's destructor it allocates
+  // nothing, and it runs for a main thread that ends with pthread_exit too.
+  // Without a key (all taken) the buffer is not taken over.
+  static void mark_gone_at_thread_end(thread_buffer* b) noexcept
+  {
+    static pthread_key_t key{};
+    static bool const have_key = pthread_key_create(&key, mark_buffer_free) == 0;
+    if (have_key) { (void)pthread_setspecific(key, b); }
   }
 
   int fd_;

@@ -2,13 +2,16 @@
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
 //   stats_probe basic|fork|two-devices|many|threads|handoff|reset|global-free|abort
+//   stats_probe main-exits [ipc|late]
 #include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -187,8 +190,32 @@ int main(int argc, char** argv)
     }
     std::fflush(stdout);
     std::abort();
+  } else if (what == "main-exits") {
+    // A block of 1000 bytes, then the main thread ends with pthread_exit: the
+    // process ends when its last thread does, with status 0. "ipc": the
+    // block's legacy IPC handle is taken first (the shim's channel thread
+    // starts). "late": a thread of the program's allocates and frees 4242
+    // bytes 2.5 s after the main thread has ended, and ends.
+    std::string const extra = argc > 2 ? argv[2] : "";
+    void* q = nullptr;
+    expect(cudaMalloc(&q, 1000) == cudaSuccess, "cudaMalloc");
+    if (extra == "ipc") {
+      cudaIpcMemHandle_t handle{};
+      expect(cudaIpcGetMemHandle(&handle, q) == cudaSuccess, "cudaIpcGetMemHandle");
+    }
+    if (extra == "late") {
+      std::thread{[] {
+        std::this_thread::sleep_for(std::chrono::milliseconds{2500});
+        void* r = nullptr;
+        if (cudaMalloc(&r, 4242) != cudaSuccess || cudaFree(r) != cudaSuccess) { std::_Exit(3); }
+      }}.detach();
+    }
+    std::fflush(stdout);
+    if (problems != 0) { return 1; }
+    pthread_exit(nullptr);
   } else {
-    std::fprintf(stderr, "usage: stats_probe basic|fork|two-devices|many|threads|handoff|reset|global-free|abort\n");
+    std::fprintf(stderr,
+                 "usage: stats_probe basic|fork|two-devices|many|threads|handoff|reset|global-free|abort|main-exits\n");
     return 2;
   }
   return problems == 0 ? 0 : 1;
