@@ -174,14 +174,15 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
 // there waits for the blocking streams' work before it, and their later
 // work waits for it (blocking streams are ordered only through the legacy
 // stream; without it, the ordering stress found blocks in use by another
-// thread's blocking stream).
+// thread's blocking stream). `barrier_recorded`: the tracker has just
+// recorded the pool's barrier there, which is that action.
 cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
-                                 allocation_record const& record, bool* record_kept) noexcept
+                                 allocation_record const& record, bool barrier_recorded, bool* record_kept) noexcept
 {
   if (reuses_blocks(s, record.device)) {
     auto const record_event = driver().event_record;
     CUevent const barrier = s.pools.streams(record.device).in_order_barrier;
-    if (record_event != nullptr && record_event(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS &&
+    if ((barrier_recorded || (record_event != nullptr && record_event(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS)) &&
         keep_freed_in_order(s, record.device, ptr, record.bytes)) {
       return cudaSuccess;
     }
@@ -234,8 +235,11 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
       // Held through the look at the device's memory after the free, which
       // may give memory back (no capture may begin meanwhile either).
       auto access = streams.access();
-      if (streams.free_in_order([&] { return free_in_legacy_order(s, *pool, ptr, record, &record_kept); }, in_order) &&
-          in_order == cudaSuccess) {
+      CUevent const barrier = s.pools.streams(record.device).in_order_barrier;
+      auto const free_on_legacy = [&](bool barrier_recorded) {
+        return free_in_legacy_order(s, *pool, ptr, record, barrier_recorded, &record_kept);
+      };
+      if (streams.free_in_order(barrier, free_on_legacy, in_order) && in_order == cudaSuccess) {
         if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
         note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
         return cudaSuccess;

@@ -36,9 +36,10 @@ struct device_streams {
   // can absorb its work.
   CUstream own = nullptr;
   CUevent legacy_fence = nullptr;  // recorded on the legacy stream by each fenced free
-  // Recorded on the legacy stream by each in-order free the reuse cache
-  // keeps, for its action there (never waited for: not the fence's event,
-  // whose record and wait take turns under the fence lock).
+  // Recorded on the legacy stream by each in-order free: for the program's
+  // idle non-blocking streams to wait for (stream_tracker::free_in_order),
+  // and as the action there of a block the reuse cache keeps. Not the
+  // fence's event, whose record and wait take turns under the fence lock.
   CUevent in_order_barrier = nullptr;
 };
 

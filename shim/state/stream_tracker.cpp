@@ -198,10 +198,6 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
   }
   CUcontext expected = context;
   if (in_order_context_.compare_exchange_strong(expected, nullptr)) { unsettled_.store(false); }
-  if (idle_order_context_ == context) {
-    idle_order_event_ = nullptr;
-    idle_order_context_ = nullptr;
-  }
 }
 
 bool stream_tracker::in_order_possible() noexcept
@@ -227,12 +223,12 @@ void stream_tracker::freed_in_order() noexcept
   unsettled_.store(true, std::memory_order_relaxed);
 }
 
-bool stream_tracker::order_idle_streams_after_legacy_locked() noexcept
+bool stream_tracker::order_idle_streams_after_legacy_locked(CUevent barrier) noexcept
 {
-  if (streams_.size() > most_streams_for_in_order_frees) { return false; }
+  if (streams_.size() > most_streams_for_in_order_frees || barrier == nullptr) { return false; }
   auto const& drv = driver();
-  if (drv.stream_query == nullptr || drv.event_query == nullptr || drv.event_create == nullptr ||
-      drv.event_record == nullptr || drv.stream_wait_event == nullptr) {
+  if (drv.stream_query == nullptr || drv.event_query == nullptr || drv.event_record == nullptr ||
+      drv.stream_wait_event == nullptr) {
     return false;
   }
   // Work on a stream that uses the block was submitted before the program
@@ -248,17 +244,9 @@ bool stream_tracker::order_idle_streams_after_legacy_locked() noexcept
   // waits. One record and its waits at a time: each wait follows the latest
   // record, which covers every earlier one.
   std::lock_guard one_order{idle_order_mutex_};
-  CUcontext const context = current_context();
-  if (idle_order_event_ == nullptr || idle_order_context_ != context) {
-    CUevent created = nullptr;
-    if (drv.event_create(&created, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) { return false; }
-    if (idle_order_event_ != nullptr && drv.event_destroy != nullptr) { (void)drv.event_destroy(idle_order_event_); }
-    idle_order_event_ = created;
-    idle_order_context_ = context;
-  }
-  if (drv.event_record(idle_order_event_, CU_STREAM_LEGACY) != CUDA_SUCCESS) { return false; }
+  if (drv.event_record(barrier, CU_STREAM_LEGACY) != CUDA_SUCCESS) { return false; }
   for (tracked_stream const& t : streams_) {
-    if (t.stream != nullptr && drv.stream_wait_event(t.stream, idle_order_event_, 0) != CUDA_SUCCESS) { return false; }
+    if (t.stream != nullptr && drv.stream_wait_event(t.stream, barrier, 0) != CUDA_SUCCESS) { return false; }
   }
   return true;
 }

@@ -111,21 +111,25 @@ class stream_tracker {
     return writers_waiting_.load(std::memory_order_acquire) == 0 &&
            known_streams_.load(std::memory_order_acquire) <= most_streams_for_in_order_frees && in_order_possible();
   }
-  // Runs `free_on_legacy` (a free to the pool on the legacy stream of the
-  // current context, the pool's; it returns 0 for success) and returns true
-  // when frees may go in order now; returns false without running it when
-  // the free must be queued and fenced instead (a non-blocking stream has
-  // work in progress). The caller has found frees_may_go_in_order() and
-  // holds access() (no capture begins meanwhile).
+  // Runs `free_on_legacy(recorded)` (a free to the pool on the legacy stream
+  // of the current context, the pool's; it returns 0 for success) and
+  // returns true when frees may go in order now; returns false without
+  // running it when the free must be queued and fenced instead (a
+  // non-blocking stream has work in progress). `barrier`: the pool's event
+  // of the current context, recorded on the legacy stream before the free
+  // when the program has non-blocking streams (`recorded` says so), for them
+  // to wait for. The caller has found frees_may_go_in_order() and holds
+  // access() (no capture begins meanwhile).
   template <class FreeOnLegacy, class Result>
-  bool free_in_order(FreeOnLegacy free_on_legacy, Result& result)
+  bool free_in_order(CUevent barrier, FreeOnLegacy free_on_legacy, Result& result)
   {
     if (captures_in_progress()) { return false; }
     std::shared_lock lock{stream_mutex_};  // no stream is made or destroyed meanwhile
     // Read again under the lock: a context made meanwhile settles under it.
     if (in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
-    if (!streams_.empty() && !order_idle_streams_after_legacy_locked()) { return false; }
-    result = free_on_legacy();
+    bool const recorded = !streams_.empty();
+    if (recorded && !order_idle_streams_after_legacy_locked(barrier)) { return false; }
+    result = free_on_legacy(recorded);
     if (result == Result{}) { freed_in_order(); }
     return true;
   }
@@ -199,11 +203,11 @@ class stream_tracker {
   void freed_in_order() noexcept;
   // Under the shared stream lock, before a free in order while non-blocking
   // streams are tracked: true when none of them has work in progress (so
-  // none can still be using the block) and each now waits for an event
+  // none can still be using the block) and each now waits for `barrier`,
   // recorded on the legacy stream (so none uses the block again before the
   // legacy and blocking streams' work before the free has finished); false
   // when the free must be fenced instead.
-  bool order_idle_streams_after_legacy_locked() noexcept;
+  bool order_idle_streams_after_legacy_locked(CUevent barrier) noexcept;
   void settle_before_capture() noexcept;
   // Under the exclusive stream lock: records the settle point after the
   // in-order frees since the last one (CUDA_SUCCESS if there were none).
@@ -250,14 +254,10 @@ class stream_tracker {
   CUevent settle_event_ = nullptr;
   CUcontext settle_context_ = nullptr;
   bool settle_pending_ = false;
-  // The event an in-order free records on the legacy stream and the tracked
-  // streams wait for (order_idle_streams_after_legacy_locked), and its
-  // context; one record and its waits at a time (the idle-order lock, taken
-  // under the shared stream lock; a context going clears it under the
-  // exclusive one).
+  // One record of the pool's barrier and the tracked streams' waits for it
+  // at a time (order_idle_streams_after_legacy_locked; taken under the
+  // shared stream lock).
   std::mutex idle_order_mutex_;
-  CUevent idle_order_event_ = nullptr;
-  CUcontext idle_order_context_ = nullptr;
 };
 
 // The process's tracker (never destroyed: calls arrive until the very end).

@@ -767,6 +767,30 @@ TEST_F(ShimInOrderReuseCache, AFreeInOrderIsKeptAndComesBackWithoutACudaCall)
   ASSERT_EQ(cudaFree(again), cudaSuccess);
 }
 
+TEST_F(ShimInOrderReuseCache, WithAnIdleNonBlockingStreamAKeptBlockHasOneRecordOnTheLegacyStream)
+{
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees);  // kept
+  // The record the stream waits for is the kept block's action on the
+  // legacy stream too: one record, not two.
+  EXPECT_EQ(after.events_recorded, before.events_recorded + 1);
+  EXPECT_EQ(after.stream_waits, before.stream_waits + 1);
+  EXPECT_EQ(cuda_double_last_record_stream(), CU_STREAM_LEGACY);
+  EXPECT_EQ(cuda_double_last_wait_stream(), side);
+  EXPECT_LT(cuda_double_last_serial(CUDA_DOUBLE_EVENT_RECORD), cuda_double_last_serial(CUDA_DOUBLE_STREAM_WAIT));
+  void* again = nullptr;
+  ASSERT_EQ(cudaMalloc(&again, 1000), cudaSuccess);
+  EXPECT_EQ(again, p);
+  ASSERT_EQ(cudaFree(again), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
 TEST_F(ShimInOrderReuseCache, BlocksBeyondTheLimitGoToThePoolOnTheLegacyStream)
 {
   std::vector<void*> blocks(8);
