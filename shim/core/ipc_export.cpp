@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -119,14 +120,21 @@ void* serve(void* state) noexcept
 {
   auto& s = *static_cast<shim_state*>(state);
   int const listening = channel().fd;
+  auto next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds{look_every_ms};
   for (;;) {
-    // Once a second without a request: when the program's threads have all
+    // Once a second, requests or not: when the program's threads have all
     // ended, the thread ends.
     pollfd waiting{listening, POLLIN, 0};
-    if (poll(&waiting, 1, look_every_ms) == 0) {
+    int const ready = poll(&waiting, 1, look_every_ms);
+    if (auto const now = std::chrono::steady_clock::now(); now >= next_look) {
       if (only_background_threads_left()) { return nullptr; }
+      next_look = now + std::chrono::milliseconds{look_every_ms};
+    }
+    if (ready < 0) {
+      (void)poll(nullptr, 0, 100);  // no memory for the poll: the thread does not spin
       continue;
     }
+    if (ready == 0) { continue; }
     int const connection = accept_connection(listening, request_timeout_ms);
     if (connection < 0) {
       if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK) { return nullptr; }

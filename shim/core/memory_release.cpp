@@ -185,8 +185,9 @@ void run(shim_state& s) noexcept
   std::unique_lock lock{c.mutex};
   while (!c.stopping) {
     auto const deadline = std::chrono::steady_clock::now() + period;
-    // Within the period, looks once a second at most whether the program's
-    // threads have all ended: the thread then ends too.
+    // Looks whether the program's threads have all ended (the thread then
+    // ends too) at the end of the period, and once a second within a longer
+    // one.
     bool program_ended = false;
     while (!c.stopping && std::chrono::steady_clock::now() < deadline) {
       auto const look = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1});

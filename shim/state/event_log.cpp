@@ -131,21 +131,50 @@ class event_log {
   // next pass (a thread may still be adding one numbered before them). A
   // pass that cannot take a thread's lock soon writes nothing (the order
   // stays whole). `final`: everything, at exit, giving up only what stays
-  // locked.
+  // locked. The writer's passes gather the records in a background_work
+  // section (support/fork_quiet.hpp) and write them after it, so that a fork
+  // waits for no disk; every lock inside it is tried for a short time only.
   void write_pending(bool final) noexcept
   {
     auto const wait = final ? std::chrono::milliseconds{exit_lock_wait} : pass_lock_wait;
-    if (final) {
-      if (!lock_within(write_mutex_, wait)) { return; }
-    } else {
-      write_mutex_.lock();  // only the writer thread and exit take it
-    }
+    // The writer thread and exit take it (exit while the writer may be
+    // stopped in the middle of a pass by a signal handler that exits).
+    if (!lock_within(write_mutex_, wait)) { return; }
     std::lock_guard one_writer{write_mutex_, std::adopt_lock};
+    std::uint64_t const horizon =
+      final ? std::numeric_limits<std::uint64_t>::max() : next_sequence_.load(std::memory_order_relaxed);
+    bool gathered = false;
+    if (final) {
+      gathered = gather(wait, final);
+    } else {
+      background_work const working;
+      gathered = gather(wait, final);
+    }
+    if (gathered) {
+      std::vector<event_record>& batch = pending_;
+      auto const first_held = std::lower_bound(batch.begin(), batch.end(), horizon,
+                                               [](event_record const& r, auto h) { return r.sequence < h; });
+      write_records(batch.begin(), first_held);
+      buffered_.fetch_sub(static_cast<std::uint64_t>(first_held - batch.begin()), std::memory_order_relaxed);
+      batch.erase(batch.begin(), first_held);
+    }
+    if (final) {
+      // What stayed locked, or was recorded while this pass ran.
+      std::uint64_t const left = buffered_.load(std::memory_order_relaxed);
+      if (left > 0) { dropped_.fetch_add(left, std::memory_order_relaxed); }
+      say_what_was_lost();
+    }
+  }
+
+  // Takes every thread's records into pending_, merged in the order of the
+  // events; false when a pass (not `final`) must be given up: a thread's
+  // lock stayed taken, or there was no host memory (what was taken stays in
+  // pending_ for the next pass). Under write_mutex_.
+  bool gather(std::chrono::milliseconds wait, bool final) noexcept
+  {
     try {
-      std::uint64_t const horizon =
-        final ? std::numeric_limits<std::uint64_t>::max() : next_sequence_.load(std::memory_order_relaxed);
       std::vector<thread_buffer*> all;
-      if (!lock_within(buffers_mutex_, wait)) { return; }
+      if (!lock_within(buffers_mutex_, wait)) { return false; }
       {
         std::lock_guard lock{buffers_mutex_, std::adopt_lock};
         all = buffers_;
@@ -165,9 +194,9 @@ class event_log {
         if (!lock_within(b->mutex, wait)) {
           if (!final) {  // written by a later pass, in order
             recycled_.push_back(std::move(taken));
-            return;
+            return false;
           }
-          continue;  // its records are lost (counted below)
+          continue;  // its records are lost (counted by the caller)
         }
         {
           std::lock_guard lock{b->mutex, std::adopt_lock};
@@ -179,18 +208,9 @@ class event_log {
         taken.clear();
         if (recycled_.size() < all.size()) { recycled_.push_back(std::move(taken)); }
       }
-      auto const first_held = std::lower_bound(batch.begin(), batch.end(), horizon,
-                                               [](event_record const& r, auto h) { return r.sequence < h; });
-      write_records(batch.begin(), first_held);
-      buffered_.fetch_sub(static_cast<std::uint64_t>(first_held - batch.begin()), std::memory_order_relaxed);
-      batch.erase(batch.begin(), first_held);
-    } catch (...) {  // no host memory for the pass: what was taken stays in pending_ for the next one
-    }
-    if (final) {
-      // What stayed locked, or was recorded while this pass ran.
-      std::uint64_t const left = buffered_.load(std::memory_order_relaxed);
-      if (left > 0) { dropped_.fetch_add(left, std::memory_order_relaxed); }
-      say_what_was_lost();
+      return true;
+    } catch (...) {  // no host memory for the pass
+      return final;  // at exit, what was gathered is written
     }
   }
 
@@ -242,7 +262,6 @@ class event_log {
       if (pass % passes_between_looks == 0 && only_background_threads_left()) { return; }
       // A pass with nothing to write allocates nothing.
       if (buffered_.load(std::memory_order_relaxed) == 0) { continue; }
-      background_work const working;
       write_pending(false);
     }
   }
@@ -250,20 +269,21 @@ class event_log {
   [[nodiscard]] long pid() const noexcept { return pid_; }
 
  private:
+  // Formats into chunk_ (made with the log: no allocation here) and writes
+  // it out each time it is full. Under write_mutex_.
   template <class Iterator>
-  void write_records(Iterator begin, Iterator end)
+  void write_records(Iterator begin, Iterator end) noexcept
   {
-    std::vector<char> chunk(chunk_bytes);
     std::size_t used = 0;
     auto const flush = [&] {
       if (used == 0 || crashing_.load(std::memory_order_relaxed)) { return; }
-      if (!write_all(fd_, chunk.data(), used) && write_error_ == 0) { write_error_ = errno; }
+      if (!write_all(fd_, chunk_.data(), used) && write_error_ == 0) { write_error_ = errno; }
       used = 0;
     };
     for (Iterator r = begin; r != end; ++r) {
       if (crashing_.load(std::memory_order_relaxed)) { return; }  // the crash handler writes what is left
       if (used + event_line_max > chunk_bytes) { flush(); }
-      used += format_event_line(*r, utc_offset_, chunk.data() + used);
+      used += format_event_line(*r, utc_offset_, chunk_.data() + used);
     }
     flush();
   }
@@ -317,13 +337,20 @@ class event_log {
   }
 
   // A thread's end marks its buffer free for the next new thread, through a
-  // pthread key's destructor: unlike a thread_local's destructor it allocates
-  // nothing, and it runs for a main thread that ends with pthread_exit too.
-  // Without a key (all taken) the buffer is not taken over.
+  // pthread key's destructor: unlike a thread_local's destructor, which the C
+  // library keeps in a list it allocates and, for a main thread that ends
+  // with pthread_exit, never frees (LeakSanitizer reports it), it runs for
+  // every thread's end. Without a key (the process has used them all) no
+  // buffer is taken over: each new thread adds one, which is said once.
   static void mark_gone_at_thread_end(thread_buffer* b) noexcept
   {
     static pthread_key_t key{};
-    static bool const have_key = pthread_key_create(&key, mark_buffer_free) == 0;
+    static bool const have_key = [] {
+      if (pthread_key_create(&key, mark_buffer_free) == 0) { return true; }
+      log::warn("ASYNCSHIM_EVENT_LOG: no thread-specific key is left in this process: each new thread that "
+                "allocates or frees keeps a buffer of its own in the log until the process ends");
+      return false;
+    }();
     if (have_key) { (void)pthread_setspecific(key, b); }
   }
 
@@ -336,6 +363,7 @@ class event_log {
   std::mutex write_mutex_;                           // one writer at a time; guards pending_ and write_error_
   std::vector<event_record> pending_;                // taken, not yet written (numbered after a pass began)
   std::vector<std::vector<event_record>> recycled_;  // emptied vectors with their capacity, for the swaps
+  std::array<char, chunk_bytes> chunk_{};            // what write_records formats into
   int write_error_ = 0;
   std::mutex wake_mutex_;
   std::condition_variable wake_;

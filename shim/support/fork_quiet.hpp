@@ -11,8 +11,9 @@
 // So start_background_thread returns once the new thread runs (what the C
 // library and a sanitizer's runtime allocate for it is done by then), the
 // shim's threads allocate as little as they can between their work,
-// and the work that comes again and again, the event log's writes (ten a
-// second), goes in a background_work section: fork() waits until none is in
+// and the work that comes again and again, the event log's gathering of
+// its records (ten times a second; the writes come after, so that a fork
+// waits for no disk), goes in a background_work section: fork() waits until none is in
 // one, and none starts until fork() has returned (pthread_atfork). A
 // section makes no CUDA call and waits for no lock that a program thread
 // holds across a CUDA call: the driver's own fork handlers may take its

@@ -6,11 +6,13 @@
 #include "cuda_double.hpp"
 
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -34,6 +36,38 @@ struct freed_at_exit {
     if (block != nullptr) { (void)cudaFree(block); }
   }
 } global_holder;
+
+// The block the "main-exits" mode frees from an exit handler.
+void* exit_handler_frees = nullptr;
+
+// The names of the process's threads that start with "asyncshim-", sorted,
+// comma-separated.
+std::string shim_threads()
+{
+  std::vector<std::string> names;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (dirent const* task = readdir(tasks)) {
+      if (task->d_name[0] == '.') { continue; }
+      std::string const path = std::string{"/proc/self/task/"} + task->d_name + "/comm";
+      if (FILE* comm = std::fopen(path.c_str(), "r")) {
+        char name[64] = {};
+        if (std::fgets(name, sizeof name, comm) != nullptr) {
+          std::string n{name};
+          if (!n.empty() && n.back() == '\n') { n.pop_back(); }
+          if (n.rfind("asyncshim-", 0) == 0) { names.push_back(n); }
+        }
+        std::fclose(comm);
+      }
+    }
+    closedir(tasks);
+  }
+  std::sort(names.begin(), names.end());
+  std::string joined;
+  for (std::string const& n : names) {
+    joined += (joined.empty() ? "" : ",") + n;
+  }
+  return joined;
+}
 
 void expect(bool ok, char const* what)
 {
@@ -192,20 +226,26 @@ int main(int argc, char** argv)
     std::abort();
   } else if (what == "main-exits") {
     // A block of 1000 bytes, then the main thread ends with pthread_exit: the
-    // process ends when its last thread does, with status 0. "ipc": the
-    // block's legacy IPC handle is taken first (the shim's channel thread
-    // starts). "late": a thread of the program's allocates and frees 4242
-    // bytes 2.5 s after the main thread has ended, and ends.
+    // process ends when its last thread does, with status 0, and an exit
+    // handler frees the block. Prints the shim's threads before ("threads
+    // <name>,..."). "ipc": the block's legacy IPC handle is taken first (the
+    // shim's channel thread starts). "late": a thread of the program's
+    // allocates and frees 4242 bytes 2.5 s after the main thread has ended,
+    // once it has seen that the shim's threads are all still there
+    // (status 4 if not), and ends.
     std::string const extra = argc > 2 ? argv[2] : "";
-    void* q = nullptr;
-    expect(cudaMalloc(&q, 1000) == cudaSuccess, "cudaMalloc");
+    expect(cudaMalloc(&exit_handler_frees, 1000) == cudaSuccess, "cudaMalloc");
+    expect(std::atexit([] { (void)cudaFree(exit_handler_frees); }) == 0, "atexit");
     if (extra == "ipc") {
       cudaIpcMemHandle_t handle{};
-      expect(cudaIpcGetMemHandle(&handle, q) == cudaSuccess, "cudaIpcGetMemHandle");
+      expect(cudaIpcGetMemHandle(&handle, exit_handler_frees) == cudaSuccess, "cudaIpcGetMemHandle");
     }
+    std::string const before = shim_threads();
+    std::printf("threads %s\n", before.c_str());
     if (extra == "late") {
-      std::thread{[] {
+      std::thread{[before] {
         std::this_thread::sleep_for(std::chrono::milliseconds{2500});
+        if (shim_threads() != before) { std::_Exit(4); }
         void* r = nullptr;
         if (cudaMalloc(&r, 4242) != cudaSuccess || cudaFree(r) != cudaSuccess) { std::_Exit(3); }
       }}.detach();
