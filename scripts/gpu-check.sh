@@ -10,12 +10,33 @@
 # two-process torchrun job (TORCHRUN_ROUNDS rounds, default 3), and
 # asyncshim-ab on the demo and on a PyTorch loop; keeps full logs (and the A/B
 # JSON exports) and prints a short summary last.
-#   scripts/gpu-check.sh [--skip-ab]   (logs go to $OUT, else ./gpu-check-logs)
+#   scripts/gpu-check.sh [--skip-ab] [--only PARTS]   (logs go to $OUT, else ./gpu-check-logs)
 # --skip-ab leaves out the A/B timing runs (several minutes) when only
-# correctness is being checked.
+# correctness is being checked. The whole check takes longer than one device
+# call's 10 minutes: --only runs the named parts (comma-separated) after the
+# build, e.g. two calls with --only tiers,ipc,sharing and then
+# --only stress,observe,sanitizer,torch,trace. Parts: tiers (the CPU and GPU
+# ctest tiers), ipc (legacy IPC lines and costs), sharing, stress, observe
+# (leak report, event log, lifecycle answers), sanitizer, torch (same losses,
+# tensor sharing), two-gpu, trace (driver lookups), ab.
 set -uo pipefail
 skip_ab=0
-[[ "${1:-}" == "--skip-ab" ]] && skip_ab=1
+parts=tiers,ipc,sharing,stress,observe,sanitizer,torch,two-gpu,trace,ab
+all_parts=$parts
+while (($# > 0)); do
+  case $1 in
+    --skip-ab) skip_ab=1 ;;
+    --only)
+      parts=${2:-}
+      for part in ${parts//,/ }; do
+        [[ ",$all_parts," == *",$part,"* ]] || { echo "gpu-check.sh: --only: unknown part '$part' (parts: $all_parts)" >&2; exit 2; }
+      done
+      shift ;;
+    *) echo "gpu-check.sh: unknown option '$1' (options: --skip-ab, --only PARTS)" >&2; exit 2 ;;
+  esac
+  shift
+done
+want() { [[ ",$parts," == *",$1,"* ]]; }
 cd "$(dirname "$0")/.."
 # With $OUT (the device machine), the logs end up as one archive, $OUT/logs.tgz.
 logs=${OUT:+$OUT/logs}
@@ -38,6 +59,7 @@ if ! { cmake -S . -B "$build" "${configure[@]}" && cmake --build "$build" --para
   echo "== summary =="; printf '%s\n' "${summary[@]}" "build: FAILED (see build.log)"
   exit 1
 fi
+note "parts: $parts"
 note "build: ok in $((SECONDS - start)) s"
 
 run_ctest() {  # label, log name, extra ctest args
@@ -56,6 +78,7 @@ failed=0
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 # (second_device also names gpu.sharing.meminfo.second_device, memory info on device 1)
 two_gpu_tests='second_device|every_device|peer_access|gpu\.ipc\.cross_device'
+if want tiers; then
 run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
 # (the ordering stress runs below, once per mode, with its numbers in the
 # summary; with two GPUs, so do the two-GPU tests, verbosely)
@@ -63,6 +86,7 @@ excluded='torch|gpu\.ordering|gpu\.sharing'
 [[ ${gpus:-0} -ge 2 ]] && excluded+="|$two_gpu_tests"
 run_ctest "GPU tier" ctest-gpu.log -L gpu -E "$excluded" || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
+fi
 
 shim=$PWD/$build/shim/libasyncshim.so
 
@@ -70,10 +94,10 @@ shim=$PWD/$build/shim/libasyncshim.so
 # sharing, open/close semantics, the exporter freeing or exiting, an importer
 # without the shim, of another user, in another PID namespace), each natively
 # and under the shim, from the GPU tier; then what it costs (tests/gpu/ipc_costs.cu).
-note "legacy IPC (each scenario natively and under the shim):"
-while read -r l; do note "    $l"; done < <(grep -E 'gpu\.ipc\.' "$logs/gpu-tests.txt" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +/ /g')
+want ipc && note "legacy IPC (each scenario natively and under the shim, from the GPU tier):"
+want ipc && want tiers && while read -r l; do note "    $l"; done < <(grep -E 'gpu\.ipc\.' "$logs/gpu-tests.txt" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +/ /g')
 costs=$PWD/$build/tests/gpu/ipc_costs
-if [[ -x $costs ]]; then
+if want ipc && [[ -x $costs ]]; then
   "$costs" release >"$logs/ipc-costs-release.txt" 2>&1
   while read -r l; do note "    $l"; done <"$logs/ipc-costs-release.txt"
   for arm in native shim; do
@@ -90,8 +114,8 @@ fi
 sharing_checks=(meminfo torch-meminfo idle-neighbour turns together-8 together-32)
 before=(--before)
 [[ -n ${BEFORE_LIBRARY:-} ]] && before+=(--before-library "$(readlink -f "$BEFORE_LIBRARY")")
-note "sharing a GPU (native | shim defaults | for the record: before = ${BEFORE_LIBRARY:-ASYNCSHIM_INITIAL_POOL_SIZE=half-free ASYNCSHIM_IDLE_RELEASE=off}):"
-for probe in sharing_probe sharing_probe_static; do
+want sharing && note "sharing a GPU (native | shim defaults | for the record: before = ${BEFORE_LIBRARY:-ASYNCSHIM_INITIAL_POOL_SIZE=half-free ASYNCSHIM_IDLE_RELEASE=off}):"
+want sharing && for probe in sharing_probe sharing_probe_static; do
   checks=("${sharing_checks[@]}")
   [[ $probe == sharing_probe_static ]] && checks=(meminfo)
   out=$(timeout 900 python3 tests/gpu/sharing_check.py --shim "$shim" \
@@ -106,11 +130,14 @@ done
 # The ordering stress program (tests/gpu/ordering_stress.cu) in each mode:
 # device and sync must see no corrupted byte; stream mode is reported.
 stress=$PWD/$build/tests/gpu/ordering_stress
-if [[ -x $stress ]]; then
+if want stress && [[ -x $stress ]]; then
   note "ordering stress (16 threads, non-blocking streams + legacy, cross-thread frees):"
   for ordering in device sync stream; do
     allow=(); [[ $ordering == stream ]] && allow=(--allow-corruption)
-    line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=$ordering timeout 240 "$stress" "${allow[@]}" 2>"$logs/stress-$ordering.err" | tail -1)
+    # (sync ordering synchronizes the device at each free: 400,000
+    # operations take it about 70 s, the default million 170 s)
+    [[ $ordering == sync ]] && allow=(--operations 400000)
+    line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=$ordering timeout 240 "$stress" "${allow[@]}" 2>"$logs/stress-$ordering.err" | tee "$logs/stress-$ordering.out" | tail -1)
     status=$?
     [[ $status -eq 0 ]] || failed=1
     note "    $ordering (exit $status): $line"
@@ -118,12 +145,12 @@ if [[ -x $stress ]]; then
   # Few sizes: most allocations can reuse a block freed a moment before, from
   # the reuse cache, or at 32 threads and 4 sizes from the pool.
   line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=1GiB ASYNCSHIM_STATS_FILE=$logs/stress-classes.json timeout 240 \
-    "$stress" --size-classes 16 2>"$logs/stress-classes.err" | tail -1)
+    "$stress" --size-classes 16 2>"$logs/stress-classes.err" | tee "$logs/stress-classes.out" | tail -1)
   status=$?
   [[ $status -eq 0 ]] || failed=1
   note "    device, reuse cache on, 16 sizes (exit $status): $line"
   note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]["reuse_cache"]; print("reuse cache: %d hits, %d misses, peak %d MiB held" % (d["hits"], d["misses"], d["peak_held_bytes"] >> 20))' "$logs/stress-classes.json" 2>&1)"
-  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 2>"$logs/stress-few-sizes.err" | tail -1)
+  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 2>"$logs/stress-few-sizes.err" | tee "$logs/stress-few-sizes.out" | tail -1)
   status=$?
   [[ $status -eq 0 ]] || failed=1
   note "    device, 32 threads, 4 sizes (exit $status): $line"
@@ -131,21 +158,21 @@ if [[ -x $stress ]]; then
   # thread (no reuse while in use; corruption there is not an allocator's),
   # and under the shim with no event recorded twice.
   line=$(timeout 240 "$stress" --size-classes 4 --threads 32 --deferred-free-ms 5 --operations 400000 \
-    2>"$logs/stress-deferred.err" | tail -1)
+    2>"$logs/stress-deferred.err" | tee "$logs/stress-deferred.out" | tail -1)
   status=$?
   [[ $status -eq 0 ]] || failed=1
   note "    native, frees deferred 5 ms, 32 threads, 4 sizes (exit $status): $line"
   line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 --fresh-events --operations 400000 \
-    2>"$logs/stress-fresh-events.err" | tail -1)
+    2>"$logs/stress-fresh-events.err" | tee "$logs/stress-fresh-events.out" | tail -1)
   note "    device, 32 threads, 4 sizes, fresh events (exit $?): $line"
   line=$(LD_PRELOAD=$shim ASYNCSHIM_FREE_BACKLOG=64MiB ASYNCSHIM_STATS_FILE=$logs/stress-backlog.json timeout 240 \
-    "$stress" --operations 400000 2>"$logs/stress-backlog.err" | tail -1)
+    "$stress" --operations 400000 2>"$logs/stress-backlog.err" | tee "$logs/stress-backlog.out" | tail -1)
   status=$?
   [[ $status -eq 0 ]] || failed=1
   note "    device, free backlog 64 MiB (exit $status): $line"
   note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]["free_backlog"]; print("free backlog: %d frees over the limit, %d waited (%.1f ms), peak %d MiB waiting" % (d["frees_over_limit"], d["frees_waited"], d["waited_ns"] / 1e6, d["peak_bytes"] >> 20))' "$logs/stress-backlog.json" 2>&1)"
   line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=stream timeout 240 "$stress" --blocking-streams --operations 400000 \
-    2>"$logs/stress-stream-blocking.err" | tail -1)
+    2>"$logs/stress-stream-blocking.err" | tee "$logs/stress-stream-blocking.out" | tail -1)
   status=$?
   [[ $status -eq 0 ]] || failed=1
   note "    stream, blocking streams only (exit $status): $line"
@@ -156,7 +183,7 @@ if [[ -x $stress ]]; then
     for late in "" --late-non-blocking; do
       name=stress-in-order${late:+-late}-cache-$cache
       line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 \
-        "$stress" --blocking-streams $late --size-classes 4 --operations 400000 2>"$logs/$name.err" | tail -1)
+        "$stress" --blocking-streams $late --size-classes 4 --operations 400000 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
       status=$?
       [[ $status -eq 0 ]] || failed=1
       note "    device, blocking streams${late:+, then non-blocking ones}, reuse cache $cache (exit $status): $line"
@@ -169,13 +196,30 @@ if [[ -x $stress ]]; then
   for cache in 0 1GiB; do
     name=stress-idle-streams-cache-$cache
     line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 \
-      "$stress" --blocking-streams --side-streams 4 --size-classes 4 --operations 400000 2>"$logs/$name.err" | tail -1)
+      "$stress" --blocking-streams --side-streams 4 --size-classes 4 --operations 400000 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
     status=$?
     [[ $status -eq 0 ]] || failed=1
     note "    device, blocking streams and 4 side streams, reuse cache $cache (exit $status): $line"
     note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
   done
-  line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tail -1)
+  # The controls for the corruption of the side-streams case (seed 72 showed
+  # it in 3 of 3 runs, a verify on a side stream reading a buffer before its
+  # fill on a blocking stream ran, across the program's own event wait): one
+  # thread makes every cudaFree, every 5 ms, so that no block is reused while
+  # in use; natively (the device runs on between those synchronizations) and
+  # under the shim. Corruption in either is not a block handed out early.
+  for arm in native shim; do
+    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
+    name=stress-side-streams-deferred-$arm
+    line=$(env "${preload[@]}" timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
+      --operations 400000 --seed 72 --deferred-free-ms 5 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
+    status=$?
+    note "    $arm, blocking streams and 4 side streams, seed 72, frees deferred 5 ms (exit $status): $line"
+  done
+  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
+    --operations 400000 --seed 72 2>"$logs/stress-side-streams-seed-72.err" | tee "$logs/stress-side-streams-seed-72.out" | tail -1)
+  note "    device, blocking streams and 4 side streams, seed 72 (exit $?): $line"
+  line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tee "$logs/stress-native.out" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
 fi
 
@@ -183,7 +227,7 @@ fi
 # GPU tier), what each costs on a 4 KiB cudaMalloc/cudaFree pair, and the event
 # log of an uncached PyTorch ResNet-18 run (kept in the logs, for replaying).
 leak_probe=$PWD/$build/tests/gpu/lifecycle_probe
-if [[ -x $leak_probe ]]; then
+if want observe && [[ -x $leak_probe ]]; then
   note "leak report and event log:"
   note "    $(python3 tests/gpu/check_gpu_leaks.py "$shim" "$leak_probe" scripts/asyncshim-replay \
     "$PWD/$build/bin/asyncshim-replayer" 2>&1 | tail -1)"
@@ -220,7 +264,7 @@ fi
 # The lifecycle probe's native answers, kept for the record (the GPU tier
 # compared them with the shim's).
 probe=$PWD/$build/tests/gpu/lifecycle_probe
-if [[ -x $probe ]]; then
+if want observe && [[ -x $probe ]]; then
   for sub in capture-global-same-thread capture-global-other-thread capture-thread-local-other-thread \
       capture-relaxed-same-thread capture-legacy-blocking capture-per-thread-stream reset oom last-error fork \
       fork-under-load exit-live exit-static-destructor exit-atexit exit-after-reset exit-after-reset-destructor; do
@@ -229,7 +273,7 @@ if [[ -x $probe ]]; then
 fi
 
 # compute-sanitizer (memcheck, racecheck) on GPU programs under the shim.
-if command -v compute-sanitizer >/dev/null; then
+if want sanitizer && command -v compute-sanitizer >/dev/null; then
   note "compute-sanitizer under the shim:"
   sanitize() {  # tool, name, program and arguments
     local tool=$1 name=$2; shift 2
@@ -247,6 +291,7 @@ if command -v compute-sanitizer >/dev/null; then
   sanitize racecheck kernels "$PWD/$build/tests/gpu/shim_gpu_probe" kernels
   [[ -x $stress ]] && sanitize racecheck stress "$stress" --threads 4 --operations 2000
 fi
+if want torch; then
 torch_out=$(python3 tests/gpu/torch_same_losses.py --shim "$shim" --steps 60 2>&1)
 torch_status=$?
 echo "$torch_out" >"$logs/torch.log"
@@ -262,12 +307,13 @@ echo "$ipc_out" >"$logs/torch-ipc.log"
 [[ $ipc_status -eq 0 ]] || failed=1
 note "PyTorch tensor sharing, torch.multiprocessing (exit $ipc_status):"
 while read -r l; do note "    $l"; done < <(echo "$ipc_out" | grep -E '^(torch ipc|SKIP)')
+fi
 
 # With two GPUs or more: the two-GPU tests, verbosely, for their per-device
 # lines; then a two-process PyTorch job (torchrun, NCCL all-reduce
 # each step) without and with the shim, in alternating rounds (the machine
 # drifts), each process under the shim writing its own statistics file.
-if [[ ${gpus:-0} -ge 2 ]]; then
+if want two-gpu && [[ ${gpus:-0} -ge 2 ]]; then
   ctest --test-dir "$build" -V -L gpu -R "$two_gpu_tests" >"$logs/two-gpu-tests.log" 2>&1 || failed=1
   grep -E '\*\*\*Failed|\(Failed\)|Timeout' "$logs/two-gpu-tests.log" | sed 's/^/    /' >>"$logs/failures.txt"
   note "two-GPU tests ($gpus GPUs):"
@@ -276,7 +322,7 @@ if [[ ${gpus:-0} -ge 2 ]]; then
   while read -r l; do note "    $l"; done < <(grep -E ': sharing: meminfo on device [0-9]+' "$logs/two-gpu-tests.log" | sed -E 's/^[0-9]+: //')
   note "    peer-access data checks: $(grep -c ': data ok' "$logs/two-gpu-tests.log") 'data ok', $(grep -c 'words wrong' "$logs/two-gpu-tests.log") 'words wrong'"
 fi
-if [[ ${gpus:-0} -ge 2 ]] && python3 -c 'import torch' 2>/dev/null; then
+if want two-gpu && [[ ${gpus:-0} -ge 2 ]] && python3 -c 'import torch' 2>/dev/null; then
   rounds=${TORCHRUN_ROUNDS:-3}
   note "torchrun, 2 processes, NCCL all-reduce, PYTORCH_NO_CUDA_MEMORY_CACHING=1, $rounds rounds:"
   for round in $(seq "$rounds"); do
@@ -304,7 +350,7 @@ fi
 
 # Which driver entry points a static and a shared runtime fetch through
 # cuGetProcAddress, and which of them the shim replaced (trace log).
-for probe in shim_gpu_probe_static shim_gpu_probe; do
+want trace && for probe in shim_gpu_probe_static shim_gpu_probe; do
   exe=$PWD/$build/tests/gpu/$probe
   [[ -x $exe ]] || continue
   LD_PRELOAD=$PWD/$build/shim/libasyncshim.so ASYNCSHIM_LOG_LEVEL=trace ASYNCSHIM_INITIAL_POOL_SIZE=0 \
@@ -329,8 +375,9 @@ ab_summary() {  # name, then the asyncshim-ab arguments
   while read -r l; do note "    $l"; done < <(echo "$text" | grep -E 'Time \(mean|GPU|ran$|times (faster|slower)|Mann-Whitney|bootstrap')
 }
 demo=$PWD/$build/tests/demo/alloc_per_request
+want ab || skip_ab=1
 if [[ $skip_ab -eq 1 ]]; then
-  note "asyncshim-ab runs: skipped (--skip-ab)"
+  note "asyncshim-ab runs: skipped (--skip-ab or --only)"
 elif [[ -x $demo ]]; then
   ASYNCSHIM_INITIAL_POOL_SIZE=1GiB ab_summary demo -- "$demo" 3000
 fi
@@ -340,8 +387,7 @@ if [[ $skip_ab -eq 0 ]] && python3 -c 'import torch' 2>/dev/null; then
 fi
 note "library: $(tests/shim/check_library.sh "$shim" "$build/shim/exports.map" | tr '\n' ' ')"
 
-echo "== GPU tests =="
-cat "$logs/gpu-tests.txt"
+if [[ -e "$logs/gpu-tests.txt" ]]; then echo "== GPU tests =="; cat "$logs/gpu-tests.txt"; fi
 if [[ -s "$logs/failures.txt" ]]; then echo "== failures =="; cat "$logs/failures.txt"; fi
 echo "== summary =="
 printf '%s\n' "${summary[@]}"
