@@ -208,11 +208,14 @@ if want stress && [[ -x $stress ]]; then
   # thread makes every cudaFree, every 5 ms, so that no block is reused while
   # in use; natively (the device runs on between those synchronizations) and
   # under the shim. Corruption in either is not a block handed out early.
-  for arm in native shim; do
+  # native-noise: natively, with a thread making the shim's calls on the
+  # program's streams (--noise): corruption there is the driver's.
+  for arm in native native-noise shim; do
     preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
+    noise=(); [[ $arm == native-noise ]] && noise=(--noise)
     name=stress-side-streams-deferred-$arm
     line=$(env "${preload[@]}" timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
-      --operations 400000 --seed 72 --deferred-free-ms 5 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
+      --operations 400000 --seed 72 --deferred-free-ms 5 "${noise[@]}" 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
     status=$?
     note "    $arm, blocking streams and 4 side streams, seed 72, frees deferred 5 ms (exit $status): $line"
   done
