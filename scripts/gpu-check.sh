@@ -222,6 +222,13 @@ if want stress && [[ -x $stress ]]; then
   line=$(LD_PRELOAD=$shim timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
     --operations 400000 --seed 72 2>"$logs/stress-side-streams-seed-72.err" | tee "$logs/stress-side-streams-seed-72.out" | tail -1)
   note "    device, blocking streams and 4 side streams, seed 72 (exit $?): $line"
+  # Does the legacy stream wait for work pending on a destroyed blocking
+  # stream? (The shim follows only non-blocking streams; a temporary blocking
+  # stream destroyed with work pending relies on it.)
+  for arm in native shim; do
+    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
+    note "    $arm: $(env "${preload[@]}" timeout 60 "$PWD/$build/tests/gpu/shim_gpu_probe" destroyed-stream 2>&1 | grep -v '^asyncshim' | tr '\n' ' ')"
+  done
   line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tee "$logs/stress-native.out" | tail -1)
   note "    native cudaMalloc (exit $?): $line"
 fi

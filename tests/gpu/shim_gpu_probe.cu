@@ -386,6 +386,59 @@ __global__ void spin(unsigned long long ns)
   }
 }
 
+__global__ void spin_then_set(unsigned long long ns, unsigned* flag)
+{
+  unsigned long long start = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    unsigned long long now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) { break; }
+  }
+  *flag = 1;
+}
+
+__global__ void copy_flag(unsigned const* flag, unsigned* seen) { *seen = *flag; }
+
+// Whether the legacy stream's next work waits for work still pending on a
+// stream the program has just destroyed: a 100 ms kernel on the stream sets
+// a flag, the stream is destroyed, and a kernel on the legacy stream reads
+// the flag. For a live blocking stream it must wait (the control); the shim
+// follows only non-blocking streams and relies on the answer for a destroyed
+// blocking one, which CUDA's documentation does not give. Prints the three
+// answers; fails only if the control does not wait.
+void destroyed_stream()
+{
+  unsigned* flag = nullptr;
+  unsigned* seen = nullptr;
+  CUDA_OK(cudaMalloc(&flag, sizeof(unsigned)));
+  CUDA_OK(cudaMallocManaged(&seen, sizeof(unsigned)));
+  auto const waited = [&](unsigned stream_flags, bool destroy) {
+    CUDA_OK(cudaMemset(flag, 0, sizeof(unsigned)));
+    *seen = 7;
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaStream_t stream = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, stream_flags));
+    spin_then_set<<<1, 1, 0, stream>>>(100'000'000ull, flag);
+    CUDA_OK(cudaGetLastError());
+    if (destroy) { CUDA_OK(cudaStreamDestroy(stream)); }
+    copy_flag<<<1, 1, 0, cudaStreamLegacy>>>(flag, seen);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    if (!destroy) { CUDA_OK(cudaStreamDestroy(stream)); }
+    return *seen == 1;
+  };
+  bool const live_blocking = waited(cudaStreamDefault, false);
+  bool const destroyed_blocking = waited(cudaStreamDefault, true);
+  bool const destroyed_non_blocking = waited(cudaStreamNonBlocking, true);
+  std::printf("destroyed-stream: the legacy stream's next kernel waited for a 100 ms kernel on a live blocking "
+              "stream: %s; on a destroyed blocking stream: %s; on a destroyed non-blocking stream: %s\n",
+              live_blocking ? "yes" : "no", destroyed_blocking ? "yes" : "no", destroyed_non_blocking ? "yes" : "no");
+  CHECK(live_blocking);
+  CUDA_OK(cudaFree(flag));
+  CUDA_OK(cudaFree(seen));
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start)
 {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -487,7 +540,7 @@ int main(int argc, char** argv)
 {
   if (argc != 2) {
     std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device|"
-                         "free-backlog|late-stream|idle-stream\n");
+                         "free-backlog|late-stream|idle-stream|destroyed-stream\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -521,6 +574,8 @@ int main(int argc, char** argv)
     freed_in_order_then_non_blocking(false);
   } else if (check == "idle-stream") {
     freed_in_order_then_non_blocking(true);
+  } else if (check == "destroyed-stream") {
+    destroyed_stream();
   } else {
     std::fprintf(stderr, "unknown check %s\n", check.c_str());
     return 2;
