@@ -461,10 +461,16 @@ class worker {
       std::uint64_t const id = shared_.next_id.fetch_add(1, std::memory_order_relaxed);
       if (id >= shared_.allocation_budget) { break; }
       if (shared_.late_non_blocking && stream_flags_ != cudaStreamNonBlocking && id >= shared_.allocation_budget / 2) {
-        // The old stream stays (buffers still name it) until the end.
+        // The old stream stays (buffers still name it) until the end. The
+        // new one waits for its work: the scratch buffer a copy's verify
+        // reads there is written by the next copy on the new one.
         earlier_streams_.push_back(stream_);
         stream_flags_ = cudaStreamNonBlocking;
         CK(cudaStreamCreateWithFlags(&stream_, stream_flags_));
+        cudaEvent_t const old_work = take_event();
+        CK(cudaEventRecord(old_work, earlier_streams_.back()));
+        CK(cudaStreamWaitEvent(stream_, old_work, 0));
+        give_back_event(old_work);
       }
       one_allocation(id);
       // Often also free a buffer some other thread handed over.
