@@ -219,9 +219,14 @@ if want stress && [[ -x $stress ]]; then
     status=$?
     note "    $arm, blocking streams and 4 side streams, seed 72, frees deferred 5 ms (exit $status): $line"
   done
-  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
-    --operations 400000 --seed 72 2>"$logs/stress-side-streams-seed-72.err" | tee "$logs/stress-side-streams-seed-72.out" | tail -1)
-  note "    device, blocking streams and 4 side streams, seed 72 (exit $?): $line"
+  # Seed 72 again, and with kernel launches only (no host functions, copies
+  # or graph launches on the streams).
+  for kernels in "" --kernels-only; do
+    name=stress-side-streams-seed-72${kernels:+-kernels-only}
+    line=$(LD_PRELOAD=$shim timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
+      --operations 400000 --seed 72 $kernels 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
+    note "    device, blocking streams and 4 side streams, seed 72${kernels:+, kernels only} (exit $?): $line"
+  done
   # Does the legacy stream wait for work pending on a destroyed blocking
   # stream? (The shim follows only non-blocking streams; a temporary blocking
   # stream destroyed with work pending relies on it.)
