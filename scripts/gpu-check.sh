@@ -3,7 +3,8 @@
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
 # -dev packages are missing), runs the CPU tier, the GPU tier, the ordering
 # stress in each mode, the leak report and the event log (a known program,
-# their costs, a PyTorch ResNet-18 log), compute-sanitizer, the PyTorch same-losses check, legacy
+# their costs, a PyTorch ResNet-18 log), compute-sanitizer, the PyTorch same-losses check and
+# which streams a ResNet-18 step uses (tests/bench/torch_streams.py), legacy
 # IPC between processes (probe scenarios, costs, PyTorch tensor sharing), the
 # shared-GPU checks (memory info, neighbours, processes starting together), with
 # two GPUs or more the two-GPU tests (with their per-device lines) and a
@@ -322,6 +323,15 @@ echo "$ipc_out" >"$logs/torch-ipc.log"
 [[ $ipc_status -eq 0 ]] || failed=1
 note "PyTorch tensor sharing, torch.multiprocessing (exit $ipc_status):"
 while read -r l; do note "    $l"; done < <(echo "$ipc_out" | grep -E '^(torch ipc|SKIP)')
+# Which streams a ResNet-18 step puts work on (docs/followed-submissions.md),
+# natively and uncached under the shim: what it counts is the program's.
+for arm in native shim; do
+  preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim" PYTORCH_NO_CUDA_MEMORY_CACHING=1)
+  env "${preload[@]}" timeout 180 python3 tests/bench/torch_streams.py --model resnet18 \
+    >"$logs/torch-streams-$arm.log" 2>&1
+  note "ResNet-18 work per stream, $arm (exit $?):"
+  while read -r l; do note "    $l"; done < <(grep -E '^(torch_streams: stream|SKIP)' "$logs/torch-streams-$arm.log" | head -12)
+done
 fi
 
 # With two GPUs or more: the two-GPU tests, verbosely, for their per-device
