@@ -11,15 +11,18 @@
 # two-process torchrun job (TORCHRUN_ROUNDS rounds, default 3), and
 # asyncshim-ab on the demo and on a PyTorch loop; keeps full logs (and the A/B
 # JSON exports) and prints a short summary last.
-#   scripts/gpu-check.sh [--skip-ab] [--only PARTS]   (logs go to $OUT, else ./gpu-check-logs)
+#   scripts/gpu-check.sh [--skip-ab] [--only PARTS]   (logs: $OUT/logs.tgz, else ./gpu-check-logs)
 # --skip-ab leaves out the A/B timing runs (several minutes) when only
 # correctness is being checked. The whole check takes longer than one device
 # call's 10 minutes: --only runs the named parts (comma-separated) after the
-# build, e.g. two calls with --only tiers,ipc,sharing and then
-# --only stress,observe,sanitizer,torch,trace. Parts: tiers (the CPU and GPU
-# ctest tiers), ipc (legacy IPC lines and costs), sharing, stress, observe
-# (leak report, event log, lifecycle answers), sanitizer, torch (same losses,
-# tensor sharing), two-gpu, trace (driver lookups), ab.
+# build, e.g. three calls: --only tiers,ipc,sharing; --only stress (about 6
+# minutes); --only observe,sanitizer,torch,trace. Parts: tiers (the CPU and
+# GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
+# observe (leak report, event log, lifecycle answers), sanitizer, torch (same
+# losses, tensor sharing, streams per step), two-gpu, trace (driver lookups),
+# ab. With $OUT the logs are kept elsewhere and packed into $OUT/logs.tgz
+# every 10 s or so and at the end, so that a call cut off at its time limit
+# still brings back what ran.
 set -uo pipefail
 skip_ab=0
 parts=tiers,ipc,sharing,stress,observe,sanitizer,torch,two-gpu,trace,ab
@@ -29,8 +32,13 @@ while (($# > 0)); do
     --skip-ab) skip_ab=1 ;;
     --only)
       parts=${2:-}
-      for part in ${parts//,/ }; do
-        [[ ",$all_parts," == *",$part,"* ]] || { echo "gpu-check.sh: --only: unknown part '$part' (parts: $all_parts)" >&2; exit 2; }
+      [[ -n $parts ]] || { echo "gpu-check.sh: --only needs parts, comma-separated (parts: $all_parts)" >&2; exit 2; }
+      IFS=, read -ra asked <<<"$parts"
+      for part in "${asked[@]}"; do
+        [[ -n $part && ",$all_parts," == *",$part,"* ]] || {
+          echo "gpu-check.sh: --only: unknown part '$part' (parts: $all_parts, comma-separated, no spaces)" >&2
+          exit 2
+        }
       done
       shift ;;
     *) echo "gpu-check.sh: unknown option '$1' (options: --skip-ab, --only PARTS)" >&2; exit 2 ;;
@@ -39,15 +47,26 @@ while (($# > 0)); do
 done
 want() { [[ ",$parts," == *",$1,"* ]]; }
 cd "$(dirname "$0")/.."
-# With $OUT (the device machine), the logs end up as one archive, $OUT/logs.tgz.
-logs=${OUT:+$OUT/logs}
-logs=${logs:-$PWD/gpu-check-logs}
+# With $OUT (the device machine), the logs end up as one archive,
+# $OUT/logs.tgz, made again as the check goes (save_logs): the device brings
+# back only a few files of a folder, and nothing made after a time limit.
+if [[ -n "${OUT:-}" ]]; then logs=$(mktemp -d /tmp/gpu-check-logs.XXXXXX); else logs=$PWD/gpu-check-logs; fi
+saved_at=$SECONDS
+save_logs() {
+  [[ -n "${OUT:-}" ]] || return 0
+  tar czf "$OUT/logs.tgz.part" -C "$logs" . 2>/dev/null && mv -f "$OUT/logs.tgz.part" "$OUT/logs.tgz"
+  saved_at=$SECONDS
+}
 build=${BUILD_DIR:-build-gpu}
 mkdir -p "$logs"
 summary=()
 # Each line goes to the summary and, at once, to the output (so a run that is
 # cut short still shows how far it got).
-note() { summary+=("$*"); echo "$*"; }
+note() {
+  summary+=("$*")
+  echo "$*"
+  ((SECONDS - saved_at < 10)) || save_logs
+}
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
 note "machine: ${gpu:-no nvidia-smi}; $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc'); $(date -u +%F)"
@@ -203,6 +222,8 @@ if want stress && [[ -x $stress ]]; then
     note "    device, blocking streams and 4 side streams, reuse cache $cache (exit $status): $line"
     note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
   done
+  # (These controls and the runs below them are for the record: their exit,
+  # in their line, does not fail the check.)
   # The controls for the corruption of the side-streams case (seed 72 showed
   # it in 3 of 3 runs, a verify on a side stream reading a buffer before its
   # fill on a blocking stream ran, across the program's own event wait): one
@@ -324,10 +345,10 @@ echo "$ipc_out" >"$logs/torch-ipc.log"
 note "PyTorch tensor sharing, torch.multiprocessing (exit $ipc_status):"
 while read -r l; do note "    $l"; done < <(echo "$ipc_out" | grep -E '^(torch ipc|SKIP)')
 # Which streams a ResNet-18 step puts work on (docs/followed-submissions.md),
-# natively and uncached under the shim: what it counts is the program's.
+# uncached, natively and under the shim: what it counts is the program's.
 for arm in native shim; do
-  preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim" PYTORCH_NO_CUDA_MEMORY_CACHING=1)
-  env "${preload[@]}" timeout 180 python3 tests/bench/torch_streams.py --model resnet18 \
+  preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
+  env "${preload[@]}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 180 python3 tests/bench/torch_streams.py --model resnet18 \
     >"$logs/torch-streams-$arm.log" 2>&1
   note "ResNet-18 work per stream, $arm (exit $?):"
   while read -r l; do note "    $l"; done < <(grep -E '^(torch_streams: stream|SKIP)' "$logs/torch-streams-$arm.log" | head -12)
@@ -417,5 +438,5 @@ if [[ -s "$logs/failures.txt" ]]; then echo "== failures =="; cat "$logs/failure
 echo "== summary =="
 printf '%s\n' "${summary[@]}"
 echo "overall: $([[ $failed -eq 0 ]] && echo PASSED || echo FAILED)"
-if [[ -n "${OUT:-}" ]]; then tar czf "$OUT/logs.tgz" -C "$logs" . && rm -rf "$logs"; fi
+if [[ -n "${OUT:-}" ]]; then save_logs && rm -rf "$logs"; fi
 exit $failed

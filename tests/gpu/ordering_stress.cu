@@ -170,6 +170,10 @@ struct damage {
   unsigned long long value;
   unsigned long long seen_at_ns;        // when that word was read
   unsigned long long fill_blocks_seen;  // how many blocks of the allocation's fill had finished then
+  // A verify that started before the fill had finished: 1 + how many of the
+  // fill's blocks had finished then (0: none did).
+  unsigned long long early_blocks_seen;
+  unsigned long long early_at_ns;  // when it started
 };
 
 // `early` counts verifies whose first block started before every block of
@@ -179,8 +183,12 @@ __global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std:
                               fill_progress* progress, unsigned fill_blocks, unsigned long long* early,
                               unsigned delay_ns, unsigned spin_ns)
 {
-  if (blockIdx.x == 0 && threadIdx.x == 0 && atomicAdd(&progress->blocks_done, 0ull) < fill_blocks) {
-    atomicAdd(early, 1ull);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    unsigned long long const finished = atomicAdd(&progress->blocks_done, 0ull);
+    if (finished < fill_blocks) {
+      atomicAdd(early, 1ull);
+      if (atomicCAS(&found->early_blocks_seen, 0ull, finished + 1) == 0ull) { found->early_at_ns = device_clock_ns(); }
+    }
   }
   if (delay_ns != 0) { __nanosleep(delay_ns); }
   unsigned long long bad = 0;
@@ -890,15 +898,29 @@ void describe(char const* what, std::uint64_t id, history const& h, fill_progres
               static_cast<unsigned long long>(h.wait_event), h.wait_event_takes);
 }
 
-// For the first few corrupted allocations: what happened to each, and which
-// allocation's pattern the differing word holds (the one that wrote it).
+// For the first few corrupted allocations, or verified before their fill
+// had finished: what happened to each, and which allocation's pattern a
+// differing word holds (the one that wrote it).
 void explain_corruption(shared_state const& shared)
 {
   int explained = 0;
   for (std::uint64_t id = 0; id < shared.allocation_budget && explained < 4; ++id) {
     damage const& d = shared.found[id];
-    if (d.bytes == 0) { continue; }
+    if (d.bytes == 0 && d.early_blocks_seen == 0) { continue; }
     ++explained;
+    if (d.bytes == 0) {
+      std::printf("ordering_stress: verified early, bytes right: allocation %llu\n",
+                  static_cast<unsigned long long>(id));
+      std::printf("ordering_stress:   a verify started at %llu ns, when %llu blocks of its fill had finished\n",
+                  d.early_at_ns, d.early_blocks_seen - 1);
+      describe("allocation", id, shared.histories[id], shared.fills[id]);
+      continue;
+    }
+    if (d.early_blocks_seen != 0) {
+      std::printf("ordering_stress: allocation %llu: a verify started at %llu ns, when %llu blocks of its fill had "
+                  "finished\n",
+                  static_cast<unsigned long long>(id), d.early_at_ns, d.early_blocks_seen - 1);
+    }
     std::printf("ordering_stress: corrupted: %llu bytes of allocation %llu; word %llu holds 0x%016llx\n", d.bytes,
                 static_cast<unsigned long long>(id), d.word, d.value);
     std::printf("ordering_stress:   read at %llu ns, when %llu blocks of its fill had finished\n", d.seen_at_ns,
@@ -959,7 +981,7 @@ int main(int argc, char** argv)
   *shared.early_verifies = 0;
   CK(cudaMallocManaged(&shared.fills, shared.allocation_budget * sizeof(fill_progress)));
   for (std::uint64_t id = 0; id < shared.allocation_budget; ++id) {
-    shared.found[id] = damage{0, ~0ull, 0, 0, 0};
+    shared.found[id] = damage{0, ~0ull, 0, 0, 0, 0, 0};
     shared.fills[id] = fill_progress{0, 0, 0};
   }
   shared.histories.resize(shared.allocation_budget);
