@@ -104,6 +104,27 @@ def build(torch, model_name, device):
     raise ValueError(model_name)
 
 
+def torch_with_cuda():
+    """torch, or None after printing why there is nothing to measure (no torch, no CUDA device)."""
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: torch is not installed")
+        return None
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA device for torch")
+        return None
+    return torch
+
+
+def prepare(torch, model_name):
+    """The model in training mode on the GPU (seeded), its optimizer, its batches, its description and loss."""
+    torch.manual_seed(0)
+    model, optimizer, data, description = build(torch, model_name, torch.device("cuda"))
+    model.train()
+    return model, optimizer, data, description, torch.nn.functional.cross_entropy
+
+
 def shim_loaded() -> bool:
     try:
         with open("/proc/self/maps") as maps:
@@ -161,20 +182,10 @@ def main() -> int:
                         help="what the run is for, recorded in its result (benchmarks.sh runs the memory figures "
                              "with the shim's default settings)")
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("SKIP: torch is not installed")
+    torch = torch_with_cuda()
+    if torch is None:
         return 0
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA device for torch")
-        return 0
-
-    torch.manual_seed(0)
-    device = torch.device("cuda")
-    model, optimizer, data, description = build(torch, args.model, device)
-    model.train()
-    loss_fn = torch.nn.functional.cross_entropy
+    model, optimizer, data, description, loss_fn = prepare(torch, args.model)
     times = []
     for step in range(args.warmup + args.steps):
         inputs, targets = data()  # outside the timed region: the data loader's part

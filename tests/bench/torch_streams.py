@@ -47,21 +47,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0:
         parser.error("--steps must be at least 1 and --warmup at least 0")
-    try:
-        import torch
-        from torch.profiler import ProfilerActivity, profile
-    except ImportError:
-        print("SKIP: torch (with torch.profiler) is not installed")
+    torch = torch_bench.torch_with_cuda()
+    if torch is None:
         return 0
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA device for torch")
-        return 0
+    from torch.profiler import ProfilerActivity, profile
 
-    torch.manual_seed(0)
-    device = torch.device("cuda")
-    model, optimizer, data, description = torch_bench.build(torch, args.model, device)
-    model.train()
-    loss_fn = torch.nn.functional.cross_entropy
+    model, optimizer, data, description, loss_fn = torch_bench.prepare(torch, args.model)
 
     def step():
         inputs, targets = data()

@@ -375,7 +375,7 @@ int second_device()
 }
 
 // Spins on the device for about `ns` nanoseconds (the device's own clock).
-__global__ void spin(unsigned long long ns)
+__device__ void spin_for(unsigned long long ns)
 {
   unsigned long long start = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -385,6 +385,8 @@ __global__ void spin(unsigned long long ns)
     if (now - start >= ns) { break; }
   }
 }
+
+__global__ void spin(unsigned long long ns) { spin_for(ns); }
 
 double seconds_since(std::chrono::steady_clock::time_point start)
 {
@@ -393,13 +395,7 @@ double seconds_since(std::chrono::steady_clock::time_point start)
 
 __global__ void spin_then_set(unsigned long long ns, unsigned* flag)
 {
-  unsigned long long start = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  for (;;) {
-    unsigned long long now = 0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start >= ns) { break; }
-  }
+  spin_for(ns);
   *flag = 1;
 }
 
