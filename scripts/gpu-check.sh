@@ -249,6 +249,15 @@ if want stress && [[ -x $stress ]]; then
       --operations 400000 --seed 72 $kernels 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
     note "    device, blocking streams and 4 side streams, seed 72${kernels:+, kernels only} (exit $?): $line"
   done
+  # Does a program's cudaStreamWaitEvent hold while other threads record
+  # events on (and make waits in) the same streams, as the shim's fences do,
+  # with the program's event recorded again right after? Natively.
+  for target in legacy shared own; do
+    line=$(timeout 120 "$PWD/$build/tests/gpu/event_wait_race" --target $target --noise both --rerecord \
+      --producers 16 --noise-threads 4 --iterations 40000 2>&1)
+    status=$?
+    note "    native (exit $status): $(tr '\n' ' ' <<<"$line")"
+  done
   # Does the legacy stream wait for work pending on a destroyed blocking
   # stream? (The shim follows only non-blocking streams; a temporary blocking
   # stream destroyed with work pending relies on it.)
