@@ -250,10 +250,11 @@ if want stress && [[ -x $stress ]]; then
     note "    device, blocking streams and 4 side streams, seed 72${kernels:+, kernels only} (exit $?): $line"
   done
   # Does a program's cudaStreamWaitEvent hold while other threads record
-  # events on (and make waits in) the same streams, as the shim's fences do,
-  # with the program's event recorded again right after? Natively.
+  # events on, make waits in and allocate from a pool on the same streams, as
+  # the shim does, with the program's event recorded again right after?
+  # Natively.
   for target in legacy shared own; do
-    line=$(timeout 120 "$PWD/$build/tests/gpu/event_wait_race" --target $target --noise both --rerecord \
+    line=$(timeout 120 "$PWD/$build/tests/gpu/event_wait_race" --target $target --noise record,wait,alloc --rerecord \
       --producers 16 --noise-threads 4 --iterations 40000 2>&1)
     status=$?
     note "    native (exit $status): $(tr '\n' ' ' <<<"$line")"

@@ -12,17 +12,21 @@
 // the wait did not hold. Noise threads meanwhile submit to the target stream
 // (and the producers' streams) as the shim's fences do.
 //
-//   event_wait_race [--target legacy|shared|own] [--noise none|record|wait|both] [--rerecord]
+//   event_wait_race [--target legacy|shared|own] [--noise none|KINDS] [--rerecord]
 //                   [--producers N] [--noise-threads N] [--iterations N] [--spin-ns N]
 // --target: where the checks run: the legacy stream, one non-blocking stream
 // all producers share, or a non-blocking stream of each producer's own.
-// --noise: what the noise threads submit to every stream in a tight loop:
-// event records, waits on an event of their own stream, or both.
+// --noise: what the noise threads submit to every stream in a tight loop,
+// comma-separated (default record,wait,alloc): `record`, event records there
+// (as a fence's); `wait`, waits there on an event of their own stream (as an
+// in-order free's); `alloc`, a pool allocation there that is freed on their
+// own stream (as the shim's cudaMalloc on the legacy stream and its fenced
+// free on a stream of its own).
 // --rerecord: right after the check's launch the producer records its event
 // again, on an idle stream (as a program that recycles its events does; CUDA
 // says a later record does not change a wait already made).
 // Prints one line, e.g.
-//   event_wait_race: target=legacy noise=record rerecord=no producers=8 noise_threads=2 iterations=20000
+//   event_wait_race: target=legacy noise=record,wait,alloc rerecord=no producers=8 noise_threads=2 iterations=20000
 //   checks=160000 early_checks=0 seconds=3.1
 // and exits 1 if a check ran early, 0 if none did, 2 on a CUDA error or bad
 // usage. "SKIP: no CUDA device" and exit 0 without a GPU.
@@ -70,7 +74,7 @@ __global__ void check(unsigned long long const* slot, unsigned long long iterati
 
 struct options {
   std::string target = "legacy";
-  std::string noise = "record";
+  std::string noise = "record,wait,alloc";
   bool rerecord = false;
   int producers = 8;
   int noise_threads = 2;
@@ -82,15 +86,21 @@ int usage(char const* why)
 {
   std::fprintf(stderr,
                "event_wait_race: %s\nusage: event_wait_race [--target legacy|shared|own] "
-               "[--noise none|record|wait|both] [--rerecord] [--producers N] [--noise-threads N] [--iterations N] "
+               "[--noise none|record,wait,alloc] [--rerecord] [--producers N] [--noise-threads N] [--iterations N] "
                "[--spin-ns N]\n",
                why);
   return 2;
 }
 
-// Submits to each of `streams` until `done`: event records (as a fence's)
-// and waits on an event recorded on a stream of its own (as an in-order free's).
-void make_noise(std::vector<cudaStream_t> const& streams, bool records, bool waits, std::atomic<bool> const& done)
+struct noise_kinds {
+  bool records = false;
+  bool waits = false;
+  bool allocations = false;
+};
+
+// Submits to each of `streams` until `done` what `kinds` names (--noise).
+void make_noise(std::vector<cudaStream_t> const& streams, noise_kinds kinds, cudaMemPool_t pool,
+                std::atomic<bool> const& done)
 {
   cudaStream_t own = nullptr;
   cudaEvent_t mark = nullptr;
@@ -99,13 +109,18 @@ void make_noise(std::vector<cudaStream_t> const& streams, bool records, bool wai
   CK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&on_own, cudaEventDisableTiming));
   while (!done.load(std::memory_order_relaxed)) {
-    if (waits) { CK(cudaEventRecord(on_own, own)); }
+    if (kinds.waits) { CK(cudaEventRecord(on_own, own)); }
     for (cudaStream_t s : streams) {
-      if (records) {
+      if (kinds.records) {
         CK(cudaEventRecord(mark, s));
         CK(cudaStreamWaitEvent(own, mark, 0));
       }
-      if (waits) { CK(cudaStreamWaitEvent(s, on_own, 0)); }
+      if (kinds.waits) { CK(cudaStreamWaitEvent(s, on_own, 0)); }
+      if (kinds.allocations) {
+        void* block = nullptr;
+        CK(cudaMallocFromPoolAsync(&block, 4096, pool, s));
+        CK(cudaFreeAsync(block, own));
+      }
     }
   }
   CK(cudaStreamSynchronize(own));
@@ -144,8 +159,25 @@ int main(int argc, char** argv)
   if (o.target != "legacy" && o.target != "shared" && o.target != "own") {
     return usage("--target: legacy, shared or own");
   }
-  if (o.noise != "none" && o.noise != "record" && o.noise != "wait" && o.noise != "both") {
-    return usage("--noise: none, record, wait or both");
+  noise_kinds kinds;
+  if (o.noise != "none") {
+    std::size_t from = 0;
+    for (;;) {
+      std::size_t const comma = o.noise.find(',', from);
+      std::string const kind = o.noise.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+      if (kind == "record") {
+        kinds.records = true;
+      } else if (kind == "wait") {
+        kinds.waits = true;
+      } else if (kind == "alloc") {
+        kinds.allocations = true;
+      } else {
+        return usage(
+          ("--noise: unknown kind '" + kind + "' (none, or record, wait and alloc, comma-separated)").c_str());
+      }
+      if (comma == std::string::npos) { break; }
+      from = comma + 1;
+    }
   }
   if (o.producers < 1 || o.noise_threads < 0 || o.iterations < 1) { return usage("counts must be positive"); }
 
@@ -184,12 +216,21 @@ int main(int argc, char** argv)
     noisy.push_back(targets[0]);
   }
   std::atomic<bool> done{false};
+  // The pool set up as the shim's: a block comes back only once its free has
+  // completed, never through a dependency added to the allocating stream.
+  cudaMemPool_t pool = nullptr;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  CK(cudaMemPoolCreate(&pool, &props));
+  int off = 0;
+  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseFollowEventDependencies, &off));
+  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &off));
   std::vector<std::thread> noise;
   if (o.noise != "none") {
-    bool const records = o.noise == "record" || o.noise == "both";
-    bool const waits = o.noise == "wait" || o.noise == "both";
     for (int n = 0; n < o.noise_threads; ++n) {
-      noise.emplace_back([&, records, waits] { make_noise(noisy, records, waits, done); });
+      noise.emplace_back([&] { make_noise(noisy, kinds, pool, done); });
     }
   }
   auto const start = std::chrono::steady_clock::now();
@@ -220,6 +261,7 @@ int main(int argc, char** argv)
     t.join();
   }
   CK(cudaDeviceSynchronize());
+  CK(cudaMemPoolDestroy(pool));
   double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   unsigned long long early_checks = 0;
   CK(cudaMemcpy(&early_checks, early, sizeof early_checks, cudaMemcpyDeviceToHost));
