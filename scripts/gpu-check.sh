@@ -322,13 +322,51 @@ fi
 # compute-sanitizer (memcheck, racecheck) on GPU programs under the shim.
 if want sanitizer && command -v compute-sanitizer >/dev/null; then
   note "compute-sanitizer under the shim:"
+  # Runs a command for at most 180 s (output to the log named first). Cut
+  # off, it gets 124, as from timeout, and with gdb the call stacks of the
+  # sanitizer's child processes (the program) go to LOG.stacks first: a
+  # hang says where it hangs.
+  run_sanitizer() {
+    local log=$1; shift
+    "$@" >"$log" 2>&1 &
+    local pid=$! waited=0
+    while kill -0 "$pid" 2>/dev/null && ((waited < 180)); do
+      sleep 1
+      ((waited += 1))
+    done
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      return
+    fi
+    local child
+    for child in $(pgrep -P "$pid"); do
+      if command -v gdb >/dev/null; then
+        timeout 60 gdb -p "$child" -batch -ex "thread apply all bt" >>"$log.stacks" 2>&1
+      else
+        echo "no gdb: no call stacks of process $child" >>"$log.stacks"
+      fi
+      kill -KILL "$child" 2>/dev/null
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 124
+  }
   sanitize() {  # tool, name, program and arguments
     local tool=$1 name=$2; shift 2
-    timeout 180 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-      env LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@" >"$logs/sanitizer-$tool-$name.log" 2>&1
+    run_sanitizer "$logs/sanitizer-$tool-$name.log" compute-sanitizer --tool "$tool" --target-processes all \
+      --error-exitcode 9 env LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
     local status=$?
     [[ $status -eq 0 ]] || failed=1
     note "    $tool $name (exit $status): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+    if ((status == 124)); then
+      # Cut off: is it the shim (a hang under the sanitizer) or the program
+      # being that slow under it? The same without the shim, for comparison.
+      local started=$SECONDS
+      run_sanitizer "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
+        --target-processes all --error-exitcode 9 "$@"
+      status=$?
+      note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name-native.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+    fi
   }
   # racecheck instruments every shared-memory access and is far slower: a
   # smaller stress run for it.
