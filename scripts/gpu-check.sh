@@ -241,13 +241,19 @@ if want stress && [[ -x $stress ]]; then
     status=$?
     note "    $arm, blocking streams and 4 side streams, seed 72, frees deferred 5 ms (exit $status): $line"
   done
-  # Seed 72 again, and with kernel launches only (no host functions, copies
-  # or graph launches on the streams).
-  for kernels in "" --kernels-only; do
-    name=stress-side-streams-seed-72${kernels:+-kernels-only}
-    line=$(LD_PRELOAD=$shim timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
-      --operations 400000 --seed 72 $kernels 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
-    note "    device, blocking streams and 4 side streams, seed 72${kernels:+, kernels only} (exit $?): $line"
+  # The default configuration's open corruption (a program's wait that did
+  # not hold, on the legacy stream), informational: with the shim's
+  # allocations on the per-thread default stream instead of the legacy one
+  # (its only call there is then the fence's record), and with kernel
+  # launches only (no host functions, copies or graph launches).
+  for variant in per-thread kernels-only; do
+    name=stress-device-$variant
+    settings=(); args=()
+    [[ $variant == per-thread ]] && settings=(ASYNCSHIM_STREAM=per-thread)
+    [[ $variant == kernels-only ]] && args=(--kernels-only)
+    line=$(env LD_PRELOAD="$shim" "${settings[@]}" timeout 240 "$stress" "${args[@]}" 2>"$logs/$name.err" |
+      tee "$logs/$name.out" | tail -1)
+    note "    device, ${variant/-/ } (exit $?): $line"
   done
   # Does a program's cudaStreamWaitEvent hold while other threads record
   # events on, make waits in and allocate from a pool on the same streams, as
