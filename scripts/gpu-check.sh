@@ -15,8 +15,10 @@
 # --skip-ab leaves out the A/B timing runs (several minutes) when only
 # correctness is being checked. The whole check takes longer than one device
 # call's 10 minutes: --only runs the named parts (comma-separated) after the
-# build, e.g. three calls: --only tiers,ipc,sharing; --only stress (about 6
-# minutes); --only observe,sanitizer,torch,trace. Parts: tiers (the CPU and
+# build, e.g. four calls: --only tiers,ipc,sharing; --only stress (about 7
+# minutes); --only sanitizer (up to 9 minutes when runs are cut off: each
+# gets 180 s, and its comparison without the shim 90 s); --only
+# observe,torch,trace. Parts: tiers (the CPU and
 # GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
 # observe (leak report, event log, lifecycle answers), sanitizer, torch (same
 # losses, tensor sharing, streams per step), two-gpu, trace (driver lookups),
@@ -258,13 +260,19 @@ if want stress && [[ -x $stress ]]; then
   # Does a program's cudaStreamWaitEvent hold while other threads record
   # events on, make waits in and allocate from a pool on the same streams, as
   # the shim does, with the program's event recorded again right after?
-  # Natively.
+  # Natively; the noise's waits alone could supply a lost dependency, so also
+  # without them. The control without the program's wait must see early checks.
+  ewr=$PWD/$build/tests/gpu/event_wait_race
   for target in legacy shared own; do
-    line=$(timeout 120 "$PWD/$build/tests/gpu/event_wait_race" --target $target --noise record,wait,alloc --rerecord \
-      --producers 16 --noise-threads 4 --iterations 40000 2>&1)
-    status=$?
-    note "    native (exit $status): $(tr '\n' ' ' <<<"$line")"
+    for noise in record,alloc record,wait,alloc; do
+      line=$(timeout 120 "$ewr" --target $target --noise $noise --rerecord --producers 16 --noise-threads 4 \
+        --iterations 40000 2>&1)
+      status=$?
+      note "    native (exit $status): $(tr '\n' ' ' <<<"$line")"
+    done
   done
+  line=$(timeout 60 "$ewr" --target legacy --noise none --no-wait --producers 4 --iterations 2000 2>&1)
+  note "    native, the control without the wait (exit $?, early checks expected): $(tr '\n' ' ' <<<"$line")"
   # Does the legacy stream wait for work pending on a destroyed blocking
   # stream? (The shim follows only non-blocking streams; a temporary blocking
   # stream destroyed with work pending relies on it.)
@@ -328,15 +336,18 @@ fi
 # compute-sanitizer (memcheck, racecheck) on GPU programs under the shim.
 if want sanitizer && command -v compute-sanitizer >/dev/null; then
   note "compute-sanitizer under the shim:"
-  # Runs a command for at most 180 s (output to the log named first). Cut
-  # off, it gets 124, as from timeout, and with gdb the call stacks of the
-  # sanitizer's child processes (the program) go to LOG.stacks first: a
-  # hang says where it hangs.
+  # run_sanitizer LIMIT LOG COMMAND...: runs COMMAND in a session of its own
+  # for at most LIMIT seconds, output to LOG. Cut off, it returns 124, as
+  # timeout does, after writing to LOG.stacks what each process of the
+  # session was doing (its threads' kernel wait channels and, with gdb,
+  # their call stacks: compute-sanitizer's own as well as the program's);
+  # then the whole session is killed and waited for, so that nothing of it
+  # goes on using the GPU during the next parts.
   run_sanitizer() {
-    local log=$1; shift
-    "$@" >"$log" 2>&1 &
+    local limit=$1 log=$2; shift 2
+    setsid "$@" >"$log" 2>&1 &
     local pid=$! waited=0
-    while kill -0 "$pid" 2>/dev/null && ((waited < 180)); do
+    while kill -0 "$pid" 2>/dev/null && ((waited < limit)); do
       sleep 1
       ((waited += 1))
     done
@@ -344,31 +355,40 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
       wait "$pid"
       return
     fi
-    local child
-    for child in $(pgrep -P "$pid"); do
-      if command -v gdb >/dev/null; then
-        timeout 60 gdb -p "$child" -batch -ex "thread apply all bt" >>"$log.stacks" 2>&1
-      else
-        echo "no gdb: no call stacks of process $child" >>"$log.stacks"
-      fi
-      kill -KILL "$child" 2>/dev/null
+    local member task
+    for member in $(pgrep -s "$pid"); do
+      {
+        echo "== process $member: $(tr '\0' ' ' <"/proc/$member/cmdline" 2>/dev/null)"
+        for task in /proc/"$member"/task/*; do
+          echo "thread ${task##*/}: $(cat "$task/comm" 2>/dev/null) wchan $(cat "$task/wchan" 2>/dev/null)"
+        done
+        if command -v gdb >/dev/null; then
+          timeout 30 gdb -p "$member" -batch -ex "thread apply all bt" 2>&1
+        fi
+      } >>"$log.stacks"
     done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL -- "-$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
+    for ((waited = 0; waited < 30; waited++)); do
+      pgrep -s "$pid" >/dev/null || break
+      sleep 1
+    done
+    pgrep -s "$pid" >/dev/null && echo "still running after being killed: $(pgrep -s "$pid" | tr '\n' ' ')" >>"$log.stacks"
     return 124
   }
   sanitize() {  # tool, name, program and arguments
     local tool=$1 name=$2; shift 2
-    run_sanitizer "$logs/sanitizer-$tool-$name.log" compute-sanitizer --tool "$tool" --target-processes all \
+    run_sanitizer 180 "$logs/sanitizer-$tool-$name.log" compute-sanitizer --tool "$tool" --target-processes all \
       --error-exitcode 9 env LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
     local status=$?
     [[ $status -eq 0 ]] || failed=1
     note "    $tool $name (exit $status): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     if ((status == 124)); then
       # Cut off: is it the shim (a hang under the sanitizer) or the program
-      # being that slow under it? The same without the shim, for comparison.
+      # being that slow under it? The same without the shim, for comparison
+      # (for 90 s: whether it ends at all within half the time).
       local started=$SECONDS
-      run_sanitizer "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
+      run_sanitizer 90 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
         --target-processes all --error-exitcode 9 "$@"
       status=$?
       note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name-native.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"

@@ -5,15 +5,19 @@
 // frees, so the answer decides whether those records are safe.
 //
 // Each producer thread, many times over: a kernel on its own non-blocking
-// stream spins a few microseconds and then writes its iteration number; an
-// event is recorded after it; the target stream waits on that event; a check
-// kernel on the target stream reads the number. A number lower than the
-// iteration means the check ran before the producer's kernel had finished:
-// the wait did not hold. Noise threads meanwhile submit to the target stream
-// (and the producers' streams) as the shim's fences do.
+// stream waits for a gate the thread opens in host memory, then writes its
+// iteration number; an event is recorded after it; the target stream waits
+// on that event; a check kernel on the target stream reads the number. The
+// thread opens the gate only once the check has been submitted, and a while
+// after (--gate-delay-us): a check that does not wait for the producer's
+// kernel runs while that kernel is still held at its gate, and reads a lower
+// number. So a lower number means the wait did not hold; --no-wait leaves the
+// wait out, and must then find early checks (the probe can see one). Noise
+// threads meanwhile submit to the target stream (and the producers' streams)
+// as the shim does.
 //
-//   event_wait_race [--target legacy|shared|own] [--noise none|KINDS] [--rerecord]
-//                   [--producers N] [--noise-threads N] [--iterations N] [--spin-ns N]
+//   event_wait_race [--target legacy|shared|own] [--noise none|KINDS] [--rerecord] [--no-wait]
+//                   [--producers N] [--noise-threads N] [--iterations N] [--gate-delay-us N]
 // --target: where the checks run: the legacy stream, one non-blocking stream
 // all producers share, or a non-blocking stream of each producer's own.
 // --noise: what the noise threads submit to every stream in a tight loop,
@@ -25,27 +29,35 @@
 // --rerecord: right after the check's launch the producer records its event
 // again, on an idle stream (as a program that recycles its events does; CUDA
 // says a later record does not change a wait already made).
+// --gate-delay-us (default 20): how long after submitting the check the
+// gate opens. A gate not opened within 10 ms lets the kernel go on anyway
+// (counted as gate_timeouts: those iterations could not show a lost wait).
 // Prints one line, e.g.
-//   event_wait_race: target=legacy noise=record,wait,alloc rerecord=no producers=8 noise_threads=2 iterations=20000
-//   checks=160000 early_checks=0 seconds=3.1
+//   event_wait_race: target=legacy noise=record,wait,alloc rerecord=no wait=yes producers=8 noise_threads=2
+//   iterations=20000 checks=160000 early_checks=0 gate_timeouts=0 seconds=3.1
 // and exits 1 if a check ran early, 0 if none did, 2 on a CUDA error or bad
 // usage. "SKIP: no CUDA device" and exit 0 without a GPU.
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+// Any thread may fail: _Exit, not exit (other threads are inside CUDA calls).
 #define CK(call)                                                                                      \
   do {                                                                                                \
     cudaError_t const ck_status = (call);                                                             \
     if (ck_status != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "event_wait_race: %s failed: %s\n", #call, cudaGetErrorString(ck_status)); \
-      std::exit(2);                                                                                   \
+      std::fflush(nullptr);                                                                           \
+      std::_Exit(2);                                                                                  \
     }                                                                                                 \
   } while (0)
 
@@ -58,10 +70,19 @@ __device__ unsigned long long clock_ns()
   return t;
 }
 
-__global__ void produce(unsigned long long* slot, unsigned long long iteration, unsigned spin_ns)
+constexpr unsigned long long gate_timeout_ns = 10'000'000;
+
+// Waits until the host opens `gate` for this iteration (or 10 ms), then writes it.
+__global__ void produce(unsigned long long* slot, unsigned long long const* gate, unsigned long long iteration,
+                        unsigned long long* gate_timeouts)
 {
-  unsigned long long const until = clock_ns() + spin_ns;
-  while (clock_ns() < until) {}
+  unsigned long long const give_up = clock_ns() + gate_timeout_ns;
+  while (*reinterpret_cast<unsigned long long const volatile*>(gate) < iteration) {
+    if (clock_ns() > give_up) {
+      atomicAdd(gate_timeouts, 1ull);
+      break;
+    }
+  }
   *reinterpret_cast<unsigned long long volatile*>(slot) = iteration;
   __threadfence();
 }
@@ -76,18 +97,29 @@ struct options {
   std::string target = "legacy";
   std::string noise = "record,wait,alloc";
   bool rerecord = false;
+  bool wait = true;
   int producers = 8;
   int noise_threads = 2;
   int iterations = 20000;
-  unsigned spin_ns = 4000;
+  int gate_delay_us = 20;
 };
+
+// A whole number from `low` to `high`, or nothing.
+std::optional<int> number(char const* text, int low, int high)
+{
+  char* end = nullptr;
+  errno = 0;
+  long const n = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || n < low || n > high) { return std::nullopt; }
+  return static_cast<int>(n);
+}
 
 int usage(char const* why)
 {
   std::fprintf(stderr,
                "event_wait_race: %s\nusage: event_wait_race [--target legacy|shared|own] "
-               "[--noise none|record,wait,alloc] [--rerecord] [--producers N] [--noise-threads N] [--iterations N] "
-               "[--spin-ns N]\n",
+               "[--noise none|record,wait,alloc] [--rerecord] [--no-wait] [--producers N] [--noise-threads N] "
+               "[--iterations N] [--gate-delay-us N]\n",
                why);
   return 2;
 }
@@ -105,7 +137,9 @@ void make_noise(std::vector<cudaStream_t> const& streams, noise_kinds kinds, cud
   cudaStream_t own = nullptr;
   cudaEvent_t mark = nullptr;
   cudaEvent_t on_own = nullptr;
+  cudaEvent_t allocated = nullptr;
   CK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&allocated, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&on_own, cudaEventDisableTiming));
   while (!done.load(std::memory_order_relaxed)) {
@@ -116,9 +150,11 @@ void make_noise(std::vector<cudaStream_t> const& streams, noise_kinds kinds, cud
         CK(cudaStreamWaitEvent(own, mark, 0));
       }
       if (kinds.waits) { CK(cudaStreamWaitEvent(s, on_own, 0)); }
-      if (kinds.allocations) {
+      if (kinds.allocations) {  // the free on its own stream is ordered after the allocation
         void* block = nullptr;
         CK(cudaMallocFromPoolAsync(&block, 4096, pool, s));
+        CK(cudaEventRecord(allocated, s));
+        CK(cudaStreamWaitEvent(own, allocated, 0));
         CK(cudaFreeAsync(block, own));
       }
     }
@@ -127,6 +163,7 @@ void make_noise(std::vector<cudaStream_t> const& streams, noise_kinds kinds, cud
   CK(cudaStreamDestroy(own));
   CK(cudaEventDestroy(mark));
   CK(cudaEventDestroy(on_own));
+  CK(cudaEventDestroy(allocated));
 }
 
 }  // namespace
@@ -134,6 +171,17 @@ void make_noise(std::vector<cudaStream_t> const& streams, noise_kinds kinds, cud
 int main(int argc, char** argv)
 {
   options o;
+  struct whole_number {
+    int* field;
+    int low;
+    int high;
+  };
+  std::map<std::string, whole_number> const numbers{
+    {"--producers", {&o.producers, 1, 256}},
+    {"--noise-threads", {&o.noise_threads, 0, 256}},
+    {"--iterations", {&o.iterations, 1, 10'000'000}},
+    {"--gate-delay-us", {&o.gate_delay_us, 0, 100'000}},
+  };
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
     auto value = [&]() -> char const* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -144,14 +192,17 @@ int main(int argc, char** argv)
       o.noise = v;
     } else if (arg == "--rerecord") {
       o.rerecord = true;
-    } else if (arg == "--producers" && (v = value())) {
-      o.producers = std::atoi(v);
-    } else if (arg == "--noise-threads" && (v = value())) {
-      o.noise_threads = std::atoi(v);
-    } else if (arg == "--iterations" && (v = value())) {
-      o.iterations = std::atoi(v);
-    } else if (arg == "--spin-ns" && (v = value())) {
-      o.spin_ns = static_cast<unsigned>(std::atoi(v));
+    } else if (arg == "--no-wait") {
+      o.wait = false;
+    } else if (numbers.count(arg) != 0) {
+      whole_number const& n = numbers.at(arg);
+      v = value();
+      std::optional<int> const parsed = v != nullptr ? number(v, n.low, n.high) : std::nullopt;
+      if (!parsed) {
+        std::string const range = "a whole number from " + std::to_string(n.low) + " to " + std::to_string(n.high);
+        return usage((v != nullptr ? arg + ": '" + v + "' is not " + range : arg + " needs " + range).c_str());
+      }
+      *n.field = *parsed;
     } else {
       return usage(("unknown or incomplete option " + arg).c_str());
     }
@@ -179,19 +230,28 @@ int main(int argc, char** argv)
       from = comma + 1;
     }
   }
-  if (o.producers < 1 || o.noise_threads < 0 || o.iterations < 1) { return usage("counts must be positive"); }
 
   int devices = 0;
   if (cudaError_t const counted = cudaGetDeviceCount(&devices); counted != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n", cudaGetErrorName(counted), devices);
     return 0;
   }
+  auto const count = static_cast<std::size_t>(o.producers);
   unsigned long long* slots = nullptr;
-  unsigned long long* early = nullptr;
-  CK(cudaMalloc(&slots, sizeof(unsigned long long) * static_cast<std::size_t>(o.producers)));
-  CK(cudaMalloc(&early, sizeof(unsigned long long)));
-  CK(cudaMemset(slots, 0, sizeof(unsigned long long) * static_cast<std::size_t>(o.producers)));
-  CK(cudaMemset(early, 0, sizeof(unsigned long long)));
+  unsigned long long* counters = nullptr;  // early checks, gate timeouts
+  unsigned long long* gates = nullptr;     // host memory the kernels read; one per producer
+  CK(cudaMalloc(&slots, sizeof(unsigned long long) * count));
+  CK(cudaMalloc(&counters, 2 * sizeof(unsigned long long)));
+  CK(cudaMemset(slots, 0, sizeof(unsigned long long) * count));
+  CK(cudaMemset(counters, 0, 2 * sizeof(unsigned long long)));
+  CK(cudaHostAlloc(&gates, sizeof(unsigned long long) * count, cudaHostAllocMapped | cudaHostAllocPortable));
+  for (std::size_t p = 0; p < count; ++p) {
+    gates[p] = 0;
+  }
+  unsigned long long* device_gates = nullptr;
+  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_gates), gates, 0));
+  unsigned long long* const early = counters;
+  unsigned long long* const gate_timeouts = counters + 1;
   cudaStream_t shared = nullptr;
   CK(cudaStreamCreateWithFlags(&shared, cudaStreamNonBlocking));
   std::vector<cudaStream_t> own(static_cast<std::size_t>(o.producers));
@@ -239,14 +299,21 @@ int main(int argc, char** argv)
     producers.emplace_back([&, p] {
       cudaEvent_t produced = nullptr;
       CK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
+      auto const delay = std::chrono::microseconds(o.gate_delay_us);
       for (int i = 1; i <= o.iterations; ++i) {
-        produce<<<1, 1, 0, own[p]>>>(slots + p, static_cast<unsigned long long>(i), o.spin_ns);
+        auto const iteration = static_cast<unsigned long long>(i);
+        produce<<<1, 1, 0, own[p]>>>(slots + p, device_gates + p, iteration, gate_timeouts);
         CK(cudaGetLastError());
         CK(cudaEventRecord(produced, own[p]));
-        CK(cudaStreamWaitEvent(targets[p], produced, 0));
-        check<<<1, 1, 0, targets[p]>>>(slots + p, static_cast<unsigned long long>(i), early);
+        if (o.wait) { CK(cudaStreamWaitEvent(targets[p], produced, 0)); }
+        check<<<1, 1, 0, targets[p]>>>(slots + p, iteration, early);
         CK(cudaGetLastError());
         if (o.rerecord) { CK(cudaEventRecord(produced, idle[p])); }
+        // The producer's kernel is held until now: a check not ordered after
+        // it has had the delay to run first.
+        auto const opened_at = std::chrono::steady_clock::now() + delay;
+        while (std::chrono::steady_clock::now() < opened_at) {}
+        __atomic_store_n(gates + p, iteration, __ATOMIC_RELEASE);
         if (i % 512 == 0) { CK(cudaStreamSynchronize(targets[p])); }  // keeps the queues short
       }
       CK(cudaStreamSynchronize(targets[p]));
@@ -263,12 +330,15 @@ int main(int argc, char** argv)
   CK(cudaDeviceSynchronize());
   CK(cudaMemPoolDestroy(pool));
   double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  unsigned long long early_checks = 0;
-  CK(cudaMemcpy(&early_checks, early, sizeof early_checks, cudaMemcpyDeviceToHost));
-  std::printf("event_wait_race: target=%s noise=%s rerecord=%s producers=%d noise_threads=%d iterations=%d "
-              "checks=%llu early_checks=%llu seconds=%.1f\n",
-              o.target.c_str(), o.noise.c_str(), o.rerecord ? "yes" : "no", o.producers, o.noise_threads, o.iterations,
+  unsigned long long results[2] = {0, 0};
+  CK(cudaMemcpy(results, counters, sizeof results, cudaMemcpyDeviceToHost));
+  unsigned long long const early_checks = results[0];
+  CK(cudaFreeHost(gates));
+  std::printf("event_wait_race: target=%s noise=%s rerecord=%s wait=%s producers=%d noise_threads=%d iterations=%d "
+              "checks=%llu early_checks=%llu gate_timeouts=%llu seconds=%.1f\n",
+              o.target.c_str(), o.noise.c_str(), o.rerecord ? "yes" : "no", o.wait ? "yes" : "no", o.producers,
+              o.noise_threads, o.iterations,
               static_cast<unsigned long long>(o.producers) * static_cast<unsigned long long>(o.iterations),
-              early_checks, seconds);
+              early_checks, results[1], seconds);
   return early_checks == 0 ? 0 : 1;
 }
