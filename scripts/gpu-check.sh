@@ -226,33 +226,26 @@ if want stress && [[ -x $stress ]]; then
   done
   # (These controls and the runs below them are for the record: their exit,
   # in their line, does not fail the check.)
-  # The controls for the corruption of the side-streams case (seed 72 showed
-  # it in 3 of 3 runs, a verify on a side stream reading a buffer before its
-  # fill on a blocking stream ran, across the program's own event wait): one
-  # thread makes every cudaFree, every 5 ms, so that no block is reused while
-  # in use; natively (the device runs on between those synchronizations) and
-  # under the shim. Corruption in either is not a block handed out early.
-  # native-noise: natively, with a thread making the shim's calls on the
-  # program's streams (--noise): corruption there is the driver's.
-  for arm in native native-noise shim; do
-    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
-    noise=(); [[ $arm == native-noise ]] && noise=(--noise)
-    name=stress-side-streams-deferred-$arm
-    line=$(env "${preload[@]}" timeout 240 "$stress" --blocking-streams --side-streams 4 --size-classes 4 \
-      --operations 400000 --seed 72 --deferred-free-ms 5 "${noise[@]}" 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
-    status=$?
-    note "    $arm, blocking streams and 4 side streams, seed 72, frees deferred 5 ms (exit $status): $line"
-  done
   # The default configuration's open corruption (a program's wait that did
-  # not hold, on the legacy stream), informational: with the shim's
-  # allocations on the per-thread default stream instead of the legacy one
-  # (its only call there is then the fence's record), and with kernel
-  # launches only (no host functions, copies or graph launches).
-  for variant in per-thread kernels-only; do
+  # not hold, a verify on the legacy stream reading a buffer before its fill
+  # ran; about once in one or two runs of a million operations): natively at
+  # the same length with every cudaFree made by one thread every 1 ms (no
+  # block reused while in use, deep queues as under the shim: corruption
+  # there is the driver's), and under the shim with its allocations on the
+  # per-thread default stream instead of the legacy one (its only call there
+  # is then the fence's record), with kernel launches only (no host
+  # functions, copies or graph launches), and with 32 hardware queues
+  # (CUDA_DEVICE_MAX_CONNECTIONS=32: with 16 streams and more on the default
+  # 8, streams share queues).
+  line=$(timeout 240 "$stress" --deferred-free-ms 1 2>"$logs/stress-native-deferred-1ms.err" |
+    tee "$logs/stress-native-deferred-1ms.out" | tail -1)
+  note "    native, frees deferred 1 ms (exit $?): $line"
+  for variant in per-thread kernels-only connections-32; do
     name=stress-device-$variant
     settings=(); args=()
     [[ $variant == per-thread ]] && settings=(ASYNCSHIM_STREAM=per-thread)
     [[ $variant == kernels-only ]] && args=(--kernels-only)
+    [[ $variant == connections-32 ]] && settings=(CUDA_DEVICE_MAX_CONNECTIONS=32)
     line=$(env LD_PRELOAD="$shim" "${settings[@]}" timeout 240 "$stress" "${args[@]}" 2>"$logs/$name.err" |
       tee "$logs/$name.out" | tail -1)
     note "    device, ${variant/-/ } (exit $?): $line"
