@@ -42,8 +42,21 @@ def torch(model, config, step_ms, reserved=None, purpose="time"):
             "torch_cuda": "13.0", "gpu": "none"}
 
 
+def load_time(label, without_us, with_us, spread_us, runs):
+    """alloc_bench's load-time record: medians and a p10–p90 spread, in µs."""
+    return {"bench": "load-time", "program": label, "label": label, "preload": "libasyncshim.so", "runs": runs,
+            "without_median_us": without_us, "without_p10_us": without_us - spread_us / 2,
+            "without_p90_us": without_us + spread_us / 2, "with_median_us": with_us,
+            "with_p10_us": with_us - spread_us / 2, "with_p90_us": with_us + spread_us / 2,
+            "cost_us": with_us - without_us}
+
+
 def make_raw(raw):
     runs = {
+        # 370 µs ± 2·0.49·sqrt(2)·300/sqrt(300) ≈ ±24 µs: met. 1500 µs ± 2·0.49·sqrt(2)·25000/sqrt(40)
+        # ≈ ±5,500 µs: the 1 ms limit is inside it, not decided.
+        "load-true": [load_time("/bin/true", 750.0, 1120.0, 300.0, 300)],
+        "load-python": [load_time("python3 -c pass", 73800.0, 75300.0, 25000.0, 40)],
         "pairs-pool-runtime-r1": pairs("pool", "runtime", dict.fromkeys(SIZES, 1000.0)),
         "pairs-pool-driver-r1": pairs("pool", "driver", dict.fromkeys(SIZES, 1000.0)),
         "pairs-shim-device-runtime-r1": pairs("shim:device", "runtime", dict.fromkeys(SIZES, 900.0)),
@@ -125,6 +138,13 @@ def main():
     not_measured = one("16 threads, shim default (device ordering), cudaMalloc (runtime path)")
     expect(not_measured.get("met") is None and not_measured.get("result") == "not measured",
            f"a target without figures says not measured: {not_measured}")
+
+    true_load = one("load-time cost, `/bin/true`")
+    expect(true_load.get("met") is True and "± 24 µs" in true_load.get("measured", ""),
+           f"a load-time cost well under the limit, give or take its noise, is met: {true_load}")
+    python_load = one("load-time cost, `python3 -c pass`")
+    expect(python_load.get("met") is None and python_load.get("result", "").startswith("not decided"),
+           f"a load-time cost whose noise straddles the limit is not decided: {python_load}")
 
     steps = one("PyTorch resnet18, uncached, shim default (device ordering)")
     expect(steps.get("met") is False and abs(steps["value"] - 1.1) < 1e-9, f"11 ms against 10 ms is missed: {steps}")
