@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole GPU check in one command, on a machine with a CUDA GPU: configures
+# The whole GPU check, on a machine with a CUDA GPU: configures
 # and builds (using .deps/ from scripts/prepare-device-deps.sh where the Debian
 # -dev packages are missing), runs the CPU tier, the GPU tier, the ordering
 # stress in each mode, the leak report and the event log (a known program,
@@ -11,7 +11,7 @@
 # two-process torchrun job (TORCHRUN_ROUNDS rounds, default 3), and
 # asyncshim-ab on the demo and on a PyTorch loop; keeps full logs (and the A/B
 # JSON exports) and prints a short summary last.
-#   scripts/gpu-check.sh [--skip-ab] [--only PARTS]   (logs: $OUT/logs.tgz, else ./gpu-check-logs)
+#   scripts/gpu-check.sh [--skip-ab] [--only PARTS] [--help]   (logs: $OUT/logs.tgz, else ./gpu-check-logs)
 # --skip-ab leaves out the A/B timing runs (several minutes) when only
 # correctness is being checked. The whole check takes longer than one device
 # call's 10 minutes: --only runs the named parts (comma-separated) after the
@@ -32,6 +32,7 @@ all_parts=$parts
 while (($# > 0)); do
   case $1 in
     --skip-ab) skip_ab=1 ;;
+    -h | --help) sed -n '2,/^set -uo pipefail/{/^set -uo/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
     --only)
       parts=${2:-}
       [[ -n $parts ]] || { echo "gpu-check.sh: --only needs parts, comma-separated (parts: $all_parts)" >&2; exit 2; }
@@ -43,7 +44,7 @@ while (($# > 0)); do
         }
       done
       shift ;;
-    *) echo "gpu-check.sh: unknown option '$1' (options: --skip-ab, --only PARTS)" >&2; exit 2 ;;
+    *) echo "gpu-check.sh: unknown option '$1' (options: --skip-ab, --only PARTS, --help)" >&2; exit 2 ;;
   esac
   shift
 done
