@@ -112,6 +112,12 @@ grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | se
 fi
 
 shim=$PWD/$build/shim/libasyncshim.so
+# as_arm native|shim COMMAND...: COMMAND as it is, or with the shim preloaded.
+as_arm() {
+  local arm=$1
+  shift
+  if [[ $arm == shim ]]; then env LD_PRELOAD="$shim" "$@"; else "$@"; fi
+}
 
 # Legacy IPC between processes (tests/shim/ipc_probe.cpp: simpleIPC-style
 # sharing, open/close semantics, the exporter freeing or exiting, an importer
@@ -124,8 +130,7 @@ if want ipc && [[ -x $costs ]]; then
   "$costs" release >"$logs/ipc-costs-release.txt" 2>&1
   while read -r l; do note "    $l"; done <"$logs/ipc-costs-release.txt"
   for arm in native shim; do
-    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
-    env "${preload[@]}" timeout 120 "$costs" latency >"$logs/ipc-costs-latency-$arm.txt" 2>&1
+    as_arm $arm timeout 120 "$costs" latency >"$logs/ipc-costs-latency-$arm.txt" 2>&1
     while read -r l; do note "    $arm: $l"; done < <(grep -v '^asyncshim' "$logs/ipc-costs-latency-$arm.txt")
   done
 fi
@@ -153,64 +158,67 @@ done
 # The ordering stress program (tests/gpu/ordering_stress.cu) in each mode:
 # device and sync must see no corrupted byte; stream mode is reported.
 stress=$PWD/$build/tests/gpu/ordering_stress
+# stress_run NAME LABEL [VAR=VALUE...] -- ARGS...: the stress program with
+# those settings and arguments (its output in the logs as NAME.out and
+# NAME.err); notes LABEL with its exit status and summary line, and returns
+# its status.
+stress_run() {
+  local name=$1 label=$2 settings=() line status
+  shift 2
+  while [[ $1 != -- ]]; do
+    settings+=("$1")
+    shift
+  done
+  shift
+  line=$(env "${settings[@]}" timeout 240 "$stress" "$@" 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
+  status=$?
+  note "    $label (exit $status): $line"
+  return $status
+}
+# The statistics file's figure for one stress run, as a line of the summary.
+note_stats() {  # file, then a Python expression of `d` (the first device's statistics)
+  note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print(eval(sys.argv[2]))' \
+    "$1" "$2" 2>&1)"
+}
 if want stress && [[ -x $stress ]]; then
   note "ordering stress (16 threads, non-blocking streams + legacy, cross-thread frees):"
-  for ordering in device sync stream; do
-    allow=(); [[ $ordering == stream ]] && allow=(--allow-corruption)
-    # (sync ordering synchronizes the device at each free: 400,000
-    # operations take it about 70 s, the default million 170 s)
-    [[ $ordering == sync ]] && allow=(--operations 400000)
-    line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=$ordering timeout 240 "$stress" "${allow[@]}" 2>"$logs/stress-$ordering.err" | tee "$logs/stress-$ordering.out" | tail -1)
-    status=$?
-    [[ $status -eq 0 ]] || failed=1
-    note "    $ordering (exit $status): $line"
-  done
+  stress_run stress-device device LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=device -- || failed=1
+  # (sync ordering synchronizes the device at each free: 400,000 operations
+  # take it about 70 s, the default million 170 s)
+  stress_run stress-sync sync LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=sync -- --operations 400000 || failed=1
+  stress_run stress-stream stream LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=stream -- --allow-corruption || failed=1
   # Few sizes: most allocations can reuse a block freed a moment before, from
   # the reuse cache, or at 32 threads and 4 sizes from the pool.
-  line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=1GiB ASYNCSHIM_STATS_FILE=$logs/stress-classes.json timeout 240 \
-    "$stress" --size-classes 16 2>"$logs/stress-classes.err" | tee "$logs/stress-classes.out" | tail -1)
-  status=$?
-  [[ $status -eq 0 ]] || failed=1
-  note "    device, reuse cache on, 16 sizes (exit $status): $line"
-  note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]["reuse_cache"]; print("reuse cache: %d hits, %d misses, peak %d MiB held" % (d["hits"], d["misses"], d["peak_held_bytes"] >> 20))' "$logs/stress-classes.json" 2>&1)"
-  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 2>"$logs/stress-few-sizes.err" | tee "$logs/stress-few-sizes.out" | tail -1)
-  status=$?
-  [[ $status -eq 0 ]] || failed=1
-  note "    device, 32 threads, 4 sizes (exit $status): $line"
+  stress_run stress-classes "device, reuse cache on, 16 sizes" LD_PRELOAD="$shim" ASYNCSHIM_REUSE_CACHE=1GiB \
+    ASYNCSHIM_STATS_FILE="$logs/stress-classes.json" -- --size-classes 16 || failed=1
+  note_stats "$logs/stress-classes.json" \
+    '"reuse cache: %d hits, %d misses, peak %d MiB held" % (d["reuse_cache"]["hits"], d["reuse_cache"]["misses"], d["reuse_cache"]["peak_held_bytes"] >> 20)'
+  stress_run stress-few-sizes "device, 32 threads, 4 sizes" LD_PRELOAD="$shim" -- --size-classes 4 --threads 32 ||
+    failed=1
   # The controls for that case: natively with cudaFree made every 5 ms by one
   # thread (no reuse while in use; corruption there is not an allocator's),
-  # and under the shim with no event recorded twice.
-  line=$(timeout 240 "$stress" --size-classes 4 --threads 32 --deferred-free-ms 5 --operations 400000 \
-    2>"$logs/stress-deferred.err" | tee "$logs/stress-deferred.out" | tail -1)
-  status=$?
-  [[ $status -eq 0 ]] || failed=1
-  note "    native, frees deferred 5 ms, 32 threads, 4 sizes (exit $status): $line"
-  line=$(LD_PRELOAD=$shim timeout 240 "$stress" --size-classes 4 --threads 32 --fresh-events --operations 400000 \
-    2>"$logs/stress-fresh-events.err" | tee "$logs/stress-fresh-events.out" | tail -1)
-  note "    device, 32 threads, 4 sizes, fresh events (exit $?): $line"
-  line=$(LD_PRELOAD=$shim ASYNCSHIM_FREE_BACKLOG=64MiB ASYNCSHIM_STATS_FILE=$logs/stress-backlog.json timeout 240 \
-    "$stress" --operations 400000 2>"$logs/stress-backlog.err" | tee "$logs/stress-backlog.out" | tail -1)
-  status=$?
-  [[ $status -eq 0 ]] || failed=1
-  note "    device, free backlog 64 MiB (exit $status): $line"
-  note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]["free_backlog"]; print("free backlog: %d frees over the limit, %d waited (%.1f ms), peak %d MiB waiting" % (d["frees_over_limit"], d["frees_waited"], d["waited_ns"] / 1e6, d["peak_bytes"] >> 20))' "$logs/stress-backlog.json" 2>&1)"
-  line=$(LD_PRELOAD=$shim ASYNCSHIM_ORDERING=stream timeout 240 "$stress" --blocking-streams --operations 400000 \
-    2>"$logs/stress-stream-blocking.err" | tee "$logs/stress-stream-blocking.out" | tail -1)
-  status=$?
-  [[ $status -eq 0 ]] || failed=1
-  note "    stream, blocking streams only (exit $status): $line"
+  # and under the shim with no event recorded twice (for the record).
+  stress_run stress-deferred "native, frees deferred 5 ms, 32 threads, 4 sizes" -- \
+    --size-classes 4 --threads 32 --deferred-free-ms 5 --operations 400000 || failed=1
+  stress_run stress-fresh-events "device, 32 threads, 4 sizes, fresh events" LD_PRELOAD="$shim" -- \
+    --size-classes 4 --threads 32 --fresh-events --operations 400000
+  stress_run stress-backlog "device, free backlog 64 MiB" LD_PRELOAD="$shim" ASYNCSHIM_FREE_BACKLOG=64MiB \
+    ASYNCSHIM_STATS_FILE="$logs/stress-backlog.json" -- --operations 400000 || failed=1
+  note_stats "$logs/stress-backlog.json" \
+    '"free backlog: %d frees over the limit, %d waited (%.1f ms), peak %d MiB waiting" % (d["free_backlog"]["frees_over_limit"], d["free_backlog"]["frees_waited"], d["free_backlog"]["waited_ns"] / 1e6, d["free_backlog"]["peak_bytes"] >> 20)'
+  stress_run stress-stream-blocking "stream, blocking streams only" LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=stream -- \
+    --blocking-streams --operations 400000 || failed=1
+  in_order='"in order: %d of %d frees" % (d["in_order_frees"], d["frees"])'
   # Device ordering with no non-blocking stream: frees go in the legacy
   # stream's order; then every thread switches to a non-blocking stream;
   # both also with the reuse cache on (blocks freed in order kept for reuse).
   for cache in 0 1GiB; do
     for late in "" --late-non-blocking; do
       name=stress-in-order${late:+-late}-cache-$cache
-      line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 \
-        "$stress" --blocking-streams $late --size-classes 4 --operations 400000 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
-      status=$?
-      [[ $status -eq 0 ]] || failed=1
-      note "    device, blocking streams${late:+, then non-blocking ones}, reuse cache $cache (exit $status): $line"
-      note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
+      stress_run "$name" "device, blocking streams${late:+, then non-blocking ones}, reuse cache $cache" \
+        LD_PRELOAD="$shim" ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE="$logs/$name.json" -- \
+        --blocking-streams $late --size-classes 4 --operations 400000 || failed=1
+      note_stats "$logs/$name.json" "$in_order"
     done
   done
   # Device ordering with blocking streams and 4 shared non-blocking side
@@ -218,12 +226,10 @@ if want stress && [[ -x $stress ]]; then
   # streams has work in progress.
   for cache in 0 1GiB; do
     name=stress-idle-streams-cache-$cache
-    line=$(LD_PRELOAD=$shim ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE=$logs/$name.json timeout 240 \
-      "$stress" --blocking-streams --side-streams 4 --size-classes 4 --operations 400000 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
-    status=$?
-    [[ $status -eq 0 ]] || failed=1
-    note "    device, blocking streams and 4 side streams, reuse cache $cache (exit $status): $line"
-    note "    $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; print("in order: %d of %d frees" % (d["in_order_frees"], d["frees"]))' "$logs/$name.json" 2>&1)"
+    stress_run "$name" "device, blocking streams and 4 side streams, reuse cache $cache" LD_PRELOAD="$shim" \
+      ASYNCSHIM_REUSE_CACHE=$cache ASYNCSHIM_STATS_FILE="$logs/$name.json" -- \
+      --blocking-streams --side-streams 4 --size-classes 4 --operations 400000 || failed=1
+    note_stats "$logs/$name.json" "$in_order"
   done
   # (These controls and the runs below them are for the record: their exit,
   # in their line, does not fail the check.)
@@ -238,19 +244,11 @@ if want stress && [[ -x $stress ]]; then
   # functions, copies or graph launches), and with 32 hardware queues
   # (CUDA_DEVICE_MAX_CONNECTIONS=32: with 16 streams and more on the default
   # 8, streams share queues).
-  line=$(timeout 240 "$stress" --deferred-free-ms 1 2>"$logs/stress-native-deferred-1ms.err" |
-    tee "$logs/stress-native-deferred-1ms.out" | tail -1)
-  note "    native, frees deferred 1 ms (exit $?): $line"
-  for variant in per-thread kernels-only connections-32; do
-    name=stress-device-$variant
-    settings=(); args=()
-    [[ $variant == per-thread ]] && settings=(ASYNCSHIM_STREAM=per-thread)
-    [[ $variant == kernels-only ]] && args=(--kernels-only)
-    [[ $variant == connections-32 ]] && settings=(CUDA_DEVICE_MAX_CONNECTIONS=32)
-    line=$(env LD_PRELOAD="$shim" "${settings[@]}" timeout 240 "$stress" "${args[@]}" 2>"$logs/$name.err" |
-      tee "$logs/$name.out" | tail -1)
-    note "    device, ${variant/-/ } (exit $?): $line"
-  done
+  stress_run stress-native-deferred-1ms "native, frees deferred 1 ms" -- --deferred-free-ms 1
+  stress_run stress-device-per-thread "device, per thread" LD_PRELOAD="$shim" ASYNCSHIM_STREAM=per-thread --
+  stress_run stress-device-kernels-only "device, kernels only" LD_PRELOAD="$shim" -- --kernels-only
+  stress_run stress-device-connections-32 "device, connections 32" LD_PRELOAD="$shim" \
+    CUDA_DEVICE_MAX_CONNECTIONS=32 --
   # Does a program's cudaStreamWaitEvent hold while other threads record
   # events on, make waits in and allocate from a pool on the same streams, as
   # the shim does, with the program's event recorded again right after?
@@ -271,11 +269,10 @@ if want stress && [[ -x $stress ]]; then
   # stream? (The shim follows only non-blocking streams; a temporary blocking
   # stream destroyed with work pending relies on it.)
   for arm in native shim; do
-    preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
-    note "    $arm: $(env "${preload[@]}" timeout 60 "$PWD/$build/tests/gpu/shim_gpu_probe" destroyed-stream 2>&1 | grep -v '^asyncshim' | tr '\n' ' ')"
+    note "    $arm: $(as_arm $arm timeout 60 "$PWD/$build/tests/gpu/shim_gpu_probe" destroyed-stream 2>&1 |
+      grep -v '^asyncshim' | tr '\n' ' ')"
   done
-  line=$(timeout 240 "$stress" --operations 200000 2>"$logs/stress-native.err" | tee "$logs/stress-native.out" | tail -1)
-  note "    native cudaMalloc (exit $?): $line"
+  stress_run stress-native "native cudaMalloc" -- --operations 200000
 fi
 
 # The leak report and the event log: a program with known leaks (also in the
@@ -415,8 +412,7 @@ while read -r l; do note "    $l"; done < <(echo "$ipc_out" | grep -E '^(torch i
 # Which streams a ResNet-18 step puts work on (docs/followed-submissions.md),
 # uncached, natively and under the shim: what it counts is the program's.
 for arm in native shim; do
-  preload=(); [[ $arm == shim ]] && preload=("LD_PRELOAD=$shim")
-  env "${preload[@]}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 180 python3 tests/bench/torch_streams.py --model resnet18 \
+  as_arm $arm env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 180 python3 tests/bench/torch_streams.py --model resnet18 \
     >"$logs/torch-streams-$arm.log" 2>&1
   note "ResNet-18 work per stream, $arm (exit $?):"
   while read -r l; do note "    $l"; done < <(grep -E '^(torch_streams: stream|SKIP)' "$logs/torch-streams-$arm.log" | head -12)
