@@ -203,11 +203,16 @@ def pool_value(values, path, *key):
 # ---- targets --------------------------------------------------------------------
 
 
-def target(name, measured_text, value, limit, at_most):
-    """One target: met or missed, and by how much (relative to the limit)."""
+def target(name, measured_text, value, limit, at_most, plus_minus=None):
+    """One target: met or missed, and by how much (relative to the limit); with
+    `plus_minus` (the measurement's uncertainty), neither while the limit lies
+    within value ± plus_minus."""
     if value is None:
         return {"target": name, "measured": "not measured", "value": None, "limit": limit, "met": None,
                 "result": "not measured"}
+    if plus_minus is not None and value - plus_minus < limit < value + plus_minus:
+        return {"target": name, "measured": measured_text, "value": value, "limit": limit, "met": None,
+                "result": "not decided: the limit is inside the noise (more runs would decide it)"}
     met = value <= limit if at_most else value >= limit
     margin = abs(value / limit - 1) * 100
     if at_most and value <= 0:
@@ -326,19 +331,12 @@ LOAD_TIME_LIMIT_US = 1000.0
 
 
 def load_time_target(r):
-    """The load-time goal for one program: met or missed only when the cost,
-    give or take two standard errors, is on one side of the limit."""
-    program = r.get("label") or r.get("program")
+    """The load-time goal for one program, given or take two standard errors."""
     cost = r["cost_us"]
-    name = f"load-time cost, `{program}` (no CUDA): < 1 ms"
     plus_minus = load_time_uncertainty_us(r)
-    if plus_minus is None:
-        return target(name, f"{cost:.0f} µs", cost, LOAD_TIME_LIMIT_US, True)
-    measured = f"{cost:.0f} µs ± {plus_minus:.0f} µs"
-    if cost - plus_minus < LOAD_TIME_LIMIT_US < cost + plus_minus:
-        return {"target": name, "measured": measured, "value": cost, "limit": LOAD_TIME_LIMIT_US, "met": None,
-                "result": "not decided: the limit is inside the noise (more runs would decide it)"}
-    return target(name, measured, cost, LOAD_TIME_LIMIT_US, True)
+    measured = f"{cost:.0f} µs" + (f" ± {plus_minus:.0f} µs" if plus_minus is not None else "")
+    return target(f"load-time cost, `{r.get('label') or r.get('program')}` (no CUDA): < 1 ms", measured, cost,
+                  LOAD_TIME_LIMIT_US, True, plus_minus)
 
 
 # ---- the page --------------------------------------------------------------------
