@@ -13,14 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-failures = 0
-
-
-def expect(condition, what):
-    global failures
-    if not condition:
-        print(f"FAILED: {what}")
-        failures += 1
+from checks import expect, finish  # beside this file
 
 
 def pairs(allocator, path, medians):
@@ -170,9 +163,7 @@ def main():
     expect("shim, device ordering, event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)" in page,
            "every pair measurement names the observing setting it ran with")
     expect("not run: the time limit of 480 s was reached" in page, "a run not started is listed with its reason")
-    if failures == 0:
-        print("check_report: ok")
-    return 1 if failures else 0
+    return finish("check_report")
 
 
 if __name__ == "__main__":

@@ -12,14 +12,7 @@ import os
 import sys
 import tempfile
 
-failures = 0
-
-
-def expect(condition, what):
-    global failures
-    if not condition:
-        print(f"FAILED: {what}")
-        failures += 1
+from checks import expect, finish  # beside this file
 
 
 def main() -> int:
@@ -39,9 +32,7 @@ def main() -> int:
     expect(set(counts) == {7, 13}, f"streams 7 and 13, got {sorted(counts)}")
     expect(dict(counts.get(7, {})) == {"kernels": 5, "copies": 1}, f"stream 7: {dict(counts.get(7, {}))}")
     expect(dict(counts.get(13, {})) == {"kernels": 2, "sets": 1}, f"stream 13: {dict(counts.get(13, {}))}")
-    if failures == 0:
-        print("check_torch_streams: ok")
-    return 1 if failures else 0
+    return finish("check_torch_streams")
 
 
 if __name__ == "__main__":
