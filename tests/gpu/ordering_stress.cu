@@ -53,10 +53,7 @@
 //
 // Every verify kernel also checks, as it starts, that its buffer's fill has
 // finished (early_verifies counts those that started before: a wait that did
-// not hold, whatever the bytes). --noise adds a thread that makes the calls
-// the shim makes on the program's streams, natively (make_noise): with
-// --deferred-free-ms and without the shim, corruption or early verifies then
-// point at the driver, not at an allocator. For each corrupted buffer the
+// not hold, whatever the bytes). For each corrupted buffer the
 // program says what happened to it (explain_corruption), including when its
 // fill started and ended and which event its last verify waited for.
 //
@@ -64,7 +61,7 @@
 // 1000000, i.e. 500000 allocations, each freed once). The live set is bounded
 // by --max-live-bytes (default 8 GiB). One summary line at the end:
 //   ordering_stress: ordering=<ASYNCSHIM_ORDERING or unset> shim=<yes|no> threads=16 operations=1000000
-//     allocations=500000 bytes_verified=... corrupted_bytes=0 corrupted_buffers=0 early_verifies=0 noise=no
+//     allocations=500000 bytes_verified=... corrupted_bytes=0 corrupted_buffers=0 early_verifies=0
 //     seconds=...
 // Exit 0 when no byte was corrupted and no verify started early (or with
 // --allow-corruption), 1 when some were or one did, 2 on an unexpected CUDA error or bad options. "SKIP: no CUDA
@@ -248,12 +245,6 @@ struct options {
   // --side-streams N: N non-blocking streams all threads share, made at the
   // start; a tenth of the fills and verifications run on one of them.
   int side_streams = 0;
-  // --noise: one more thread makes, without the shim, the calls the shim's
-  // fences and in-order frees make on the program's streams (queries of the
-  // side streams, events recorded on them and on the legacy stream, waits of
-  // the side streams and of a stream of its own for them). They only add
-  // dependencies: corruption with them natively is not an allocator's.
-  bool noise = false;
 };
 
 [[noreturn]] void usage(char const* problem)
@@ -262,7 +253,7 @@ struct options {
   std::fprintf(stderr, "usage: ordering_stress [--threads N] [--operations N] [--seed N] [--max-live-bytes N[K|M|G]]\n"
                        "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
                        "                       [--fresh-events] [--deferred-free-ms N] [--blocking-streams]\n"
-                       "                       [--late-non-blocking] [--side-streams N] [--noise]\n"
+                       "                       [--late-non-blocking] [--side-streams N]\n"
                        "                       [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
@@ -330,8 +321,6 @@ options parse_options(int argc, char** argv)
       std::uint64_t const ms = parse_number(value(), false);
       if (ms < 1 || ms > 10000) { usage("--deferred-free-ms must be 1..10000"); }
       o.deferred_free_ms = static_cast<unsigned>(ms);
-    } else if (arg == "--noise") {
-      o.noise = true;
     } else if (arg == "--help" || arg == "-h") {
       usage(nullptr);
     } else {
@@ -843,48 +832,6 @@ class worker {
   std::vector<cudaEvent_t> free_events_;
 };
 
-// --noise: the shim's calls on the program's streams, made natively from
-// one thread until `done`, every 20 µs (what cannot be made is left out:
-// the point is the calls, not their results).
-void make_noise(std::vector<cudaStream_t> const& side_streams, std::atomic<bool> const& done)
-{
-  cudaStream_t own = nullptr;
-  CK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
-  cudaEvent_t barrier = nullptr;
-  cudaEvent_t legacy = nullptr;
-  CK(cudaEventCreateWithFlags(&barrier, cudaEventDisableTiming));
-  CK(cudaEventCreateWithFlags(&legacy, cudaEventDisableTiming));
-  std::vector<cudaEvent_t> on_side(side_streams.size());
-  for (cudaEvent_t& e : on_side) {
-    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  }
-  while (!done.load()) {
-    for (cudaStream_t side : side_streams) {
-      (void)cudaStreamQuery(side);  // cudaErrorNotReady while it has work
-    }
-    // As an in-order free: the side streams wait for the legacy stream.
-    CK(cudaEventRecord(barrier, cudaStreamLegacy));
-    for (cudaStream_t side : side_streams) {
-      CK(cudaStreamWaitEvent(side, barrier, 0));
-    }
-    // As a fence: a stream of its own waits for the legacy and the side streams.
-    CK(cudaEventRecord(legacy, cudaStreamLegacy));
-    CK(cudaStreamWaitEvent(own, legacy, 0));
-    for (std::size_t i = 0; i < side_streams.size(); ++i) {
-      CK(cudaEventRecord(on_side[i], side_streams[i]));
-      CK(cudaStreamWaitEvent(own, on_side[i], 0));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-  CK(cudaStreamSynchronize(own));
-  CK(cudaStreamDestroy(own));
-  CK(cudaEventDestroy(barrier));
-  CK(cudaEventDestroy(legacy));
-  for (cudaEvent_t e : on_side) {
-    CK(cudaEventDestroy(e));
-  }
-}
-
 void describe(char const* what, std::uint64_t id, history const& h, fill_progress const& fill)
 {
   std::printf("ordering_stress:   %s %llu: %zu bytes at 0x%llx, allocated by thread %d at call %llu, filled on %s, "
@@ -1016,16 +963,11 @@ int main(int argc, char** argv)
       }
     }};
   }
-  std::thread noise;
-  if (opts.noise) {
-    noise = std::thread{[&] { make_noise(shared.side_streams, workers_done); }};
-  }
   for (auto& th : threads) {
     th.join();
   }
   workers_done = true;
   if (deferred_freer.joinable()) { deferred_freer.join(); }
-  if (noise.joinable()) { noise.join(); }
   free_deferred();  // what the last round left
   CK(cudaDeviceSynchronize());
   auto const stop = std::chrono::steady_clock::now();
@@ -1076,7 +1018,7 @@ int main(int argc, char** argv)
               "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
               "fresh_events=%s deferred_free_ms=%u blocking_streams=%s late_non_blocking=%s side_streams=%d "
               "corrupted_bytes=%llu "
-              "corrupted_buffers=%llu early_verifies=%llu noise=%s "
+              "corrupted_buffers=%llu early_verifies=%llu "
               "seconds=%.2f\n",
               ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
               static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
@@ -1084,7 +1026,7 @@ int main(int argc, char** argv)
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
               static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
               opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no", opts.side_streams,
-              corrupted_bytes, corrupted_buffers, early_verifies, opts.noise ? "yes" : "no", seconds);
+              corrupted_bytes, corrupted_buffers, early_verifies, seconds);
   if ((corrupted_bytes == 0 && early_verifies == 0) || opts.allow_corruption) { return 0; }
   return 1;
 }
