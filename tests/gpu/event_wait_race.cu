@@ -37,6 +37,8 @@
 //   iterations=20000 checks=160000 early_checks=0 gate_timeouts=0 seconds=3.1
 // and exits 1 if a check ran early, 0 if none did, 2 on a CUDA error or bad
 // usage. "SKIP: no CUDA device" and exit 0 without a GPU.
+#include "probe_common.cuh"
+
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -63,22 +65,15 @@
 
 namespace {
 
-__device__ unsigned long long clock_ns()
-{
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 constexpr unsigned long long gate_timeout_ns = 10'000'000;
 
 // Waits until the host opens `gate` for this iteration (or 10 ms), then writes it.
 __global__ void produce(unsigned long long* slot, unsigned long long const* gate, unsigned long long iteration,
                         unsigned long long* gate_timeouts)
 {
-  unsigned long long const give_up = clock_ns() + gate_timeout_ns;
+  unsigned long long const give_up = device_clock_ns() + gate_timeout_ns;
   while (*reinterpret_cast<unsigned long long const volatile*>(gate) < iteration) {
-    if (clock_ns() > give_up) {
+    if (device_clock_ns() > give_up) {
       atomicAdd(gate_timeouts, 1ull);
       break;
     }
@@ -254,9 +249,9 @@ int main(int argc, char** argv)
   unsigned long long* const gate_timeouts = counters + 1;
   cudaStream_t shared = nullptr;
   CK(cudaStreamCreateWithFlags(&shared, cudaStreamNonBlocking));
-  std::vector<cudaStream_t> own(static_cast<std::size_t>(o.producers));
-  std::vector<cudaStream_t> targets(static_cast<std::size_t>(o.producers));
-  std::vector<cudaStream_t> idle(static_cast<std::size_t>(o.producers));  // --rerecord's: never given work
+  std::vector<cudaStream_t> own(count);
+  std::vector<cudaStream_t> targets(count);
+  std::vector<cudaStream_t> idle(count);  // --rerecord's: never given work
   for (int p = 0; p < o.producers; ++p) {
     CK(cudaStreamCreateWithFlags(&own[p], cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&idle[p], cudaStreamNonBlocking));

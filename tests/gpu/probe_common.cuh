@@ -1,6 +1,7 @@
 // What several GPU probes share (peer_access_probe, pool_export_probe,
-// shim_gpu_probe): the data pattern and the kernel that writes it, the pool
-// behind a pointer, and the name printed for a memory access flag.
+// shim_gpu_probe, sharing_probe, event_wait_race): the data pattern and the
+// kernel that writes it, the device's clock, the pool behind a pointer, and
+// the name printed for a memory access flag.
 #pragma once
 
 #include <cuda.h>
@@ -23,6 +24,14 @@ __global__ void fill_kernel(unsigned* data, std::size_t n, unsigned seed)
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     data[i] = pattern(i, seed);
   }
+}
+
+// The device's global clock, in nanoseconds (the same on every SM).
+__device__ inline unsigned long long device_clock_ns()
+{
+  unsigned long long t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 
 // The pool a device pointer was allocated from, or null for memory not from a

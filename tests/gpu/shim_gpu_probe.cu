@@ -377,13 +377,8 @@ int second_device()
 // Spins on the device for about `ns` nanoseconds (the device's own clock).
 __device__ void spin_for(unsigned long long ns)
 {
-  unsigned long long start = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  for (;;) {
-    unsigned long long now = 0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start >= ns) { break; }
-  }
+  unsigned long long const start = device_clock_ns();
+  while (device_clock_ns() - start < ns) {}
 }
 
 __global__ void spin(unsigned long long ns) { spin_for(ns); }
