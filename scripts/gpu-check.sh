@@ -20,14 +20,16 @@
 # gets 180 s, and its comparison without the shim 90 s); --only
 # observe,torch,trace. Parts: tiers (the CPU and
 # GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
-# observe (leak report, event log, lifecycle answers), sanitizer, torch (same
+# followed (each kind of submission to a non-blocking stream seen, PyTorch's
+# lookups leaving followed submissions on, ResNet-18's memory held), observe
+# (leak report, event log, lifecycle answers), sanitizer, torch (same
 # losses, tensor sharing, streams per step), two-gpu, trace (driver lookups),
 # ab. With $OUT the logs are kept elsewhere and packed into $OUT/logs.tgz
 # every 10 s or so and at the end, so that a call cut off at its time limit
 # still brings back what ran.
 set -uo pipefail
 skip_ab=0
-parts=tiers,ipc,sharing,stress,observe,sanitizer,torch,two-gpu,trace,ab
+parts=tiers,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
 all_parts=$parts
 while (($# > 0)); do
   case $1 in
@@ -417,6 +419,53 @@ for arm in native shim; do
   note "ResNet-18 work per stream, $arm (exit $?):"
   while read -r l; do note "    $l"; done < <(grep -E '^(torch_streams: stream|SKIP)' "$logs/torch-streams-$arm.log" | head -12)
 done
+fi
+
+# Followed submissions (docs/followed-submissions.md): each kind of work on a
+# non-blocking stream is seen (both probe builds); PyTorch's lookups leave
+# them on; ResNet-18 uncached under the shim, and its pool's high-water mark
+# against PyTorch's own cache.
+if want followed; then
+  for probe in followed_submissions_probe followed_submissions_probe_ptds; do
+    exe=$PWD/$build/tests/gpu/$probe
+    [[ -x $exe ]] || { note "$probe: not built"; failed=1; continue; }
+    LD_PRELOAD="$shim" ASYNCSHIM_LOG_LEVEL=debug ASYNCSHIM_LOG_FILE="$logs/$probe.log" \
+      ASYNCSHIM_STATS_FILE="$logs/$probe.json" "$exe" >"$logs/$probe.out" 2>&1
+    status=$?
+    [[ $status -eq 0 ]] || failed=1
+    note "$probe (exit $status): $(tail -1 "$logs/$probe.out")"
+    while read -r l; do note "    $l"; done < <(grep -E '^(WRONG|FAIL)' "$logs/$probe.out")
+    note_stats "$logs/$probe.json" '"frees %d, in order %d" % (d["frees"], d["in_order_frees"])'
+    stopped=$(grep -h 'looked up the driver function' "$logs/$probe.log" 2>/dev/null | sed -E 's/.*function ([^ ]+ \([^)]*\)).*/\1/' | sort -u | tr '\n' ';')
+    note "    followed submissions ended by: ${stopped:-nothing}"
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    for model in resnet18 transformer mlp; do
+      LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=0 ASYNCSHIM_LOG_LEVEL=info ASYNCSHIM_LOG_FILE="$logs/followed-$model.log" \
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 ASYNCSHIM_STATS_FILE="$logs/followed-$model.json" \
+        timeout 240 python3 tests/bench/torch_bench.py --model "$model" --steps 20 --warmup 5 --purpose memory \
+        >"$logs/followed-$model.out" 2>&1
+      status=$?
+      timeout 240 python3 tests/bench/torch_bench.py --model "$model" --steps 20 --warmup 5 --purpose memory \
+        >"$logs/followed-$model-cached.out" 2>&1
+      held=$(python3 - "$logs/followed-$model.out" "$logs/followed-$model-cached.out" <<'PY' 2>/dev/null
+import json, sys
+def last(path):
+    for line in reversed(open(path).read().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            pass
+shim, cached = last(sys.argv[1]), last(sys.argv[2])
+a, b = shim["reserved_high_water_bytes"], cached["reserved_high_water_bytes"]
+print(f"pool high-water {a >> 20} MiB, PyTorch cache {b >> 20} MiB ({a / b:.2f}x)")
+PY
+)
+      stopped=$(grep -h 'looked up the driver function' "$logs/followed-$model.log" 2>/dev/null | sed -E 's/.*function ([^ ]+ \([^)]*\)).*/\1/' | head -1)
+      note "$model under the shim, uncached (exit $status): ${held:-no figures}; followed submissions ended: ${stopped:-no}"
+      note_stats "$logs/followed-$model.json" '"frees %d, in order %d" % (d["frees"], d["in_order_frees"])'
+    done
+  fi
 fi
 
 # With two GPUs or more: the two-GPU tests, verbosely, for their per-device

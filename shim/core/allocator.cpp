@@ -239,7 +239,7 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
       auto const free_on_legacy = [&](bool barrier_recorded) {
         return free_in_legacy_order(s, *pool, ptr, record, barrier_recorded, &record_kept);
       };
-      if (streams.free_in_order(barrier, free_on_legacy, in_order) && in_order == cudaSuccess) {
+      if (streams.free_in_order(barrier, record.handed_out, free_on_legacy, in_order) && in_order == cudaSuccess) {
         if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
         note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
         return cudaSuccess;
@@ -323,7 +323,7 @@ cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void*
                      cuda_async_memory_resource& pool, cudaStream_t stream) noexcept
 {
   try {
-    s.registry.insert(ptr, allocation_record{size, device});
+    s.registry.insert(ptr, allocation_record{size, device, false, tracker().block_handed_out()});
   } catch (...) {  // no host memory for the record: give the block back
     (void)pool.try_deallocate_async(ptr, stream);
     *dev_ptr = nullptr;

@@ -5,10 +5,16 @@
 #include "cuda/error_text.hpp"
 #include "cuda/loader.hpp"
 #include "state/shim_state.hpp"
+#include "state/stream_tracker.hpp"
 #include "support/log.hpp"
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstring>
+#include <string_view>
 
 namespace asyncshim::shim {
 namespace {
@@ -24,7 +30,10 @@ enum class lookups {
   cuda_11,
   cuda_2,
   cuda_3_2,
-  cuda_11_4
+  cuda_11_4,
+  submission_legacy_stream,
+  submission_per_thread_stream,
+  submission_every_stream
 };
 enum class need { required, optional };
 
@@ -46,13 +55,16 @@ constexpr std::size_t addresses_for(lookups kind) noexcept
 {
   switch (kind) {
     case lookups::every_stream:
-    case lookups::cuda_2: return 3;
+    case lookups::cuda_2:
+    case lookups::submission_every_stream: return 3;
     case lookups::every_stream_and_older: return 3 + std::size(older_versions);
     case lookups::legacy_stream:
     case lookups::per_thread_stream:
     case lookups::cuda_11:
     case lookups::cuda_3_2:
-    case lookups::cuda_11_4: return 2;
+    case lookups::cuda_11_4:
+    case lookups::submission_legacy_stream:
+    case lookups::submission_per_thread_stream: return 2;
   }
   return 0;
 }
@@ -111,12 +123,13 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
                              : kind == lookups::cuda_2    ? cuda_2_version
                              : kind == lookups::cuda_3_2  ? cuda_3_2_version
                              : kind == lookups::cuda_11_4 ? cuda_11_4_version
-                                                          : version;
-  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr : looked_up(name, lookup_version, 0);
+                                                          : version;  // a submission row's own ABI version
+  bool const per_thread_only = kind == lookups::per_thread_stream || kind == lookups::submission_per_thread_stream;
+  void* const legacy_lookup = per_thread_only ? nullptr : looked_up(name, lookup_version, 0);
   t.add(exported, ours, why);
   t.add(legacy_lookup, ours, why);
-  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream ||
-      kind == lookups::cuda_2) {
+  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::cuda_2 ||
+      per_thread_only || kind == lookups::submission_every_stream) {
     t.add(looked_up(name, lookup_version, per_thread), ours, why);
   }
   if (kind == lookups::every_stream_and_older) {
@@ -147,6 +160,9 @@ replacement_table search() noexcept
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
   add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name,  \
                 address(&asyncshim_hook_##field), version);
+#define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, abi_version, field, symbol, lookup_name, abi, stream, params, args) \
+  add_addresses(t, purpose::following, lookups::lookups_, need::optional, address(drv.field), lookup_name,      \
+                address(&asyncshim_hook_##field), abi_version);
 #include "cuda/api_table.def"
   return t;
 }
@@ -191,13 +207,91 @@ constexpr char const* replaced_names[] = {
 #include "cuda/api_table.def"
 };
 
+// Every driver function name the toolkit's headers declare, sorted
+// (scripts/driver-api.py names; shim.driver_api keeps it in step).
+constexpr char const* known_driver_names[] = {
+#include "cuda/driver_names.inc"
+};
+static_assert(ASYNCSHIM_DRIVER_NAMES_CUDA_VERSION == CUDA_VERSION,
+              "shim/cuda/driver_names.inc was written from other CUDA headers: scripts/driver-api.py names");
+
+// The names of the functions that put work on a stream (the submission rows).
+constexpr char const* submission_names[] = {
+#define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, version, field, symbol, lookup_name, abi, stream, params, args) lookup_name,
+#include "cuda/api_table.def"
+};
+
+bool known_driver_name(std::string_view name) noexcept
+{
+  auto const* const end = std::end(known_driver_names);
+  auto const* const found = std::lower_bound(std::begin(known_driver_names), end, name,
+                                             [](char const* a, std::string_view b) { return a < b; });
+  return found != end && *found == name;
+}
+
+bool submits_work(std::string_view name) noexcept
+{
+  return std::any_of(std::begin(submission_names), std::end(submission_names),
+                     [&](char const* n) { return n == name; });
+}
+
+// The name a runtime looks a driver function up by, from an exported symbol
+// (dlsym): without the _ptsz/_ptds and _v<N> suffixes of an ABI version.
+std::string_view lookup_name_of(std::string_view symbol) noexcept
+{
+  for (std::string_view const suffix : {"_ptsz", "_ptds"}) {
+    if (symbol.ends_with(suffix)) { symbol.remove_suffix(suffix.size()); }
+  }
+  if (known_driver_name(symbol)) { return symbol; }
+  std::size_t const v = symbol.rfind("_v");
+  if (v != std::string_view::npos && v + 2 < symbol.size() &&
+      std::all_of(symbol.begin() + static_cast<std::ptrdiff_t>(v) + 2, symbol.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; })) {
+    symbol = symbol.substr(0, v);
+  }
+  return symbol;
+}
+
+// Whether `fn` is in the shim's own library (dlsym without a library handle
+// finds the shim's exports first).
+bool in_the_shim(void* fn) noexcept
+{
+  Dl_info theirs{};
+  Dl_info ours{};
+  return dladdr(fn, &theirs) != 0 && dladdr(reinterpret_cast<void*>(&in_the_shim), &ours) != 0 &&
+         theirs.dli_fbase == ours.dli_fbase;
+}
+
+// A lookup that found `real` for `name` and answered `answer`: followed
+// submissions end when the caller may now submit work the shim does not see
+// (docs/followed-submissions.md, "Failing safe").
+void check_followed(char const* name, void* real, void* answer) noexcept
+{
+  // Driver functions are cu<Capital>...: cudaMalloc, cublasCreate and
+  // cudnnCreate are not.
+  if (name == nullptr || real == nullptr || searching || name[0] != 'c' || name[1] != 'u' ||
+      std::isupper(static_cast<unsigned char>(name[2])) == 0 || !tracking_active()) {
+    return;
+  }
+  stream_tracker& streams = tracker();
+  std::string_view const base = lookup_name_of(name);
+  if (!known_driver_name(base)) {
+    streams.stop_following_submissions(name, "a driver function newer than the CUDA headers the shim was built with");
+  } else if (answer == real && submits_work(base) && !in_the_shim(real)) {
+    streams.stop_following_submissions(name, "in a version of it the shim does not follow");
+  }
+}
+
 // Replaces the answer when it is a replaced driver function; at trace level
 // every lookup is logged (how the entry points a runtime uses were found).
 CUresult substitute(char const* lookup, char const* symbol, int version, cuuint64_t flags, CUresult result,
                     void** pfn) noexcept
 {
   void* const real = pfn != nullptr ? *pfn : nullptr;
-  if (result == CUDA_SUCCESS && real != nullptr) { *pfn = replacement_for_pointer(real); }
+  if (result == CUDA_SUCCESS && real != nullptr) {
+    *pfn = replacement_for_pointer(real);
+    check_followed(symbol, real, *pfn);
+  }
   if (log::enabled(log::log_level::trace)) {
     log::trace("{}(\"{}\", version {}, flags {}) = {}{}", lookup, symbol != nullptr ? symbol : "(null)", version, flags,
                cuda_status{result}, pfn != nullptr && *pfn != real ? ": replaced by asyncshim" : "");
@@ -225,10 +319,15 @@ void* replacement_for_lookup(char const* name, void* found) noexcept
   // Most lookups in a process have nothing to do with CUDA: a few string
   // comparisons, and nothing else, for them.
   if (name == nullptr || found == nullptr || name[0] != 'c' || name[1] != 'u') { return found; }
+  void* answer = found;
   for (char const* r : replaced_names) {
-    if (r != nullptr && std::strcmp(name, r) == 0) { return replacement_for_pointer(found); }
+    if (r != nullptr && std::strcmp(name, r) == 0) {
+      answer = replacement_for_pointer(found);
+      break;
+    }
   }
-  return found;
+  check_followed(name, found, answer);
+  return answer;
 }
 
 bool tracking_active() noexcept

@@ -28,6 +28,9 @@ struct allocation_record {
   // The program has freed the block and the shim has not yet handed it to
   // the pool (free_queue.hpp): no longer the program's, still the shim's.
   bool freed = false;
+  // Its number among the blocks handed out (stream_tracker::block_handed_out);
+  // 0 where unknown, which makes a free look at every stream's work.
+  std::uint64_t handed_out = 0;
 };
 
 // What claim_for_free found.

@@ -65,10 +65,21 @@ stream_tracker& tracker() noexcept
 
 void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
 {
-  // Blocking streams order themselves after the legacy stream's work and
-  // the legacy stream after theirs: one event there covers them all.
-  if ((flags & CU_STREAM_NON_BLOCKING) == 0 || stream == nullptr) { return; }
+  if (stream == nullptr) { return; }
   auto const& drv = driver();
+  // Blocking streams order themselves after the legacy stream's work and
+  // the legacy stream after theirs: one event there covers them all. Only
+  // known, for followed submissions.
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0) {
+    CUcontext context = nullptr;
+    if (drv.ctx_get_current != nullptr) { (void)drv.ctx_get_current(&context); }
+    auto lock = exclusively(stream_mutex_);
+    try {
+      blocking_streams_.push_back({stream, context});
+    } catch (...) {  // an unknown stream's first work asks its flags again
+    }
+    return;
+  }
   CUcontext context = nullptr;
   CUevent fence = nullptr;
   bool const have_event = drv.ctx_get_current != nullptr && drv.event_create != nullptr &&
@@ -83,10 +94,17 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   static std::atomic<bool> said_first{false};
   static std::atomic<bool> said_too_many{false};
   if (tracked == 1 && !said_first.exchange(true)) {
-    log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is made "
-              "in the legacy stream's order only while no non-blocking stream has work in progress; otherwise it is "
-              "queued and fenced");
-  } else if (tracked == most_streams_for_in_order_frees + 1 && !said_too_many.exchange(true)) {
+    if (following_submissions()) {
+      log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is "
+                "made in the legacy stream's order only while no non-blocking stream given work since the block "
+                "was allocated has work in progress; otherwise it is queued and fenced");
+    } else {
+      log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is "
+                "made in the legacy stream's order only while no non-blocking stream has work in progress; "
+                "otherwise it is queued and fenced");
+    }
+  } else if (tracked == most_streams_for_in_order_frees + 1 && !following_submissions() &&
+             !said_too_many.exchange(true)) {
     log::info("the program has more than {} non-blocking streams: while it has, frees under "
               "ASYNCSHIM_ORDERING=device are queued and fenced, not made in the legacy stream's order",
               most_streams_for_in_order_frees);
@@ -110,7 +128,9 @@ std::size_t stream_tracker::record_new_stream(CUstream stream, CUcontext context
   }
   try {
     drop_completed_locked();
-    streams_.push_back({stream, context, fence});
+    // Ordered after every free made in order so far (its settle point above;
+    // none is in progress under the exclusive lock).
+    streams_.push_back({stream, context, fence, 0, in_order_epoch_.load(std::memory_order_seq_cst)});
     count_streams_locked();
   } catch (...) {
     (void)drv.event_destroy(fence);
@@ -124,6 +144,7 @@ std::size_t stream_tracker::record_new_stream(CUstream stream, CUcontext context
 
 stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream, bool& recorded) noexcept
 {
+  std::erase_if(blocking_streams_, [&](blocking_stream const& b) { return b.stream == stream; });
   drop_completed_locked();
   auto const found =
     std::find_if(streams_.begin(), streams_.end(), [&](tracked_stream const& t) { return t.stream == stream; });
@@ -189,6 +210,7 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
   // The context takes its streams and events with it: only forget them.
   auto lock = exclusively(stream_mutex_);
   std::erase_if(streams_, [&](tracked_stream const& t) { return t.context == context; });
+  std::erase_if(blocking_streams_, [&](blocking_stream const& b) { return b.context == context; });
   count_streams_locked();
   // The frees made in order there went with it, and so does the settle point.
   if (settle_context_ == context) {
@@ -197,7 +219,12 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
     settle_pending_ = false;
   }
   CUcontext expected = context;
-  if (in_order_context_.compare_exchange_strong(expected, nullptr)) { unsettled_.store(false); }
+  if (in_order_context_.compare_exchange_strong(expected, nullptr)) {
+    unsettled_.store(false);
+    // The pool's barrier goes with its context, and so does every block
+    // freed before it: no stream needs ordering after them.
+    barrier_.store(nullptr, std::memory_order_seq_cst);
+  }
 }
 
 bool stream_tracker::in_order_possible() noexcept
@@ -249,6 +276,144 @@ bool stream_tracker::order_idle_streams_after_legacy_locked(CUevent barrier) noe
     if (t.stream != nullptr && drv.stream_wait_event(t.stream, barrier, 0) != CUDA_SUCCESS) { return false; }
   }
   return true;
+}
+
+namespace {
+
+std::atomic_ref<std::uint64_t> atomically(std::uint64_t& value) noexcept { return std::atomic_ref<std::uint64_t>{value}; }
+
+}  // namespace
+
+stream_tracker::tracked_stream* stream_tracker::find_locked(CUstream stream) noexcept
+{
+  for (tracked_stream& t : streams_) {
+    if (t.stream == stream) { return &t; }
+  }
+  return nullptr;
+}
+
+bool stream_tracker::known_blocking_locked(CUstream stream) const noexcept
+{
+  return std::any_of(blocking_streams_.begin(), blocking_streams_.end(),
+                     [&](blocking_stream const& b) { return b.stream == stream; });
+}
+
+void stream_tracker::submitting(CUstream stream) noexcept
+{
+  // The default streams, legacy and per-thread, are ordered after the
+  // legacy stream's work by the driver.
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) { return; }
+  // Read before the work is submitted, so that a free after it (the program
+  // orders its work before its free) finds it.
+  std::uint64_t const seen = handed_out_.load(std::memory_order_seq_cst);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::shared_lock lock{stream_mutex_};
+      if (tracked_stream* t = find_locked(stream)) {
+        auto last = atomically(t->last_seen);
+        std::uint64_t before = last.load(std::memory_order_seq_cst);
+        while (before < seen && !last.compare_exchange_weak(before, seen, std::memory_order_seq_cst)) {
+        }
+        if (atomically(t->ordered_epoch).load(std::memory_order_seq_cst) >=
+            in_order_epoch_.load(std::memory_order_seq_cst)) {
+          return;
+        }
+        lock.unlock();
+        order_after_recent_frees(stream);
+        return;
+      }
+      if (known_blocking_locked(stream)) { return; }
+    }
+    if (!follow_unseen_stream(stream)) { return; }
+  }
+}
+
+bool stream_tracker::follow_unseen_stream(CUstream stream) noexcept
+{
+  auto const get_flags = driver().stream_get_flags;
+  unsigned flags = 0;
+  if (get_flags == nullptr || get_flags(stream, &flags) != CUDA_SUCCESS) { return false; }  // the real call fails too
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) { log::debug("work went to a stream the shim did not see made: followed from now on"); }
+  stream_created(stream, flags);
+  return true;
+}
+
+void stream_tracker::order_after_recent_frees(CUstream stream) noexcept
+{
+  auto const& drv = driver();
+  bool ordered = true;
+  {
+    auto no_capture_begins = access();  // nor does the pool (and its barrier) go meanwhile
+    std::shared_lock lock{stream_mutex_};
+    tracked_stream* const t = find_locked(stream);
+    if (t == nullptr) { return; }  // destroyed meanwhile
+    std::lock_guard one_order{idle_order_mutex_};
+    auto ordered_epoch = atomically(t->ordered_epoch);
+    std::uint64_t const epoch = in_order_epoch_.load(std::memory_order_seq_cst);
+    if (ordered_epoch.load(std::memory_order_seq_cst) >= epoch) { return; }  // by another thread meanwhile
+    // A free counted in `epoch` but not yet on the legacy stream comes after
+    // the barrier: the stream is ordered after the others, and again at its next work.
+    bool const all_on_legacy = frees_in_progress_.load(std::memory_order_seq_cst) == 0;
+    if (captures_in_progress()) {
+      // No record on the legacy stream now. Every free made in order came
+      // before the captures began, and the settle point recorded then covers
+      // them. A capturing stream's work runs when its graph is launched: that
+      // launch is ordered instead.
+      CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (drv.stream_is_capturing == nullptr || drv.stream_is_capturing(stream, &status) != CUDA_SUCCESS ||
+          status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        return;
+      }
+      ordered = !unsettled_.load(std::memory_order_relaxed) &&
+                (!settle_pending_ || (drv.stream_wait_event != nullptr &&
+                                      drv.stream_wait_event(stream, settle_event_, 0) == CUDA_SUCCESS));
+    } else {
+      CUevent const barrier = barrier_.load(std::memory_order_seq_cst);
+      if (barrier == nullptr) {
+        ordered = true;  // the frees went with their context
+      } else {
+        context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+        ordered = in_context.current() && drv.event_record != nullptr && drv.stream_wait_event != nullptr &&
+                  drv.event_record(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS &&
+                  drv.stream_wait_event(stream, barrier, 0) == CUDA_SUCCESS;
+      }
+    }
+    if (ordered && all_on_legacy) { ordered_epoch.store(epoch, std::memory_order_seq_cst); }
+  }
+  if (!ordered) {
+    // The host waits instead, for good.
+    end_in_order_frees("a non-blocking stream could not be ordered after the frees made in the legacy stream's order");
+  }
+}
+
+bool stream_tracker::streams_idle_since_locked(std::uint64_t handed_out) noexcept
+{
+  auto const& drv = driver();
+  if (drv.stream_query == nullptr || drv.event_query == nullptr) { return false; }
+  for (tracked_stream& t : streams_) {
+    // Work submitted before the block was handed out cannot use it.
+    if (atomically(t.last_seen).load(std::memory_order_seq_cst) < handed_out) { continue; }
+    // Any answer but "done" (work in progress, an error) means the fence.
+    CUresult const state = t.stream != nullptr ? drv.stream_query(t.stream) : drv.event_query(t.fence);
+    if (state != CUDA_SUCCESS) { return false; }
+  }
+  return true;
+}
+
+void stream_tracker::stop_following_submissions(char const* function, char const* why) noexcept
+{
+  if (!following_.exchange(false, std::memory_order_seq_cst)) {
+    log::debug("the program looked up the driver function {} too ({})", function, why);
+    return;
+  }
+  log::info("the program looked up the driver function {} ({}): from now on a free under "
+            "ASYNCSHIM_ORDERING=device is made in the legacy stream's order only while no non-blocking stream (at "
+            "most {}) has work in progress",
+            function, why, most_streams_for_in_order_frees);
+  // A stream given work through it would not be ordered after the frees
+  // made in order so far: they are waited for now.
+  settle_on_host();
 }
 
 CUresult stream_tracker::record_settle_point_locked() noexcept

@@ -18,6 +18,12 @@
 //    device) for an event recorded on the legacy stream before the free. A
 //    non-blocking stream made later waits for the legacy stream's work up to
 //    the last such free, its *settle point*; a context made later, on the host.
+//  - with followed submissions (docs/followed-submissions.md): which streams
+//    have been given work since each block was handed out. Then a free goes in
+//    order when every non-blocking stream given work since its block was
+//    handed out has none in progress, for any number of streams and with no
+//    event or wait at the free; a non-blocking stream is made to wait for the
+//    legacy stream when it next gets work after such frees.
 //
 // Two reader-writer locks (readers never wait for each other):
 //  - the capture lock: the shim's own stream work holds it shared (access()),
@@ -37,6 +43,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
@@ -105,31 +112,68 @@ class stream_tracker {
   static constexpr std::size_t most_streams_for_in_order_frees = 4;
 
   // Whether a free may go in order, at a first look without a lock (few
-  // enough streams tracked): free_in_order() decides.
+  // enough streams tracked, or submissions followed): free_in_order() decides.
   [[nodiscard]] bool frees_may_go_in_order() noexcept
   {
     return writers_waiting_.load(std::memory_order_acquire) == 0 &&
-           known_streams_.load(std::memory_order_acquire) <= most_streams_for_in_order_frees && in_order_possible();
+           (following_submissions() ||
+            known_streams_.load(std::memory_order_acquire) <= most_streams_for_in_order_frees) &&
+           in_order_possible();
   }
+
+  // ---- Followed submissions (docs/followed-submissions.md).
+  // A block is handed out to the program: its number, kept in its record
+  // (allocation_record::handed_out) for free_in_order().
+  [[nodiscard]] std::uint64_t block_handed_out() noexcept
+  {
+    return handed_out_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  }
+  // Work is about to be submitted to `stream`: every hook of a function that
+  // puts work on a stream calls this before the real call
+  // (core/followed_submissions.cpp). Notes the work; a non-blocking stream
+  // that gets work after frees made in order since its last work first waits
+  // (on the device) for the legacy stream's work before them.
+  void submitting(CUstream stream) noexcept;
+  // Whether the shim sees every submission of work, so that frees may rely
+  // on it; false for good once the program may submit work it does not see.
+  [[nodiscard]] bool following_submissions() const noexcept { return following_.load(std::memory_order_acquire); }
+  // The program looked up `function`, whose submissions the shim would not
+  // see (`why`): frees go as without followed submissions from now on.
+  void stop_following_submissions(char const* function, char const* why) noexcept;
   // Runs `free_on_legacy(recorded)` (a free to the pool on the legacy stream
   // of the current context, the pool's; it returns 0 for success) and
   // returns true when frees may go in order now; returns false without
   // running it when the free must be queued and fenced instead (a
-  // non-blocking stream has work in progress). `barrier`: the pool's event
+  // non-blocking stream has work in progress: with followed submissions, only
+  // one given work since the block was handed out, `handed_out` being its
+  // block_handed_out() number, 0 if unknown). `barrier`: the pool's event
   // of the current context, recorded on the legacy stream before the free
   // when the program has non-blocking streams (`recorded` says so), for them
   // to wait for. The caller has found frees_may_go_in_order() and holds
   // access() (no capture begins meanwhile).
   template <class FreeOnLegacy, class Result>
-  bool free_in_order(CUevent barrier, FreeOnLegacy free_on_legacy, Result& result)
+  bool free_in_order(CUevent barrier, std::uint64_t handed_out, FreeOnLegacy free_on_legacy, Result& result)
   {
     if (captures_in_progress()) { return false; }
     std::shared_lock lock{stream_mutex_};  // no stream is made or destroyed meanwhile
     // Read again under the lock: a context made meanwhile settles under it.
     if (in_order_.load(std::memory_order_acquire) != in_order_state::possible) { return false; }
-    bool const recorded = !streams_.empty();
-    if (recorded && !order_idle_streams_after_legacy_locked(barrier)) { return false; }
-    result = free_on_legacy(recorded);
+    if (following_submissions()) {
+      if (!streams_idle_since_locked(handed_out)) { return false; }
+      // Counted before the block can go to anyone else, so that a stream
+      // given work with it afterwards sees the count and is ordered after
+      // this free (submitting()); counted in progress until the free is on
+      // the legacy stream, so that an ordering made meanwhile counts it again.
+      barrier_.store(barrier, std::memory_order_seq_cst);
+      frees_in_progress_.fetch_add(1, std::memory_order_seq_cst);
+      in_order_epoch_.fetch_add(1, std::memory_order_seq_cst);
+      result = free_on_legacy(false);
+      frees_in_progress_.fetch_sub(1, std::memory_order_seq_cst);
+    } else {
+      bool const recorded = !streams_.empty();
+      if (recorded && !order_idle_streams_after_legacy_locked(barrier)) { return false; }
+      result = free_on_legacy(recorded);
+    }
     if (result == Result{}) { freed_in_order(); }
     return true;
   }
@@ -180,6 +224,17 @@ class stream_tracker {
     CUstream stream;  // null once destroyed: only its last event is waited for
     CUcontext context;
     CUevent fence;
+    // Followed submissions, read and written through atomic_ref under the
+    // shared stream lock (moved only under the exclusive one): the highest
+    // block_handed_out() number seen when work was submitted to it (raised,
+    // never lowered), and the in-order frees (in_order_epoch_) it has been
+    // ordered after.
+    std::uint64_t last_seen = 0;
+    std::uint64_t ordered_epoch = 0;
+  };
+  struct blocking_stream {
+    CUstream stream;
+    CUcontext context;
   };
   struct capture {
     CUstream stream;
@@ -189,6 +244,19 @@ class stream_tracker {
   };
 
   void capture_began(CUstream stream, bool per_thread_api, CUstreamCaptureMode mode) noexcept;
+  // Followed submissions. Under the shared stream lock: the entry of a live
+  // non-blocking stream, or null.
+  [[nodiscard]] tracked_stream* find_locked(CUstream stream) noexcept;
+  [[nodiscard]] bool known_blocking_locked(CUstream stream) const noexcept;
+  // Under the shared stream lock: whether every non-blocking stream given
+  // work since block number `handed_out` was handed out has none in progress.
+  [[nodiscard]] bool streams_idle_since_locked(std::uint64_t handed_out) noexcept;
+  // Makes `stream` wait for the legacy stream's work before the frees made in
+  // order since it was last ordered (submitting()).
+  void order_after_recent_frees(CUstream stream) noexcept;
+  // A stream the shim did not see made gets work: followed from now on
+  // (false if it cannot be: not a stream).
+  bool follow_unseen_stream(CUstream stream) noexcept;
   void record_before_capture(CUstream stream) noexcept;
   // Under the exclusive stream lock: drops destroyed streams whose last work
   // has completed, records the last work of `stream` (`recorded` says
@@ -232,6 +300,7 @@ class stream_tracker {
   std::vector<capture> active_captures_;
   std::shared_mutex stream_mutex_;
   std::vector<tracked_stream> streams_;
+  std::vector<blocking_stream> blocking_streams_;  // known, so that an unseen stream can be told from them
   // One fence at a time: a fence records the shared events (the legacy
   // stream's, each stream's) and then waits for them, and CUDA does not say
   // that the record a wait follows is the latest in stream order when two
@@ -255,9 +324,19 @@ class stream_tracker {
   CUcontext settle_context_ = nullptr;
   bool settle_pending_ = false;
   // One record of the pool's barrier and the tracked streams' waits for it
-  // at a time (order_idle_streams_after_legacy_locked; taken under the
-  // shared stream lock).
+  // at a time (order_idle_streams_after_legacy_locked and
+  // order_after_recent_frees; taken under the shared stream lock).
   std::mutex idle_order_mutex_;
+
+  // Followed submissions: whether they are relied on; blocks handed out so
+  // far; frees made in order so far, and of them those not yet on the legacy
+  // stream; the barrier of the last such free (the pool's event in
+  // in_order_context_).
+  std::atomic<bool> following_{true};
+  std::atomic<std::uint64_t> handed_out_{0};
+  std::atomic<std::uint64_t> in_order_epoch_{0};
+  std::atomic<std::uint64_t> frees_in_progress_{0};
+  std::atomic<CUevent> barrier_{nullptr};
 };
 
 // The process's tracker (never destroyed: calls arrive until the very end).

@@ -297,7 +297,9 @@
 //   cuEventDestroy_v2 cuEventRecord cuEventRecord_ptsz cuEventQuery
 //   cuEventSynchronize cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz
 //   cuStreamEndCapture cuStreamEndCapture_ptsz cuStreamIsCapturing
-//   cuStreamIsCapturing_ptsz cuThreadExchangeStreamCaptureMode cuGraphDestroy
+//   cuStreamIsCapturing_ptsz cuLaunchKernel cuLaunchKernel_ptsz (they run
+//   nothing: a stream's work is what cuda_double_set_stream_busy says)
+//   cuDoubleFutureFunction cuThreadExchangeStreamCaptureMode cuGraphDestroy
 //   cuGraphGetNodes cuPointerGetAttribute cuGetErrorName
 //   cuGetErrorString cuGetProcAddress (CUDA 11.3 ABI, no symbolStatus)
 //   cuGetProcAddress_v2 cuDeviceCanAccessPeer cuCtxEnablePeerAccess
@@ -826,6 +828,11 @@ CUDA_DOUBLE_API int cuda_double_stream_is_capturing(cudaStream_t stream);
 // completes it (the stream is idle again, the event done). Returns 1, or 0
 // for a handle that is no stream created since start-up (destroyed ones count).
 CUDA_DOUBLE_API int cuda_double_set_stream_busy(cudaStream_t stream, int busy);
+
+// Makes a stream as cuStreamCreate does, on the current context's device,
+// but without being a CUDA call (an interposer does not see it made): 1, or
+// 0 without a current context.
+CUDA_DOUBLE_API int cuda_double_create_stream_unfollowed(cudaStream_t* stream, unsigned flags);
 
 // Number of live allocations, of every kind together (captured allocations
 // that belong to a graph or an ongoing capture included).

@@ -590,6 +590,30 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUeven
   return stream_wait_event(per_thread(hStream), hEvent, Flags);
 }
 
+// Launches run nothing; the stream must be one (cuda_double_set_stream_busy
+// says whether it has work in progress).
+CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel(CUfunction /*f*/, unsigned int /*gridDimX*/, unsigned int /*gridDimY*/,
+                                                unsigned int /*gridDimZ*/, unsigned int /*blockDimX*/,
+                                                unsigned int /*blockDimY*/, unsigned int /*blockDimZ*/,
+                                                unsigned int /*sharedMemBytes*/, CUstream hStream,
+                                                void** /*kernelParams*/, void** /*extra*/)
+{
+  unsigned flags = 0;
+  return stream_get_flags(hStream, &flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction /*f*/, unsigned int /*gridDimX*/,
+                                                     unsigned int /*gridDimY*/, unsigned int /*gridDimZ*/,
+                                                     unsigned int /*blockDimX*/, unsigned int /*blockDimY*/,
+                                                     unsigned int /*blockDimZ*/, unsigned int /*sharedMemBytes*/,
+                                                     CUstream hStream, void** /*kernelParams*/, void** /*extra*/)
+{
+  unsigned flags = 0;
+  return stream_get_flags(per_thread(hStream), &flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuDoubleFutureFunction(CUstream /*hStream*/) { return CUDA_SUCCESS; }
+
 // ---------------------------------------------------------------- events
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags)

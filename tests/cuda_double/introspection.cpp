@@ -8,6 +8,7 @@
 
 #include "cuda_double.hpp"
 #include "model.hpp"
+#include "operations.hpp"
 
 using cuda_double::model;
 
@@ -122,6 +123,13 @@ CUDA_DOUBLE_API int cuda_double_set_stream_busy(cudaStream_t stream, int busy)
   if (busy != 0 && !state->busy) { ++state->busy_epoch; }
   state->busy = busy != 0;
   return 1;
+}
+
+CUDA_DOUBLE_API int cuda_double_create_stream_unfollowed(cudaStream_t* stream, unsigned flags)
+{
+  cuda_double::context_state const* c = cuda_double::current_context();
+  if (c == nullptr) { return 0; }
+  return cuda_double::operations::create_stream(c->device, flags, 0, stream) == cuda_double::operation_outcome::ok ? 1 : 0;
 }
 
 CUDA_DOUBLE_API int cuda_double_live_allocations(void)

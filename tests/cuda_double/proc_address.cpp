@@ -89,6 +89,8 @@ proc_entry const table[] = {
   {"cuStreamCreateWithPriority", 5050, fn(&cuStreamCreateWithPriority), nullptr},
   {"cuStreamDestroy", 2000, fn(&cuStreamDestroy_v1), nullptr},
   {"cuStreamDestroy", 4000, fn(&cuStreamDestroy_v2), nullptr},
+  {"cuLaunchKernel", 4000, fn(&cuLaunchKernel), fn(&cuLaunchKernel_ptsz)},
+  {"cuDoubleFutureFunction", 13000, fn(&cuDoubleFutureFunction), nullptr},
   {"cuStreamGetFlags", 5050, fn(&cuStreamGetFlags), fn(&cuStreamGetFlags_ptsz)},
   {"cuStreamSynchronize", 2000, fn(&cuStreamSynchronize), fn(&cuStreamSynchronize_ptsz)},
   {"cuStreamQuery", 2000, fn(&cuStreamQuery), fn(&cuStreamQuery_ptsz)},
