@@ -28,20 +28,20 @@ using asyncshim::shim::note_submission;
 // The rows with the stream as a parameter: generated.
 #define ASYNCSHIM_DRIVER_SUBMISSION(lookups, version, field, symbol, lookup_name, abi, stream, params, args) \
   ASYNCSHIM_SUBMISSION_HOOK_##stream(field, params, args)
-#define ASYNCSHIM_SUBMISSION_HOOK_hStream(field, params, args) \
-  CUresult asyncshim_hook_##field params noexcept              \
-  {                                                            \
-    note_submission(hStream);                                  \
-    return call_real(driver().field, ASYNCSHIM_UNPARENTHESIZE args);    \
+#define ASYNCSHIM_SUBMISSION_HOOK_hStream(field, params, args)       \
+  CUresult asyncshim_hook_##field params noexcept                    \
+  {                                                                  \
+    note_submission(hStream);                                        \
+    return call_real(driver().field, ASYNCSHIM_UNPARENTHESIZE args); \
   }
-#define ASYNCSHIM_SUBMISSION_HOOK_stream(field, params, args) \
-  CUresult asyncshim_hook_##field params noexcept             \
-  {                                                           \
-    note_submission(stream);                                  \
-    return call_real(driver().field, ASYNCSHIM_UNPARENTHESIZE args);   \
+#define ASYNCSHIM_SUBMISSION_HOOK_stream(field, params, args)        \
+  CUresult asyncshim_hook_##field params noexcept                    \
+  {                                                                  \
+    note_submission(stream);                                         \
+    return call_real(driver().field, ASYNCSHIM_UNPARENTHESIZE args); \
   }
 #define ASYNCSHIM_SUBMISSION_HOOK_none(field, params, args)  // written below
-#define ASYNCSHIM_UNPARENTHESIZE(...) __VA_ARGS__
+#define ASYNCSHIM_UNPARENTHESIZE(...)                        __VA_ARGS__
 #include "cuda/api_table.def"
 #undef ASYNCSHIM_SUBMISSION_HOOK_hStream
 #undef ASYNCSHIM_SUBMISSION_HOOK_stream

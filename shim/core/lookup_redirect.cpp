@@ -161,7 +161,7 @@ replacement_table search() noexcept
   add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name,  \
                 address(&asyncshim_hook_##field), version);
 #define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, abi_version, field, symbol, lookup_name, abi, stream, params, args) \
-  add_addresses(t, purpose::following, lookups::lookups_, need::optional, address(drv.field), lookup_name,      \
+  add_addresses(t, purpose::following, lookups::lookups_, need::optional, address(drv.field), lookup_name,        \
                 address(&asyncshim_hook_##field), abi_version);
 #include "cuda/api_table.def"
   return t;
@@ -217,7 +217,8 @@ static_assert(ASYNCSHIM_DRIVER_NAMES_CUDA_VERSION == CUDA_VERSION,
 
 // The names of the functions that put work on a stream (the submission rows).
 constexpr char const* submission_names[] = {
-#define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, version, field, symbol, lookup_name, abi, stream, params, args) lookup_name,
+#define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, version, field, symbol, lookup_name, abi, stream, params, args) \
+  lookup_name,
 #include "cuda/api_table.def"
 };
 

@@ -280,7 +280,10 @@ bool stream_tracker::order_idle_streams_after_legacy_locked(CUevent barrier) noe
 
 namespace {
 
-std::atomic_ref<std::uint64_t> atomically(std::uint64_t& value) noexcept { return std::atomic_ref<std::uint64_t>{value}; }
+std::atomic_ref<std::uint64_t> atomically(std::uint64_t& value) noexcept
+{
+  return std::atomic_ref<std::uint64_t>{value};
+}
 
 }  // namespace
 
@@ -312,8 +315,7 @@ void stream_tracker::submitting(CUstream stream) noexcept
       if (tracked_stream* t = find_locked(stream)) {
         auto last = atomically(t->last_seen);
         std::uint64_t before = last.load(std::memory_order_seq_cst);
-        while (before < seen && !last.compare_exchange_weak(before, seen, std::memory_order_seq_cst)) {
-        }
+        while (before < seen && !last.compare_exchange_weak(before, seen, std::memory_order_seq_cst)) {}
         if (atomically(t->ordered_epoch).load(std::memory_order_seq_cst) >=
             in_order_epoch_.load(std::memory_order_seq_cst)) {
           return;
@@ -366,8 +368,8 @@ void stream_tracker::order_after_recent_frees(CUstream stream) noexcept
         return;
       }
       ordered = !unsettled_.load(std::memory_order_relaxed) &&
-                (!settle_pending_ || (drv.stream_wait_event != nullptr &&
-                                      drv.stream_wait_event(stream, settle_event_, 0) == CUDA_SUCCESS));
+                (!settle_pending_ ||
+                 (drv.stream_wait_event != nullptr && drv.stream_wait_event(stream, settle_event_, 0) == CUDA_SUCCESS));
     } else {
       CUevent const barrier = barrier_.load(std::memory_order_seq_cst);
       if (barrier == nullptr) {

@@ -41,8 +41,8 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUst
 CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                                      unsigned int gridDimZ, unsigned int blockDimX,
                                                      unsigned int blockDimY, unsigned int blockDimZ,
-                                                     unsigned int sharedMemBytes, CUstream hStream,
-                                                     void** kernelParams, void** extra);
+                                                     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
+                                                     void** extra);
 // A driver function no CUDA header declares (a newer driver's, as a lookup
 // sees it): found by cuGetProcAddress("cuDoubleFutureFunction"), does nothing.
 CUDA_DOUBLE_API CUresult CUDAAPI cuDoubleFutureFunction(CUstream hStream);

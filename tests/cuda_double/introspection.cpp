@@ -129,7 +129,8 @@ CUDA_DOUBLE_API int cuda_double_create_stream_unfollowed(cudaStream_t* stream, u
 {
   cuda_double::context_state const* c = cuda_double::current_context();
   if (c == nullptr) { return 0; }
-  return cuda_double::operations::create_stream(c->device, flags, 0, stream) == cuda_double::operation_outcome::ok ? 1 : 0;
+  return cuda_double::operations::create_stream(c->device, flags, 0, stream) == cuda_double::operation_outcome::ok ? 1
+                                                                                                                   : 0;
 }
 
 CUDA_DOUBLE_API int cuda_double_live_allocations(void)

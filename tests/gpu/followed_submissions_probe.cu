@@ -23,8 +23,7 @@ namespace {
 __global__ void spin_for(unsigned long long ns)
 {
   unsigned long long const start = device_clock_ns();
-  while (device_clock_ns() - start < ns) {
-  }
+  while (device_clock_ns() - start < ns) {}
 }
 
 __global__ void touch(unsigned* data) { data[threadIdx.x] = threadIdx.x; }
@@ -132,8 +131,8 @@ int main()
     return 1;
   }
   std::memset(pinned, 0, 1 << 16);
-  std::vector<std::string> const kinds = {"none",       "kernel",    "kernel-ex", "memset",      "memcpy-d2d",
-                                          "memcpy-h2d", "memcpy-d2h", "memcpy-2d", "host-func",   "callback",
+  std::vector<std::string> const kinds = {"none",       "kernel",        "kernel-ex",    "memset",    "memcpy-d2d",
+                                          "memcpy-h2d", "memcpy-d2h",    "memcpy-2d",    "host-func", "callback",
                                           "graph",      "driver-memset", "driver-launch"};
   int wrong = 0;
   for (std::string const& kind : kinds) {
