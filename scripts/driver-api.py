@@ -102,6 +102,20 @@ def current_macros(text):
     return macros
 
 
+def internal_section(text):
+    """(start, end) of the last `#if defined(__CUDA_API_VERSION_INTERNAL)`
+    block (the old ABIs), to its matching #endif; (len, len) if none."""
+    starts = [m.start() for m in re.finditer(r"#if defined\(__CUDA_API_VERSION_INTERNAL\)\s*\n", text)]
+    if not starts:
+        return len(text), len(text)
+    depth = 0
+    for m in re.finditer(r"^\s*#\s*(if|ifdef|ifndef|endif)\b", text[starts[-1]:], flags=re.M):
+        depth += -1 if m.group(1) == "endif" else 1
+        if depth == 0:
+            return starts[-1], starts[-1] + m.end()
+    return starts[-1], len(text)
+
+
 def submissions(include):
     """The functions that put work on a stream, one row per ABI a lookup can
     find (each version cudaTypedefs.h types outside its internal section, in
@@ -110,16 +124,16 @@ def submissions(include):
     stream parameter's name (None where a structure holds it)."""
     text = strip_comments((include / "cuda.h").read_text())
     # Only the current declarations (the internal section declares old ABIs).
-    internal = [m.start() for m in re.finditer(r"#if defined\(__CUDA_API_VERSION_INTERNAL\)\s*\n", text)]
-    current = text[: internal[-1]] if internal else text
+    start, end = internal_section(text)
+    current = text[:start] + text[end:]
     macros = current_macros(text)
     typedef_text = strip_comments((include / "cudaTypedefs.h").read_text())
-    typedef_internal = [m.start() for m in re.finditer(r"#if defined\(__CUDA_API_VERSION_INTERNAL\)", typedef_text)]
-    cut = typedef_internal[-1] if typedef_internal else len(typedef_text)
+    internal_start, internal_end = internal_section(typedef_text)
     typedefs = {}
     for m in TYPEDEF.finditer(typedef_text):
         base, version, suffix, params = m.groups()
-        typedefs.setdefault((base, suffix or ""), []).append((int(version), params, m.start() < cut))
+        public = not internal_start <= m.start() < internal_end
+        typedefs.setdefault((base, suffix or ""), []).append((int(version), params, public))
     rows = []
     for name, params in DECLARATION.findall(current):
         params = parameters(params)
@@ -144,6 +158,8 @@ def submissions(include):
                 raise SystemExit(f"driver-api.py: no PFN_{base}_v*_ptsz in cudaTypedefs.h for {name}")
             # The newest per-thread ABI is the newest legacy one's twin, and so on back.
             forms += [(symbols[len(symbols) - len(ptsz) + i] + "_ptsz", ptsz[i], "_ptsz") for i in range(len(ptsz))]
+        if not any(public for _, (_, _, public), _ in forms):
+            raise SystemExit(f"driver-api.py: {name} puts work on a stream but has no public ABI in cudaTypedefs.h")
         for form_symbol, (version, typedef_params, public), suffix in forms:
             if not public:
                 continue  # an internal ABI (CUDA 2's 32-bit sizes): no runtime this shim serves asks for it

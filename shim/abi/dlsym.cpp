@@ -23,6 +23,14 @@ extern "C" __attribute__((used)) void* asyncshim_dlsym_explicit(void* handle, ch
   return asyncshim::shim::replacement_for_lookup(name, found);
 }
 
+// RTLD_NEXT and RTLD_DEFAULT lookups are looked at by name before the jump
+// (the answer is not seen): one of a driver function the shim would not see
+// called ends followed submissions.
+extern "C" __attribute__((used)) void asyncshim_dlsym_global(void* handle, char const* name) noexcept
+{
+  asyncshim::shim::global_lookup(name, handle == RTLD_NEXT);
+}
+
 #if defined(__x86_64__)
 // dlsym(handle, name): handle in %rdi, name in %rsi. RTLD_NEXT is -1,
 // RTLD_DEFAULT is 0.
@@ -39,6 +47,19 @@ dlsym:
     je 1f
     jmp asyncshim_dlsym_explicit
 1:
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call asyncshim_dlsym_global
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
     movq asyncshim_real_dlsym_pointer(%rip), %rax
     testq %rax, %rax
     jz 2f
@@ -71,7 +92,10 @@ dlsym:
 // resolve relative to libasyncshim.so (README, "Known limits").
 ASYNCSHIM_EXPORT void* dlsym(void* handle, char const* name)
 {
-  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) { return asyncshim::shim::real_dlsym(handle, name); }
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) {
+    asyncshim_dlsym_global(handle, name);
+    return asyncshim::shim::real_dlsym(handle, name);
+  }
   return asyncshim_dlsym_explicit(handle, name);
 }
 #endif

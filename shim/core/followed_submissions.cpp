@@ -8,14 +8,17 @@
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "cuda/driver.hpp"
+#include "state/shim_state.hpp"
 #include "state/stream_tracker.hpp"
 
 namespace asyncshim::shim {
 namespace {
 
+// Only where a free may go in the legacy stream's order: nothing else reads
+// what a submission notes.
 void note_submission(CUstream stream) noexcept
 {
-  if (tracking_active()) { tracker().submitting(stream); }
+  if (tracking_active() && process_settings().frees_in_order()) { tracker().submitting(stream); }
 }
 
 }  // namespace

@@ -302,6 +302,22 @@ CUresult substitute(char const* lookup, char const* symbol, int version, cuuint6
 
 }  // namespace
 
+void global_lookup(char const* name, bool next) noexcept
+{
+  if (name == nullptr || searching || name[0] != 'c' || name[1] != 'u' ||
+      std::isupper(static_cast<unsigned char>(name[2])) == 0 || !tracking_active()) {
+    return;
+  }
+  std::string_view const base = lookup_name_of(name);
+  if (!known_driver_name(base)) {
+    tracker().stop_following_submissions(name, "a driver function newer than the CUDA headers the shim was built with");
+  } else if (next && submits_work(base)) {
+    // Past the shim in the search order: the driver's own function.
+    tracker().stop_following_submissions(name,
+                                         "with dlsym(RTLD_NEXT), which finds the driver's function, not the shim's");
+  }
+}
+
 // The first entry for an address wins: rows come in the table's order, each
 // with its export first.
 void* replacement_for_pointer(void* found) noexcept

@@ -13,6 +13,10 @@ namespace asyncshim::shim {
 [[nodiscard]] void* replacement_for_lookup(char const* name, void* found) noexcept;
 // For cuGetProcAddress results (no useful name: it is the base name).
 [[nodiscard]] void* replacement_for_pointer(void* found) noexcept;
+// A dlsym of `name` with RTLD_NEXT (`next`) or RTLD_DEFAULT, whose answer the
+// shim does not see: followed submissions end when it may be a driver
+// function the shim does not follow (docs/followed-submissions.md).
+void global_lookup(char const* name, bool next) noexcept;
 
 // Whether driver-level calls are intercepted now (ASYNCSHIM_INTERCEPT, not
 // disabled, not a forked child). Lookups are redirected only then.

@@ -74,6 +74,7 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
     CUcontext context = nullptr;
     if (drv.ctx_get_current != nullptr) { (void)drv.ctx_get_current(&context); }
     auto lock = exclusively(stream_mutex_);
+    if (known_blocking_locked(stream)) { return; }  // two threads' first work on an unseen stream
     try {
       blocking_streams_.push_back({stream, context});
     } catch (...) {  // an unknown stream's first work asks its flags again
@@ -118,6 +119,10 @@ std::size_t stream_tracker::record_new_stream(CUstream stream, CUcontext context
   // One exclusive section, before the program can submit anything to the
   // stream: no free can go in order between its settle point and its entry.
   auto lock = exclusively(stream_mutex_);
+  if (find_locked(stream) != nullptr) {  // two threads' first work on an unseen stream
+    if (have_event) { (void)drv.event_destroy(fence); }
+    return streams_.size();
+  }
   order_after_in_order_frees_locked(stream);
   if (!have_event) {
     // A stream the shim cannot fence: never free in order again either.
@@ -219,10 +224,11 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
     settle_pending_ = false;
   }
   CUcontext expected = context;
-  if (in_order_context_.compare_exchange_strong(expected, nullptr)) {
-    unsettled_.store(false);
-    // The pool's barrier goes with its context, and so does every block
-    // freed before it: no stream needs ordering after them.
+  if (in_order_context_.compare_exchange_strong(expected, nullptr)) { unsettled_.store(false); }
+  // The pool's barrier goes with its context, and so does every block freed
+  // before it: no stream needs ordering after them.
+  CUcontext barrier_context = context;
+  if (barrier_context_.compare_exchange_strong(barrier_context, nullptr)) {
     barrier_.store(nullptr, std::memory_order_seq_cst);
   }
 }
@@ -306,6 +312,8 @@ void stream_tracker::submitting(CUstream stream) noexcept
   // The default streams, legacy and per-thread, are ordered after the
   // legacy stream's work by the driver.
   if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) { return; }
+  // No free goes in order again: nothing reads what is noted here.
+  if (in_order_.load(std::memory_order_acquire) == in_order_state::impossible) { return; }
   // Read before the work is submitted, so that a free after it (the program
   // orders its work before its free) finds it.
   std::uint64_t const seen = handed_out_.load(std::memory_order_seq_cst);
@@ -375,7 +383,7 @@ void stream_tracker::order_after_recent_frees(CUstream stream) noexcept
       if (barrier == nullptr) {
         ordered = true;  // the frees went with their context
       } else {
-        context_scope in_context{in_order_context_.load(std::memory_order_relaxed)};
+        context_scope in_context{barrier_context_.load(std::memory_order_seq_cst)};
         ordered = in_context.current() && drv.event_record != nullptr && drv.stream_wait_event != nullptr &&
                   drv.event_record(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS &&
                   drv.stream_wait_event(stream, barrier, 0) == CUDA_SUCCESS;

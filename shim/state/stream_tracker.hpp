@@ -40,6 +40,8 @@
 // may create streams of the runtime's own) never waits for itself.
 #pragma once
 
+#include "cuda/calling_thread.hpp"
+
 #include <cuda.h>
 
 #include <atomic>
@@ -164,6 +166,7 @@ class stream_tracker {
       // given work with it afterwards sees the count and is ordered after
       // this free (submitting()); counted in progress until the free is on
       // the legacy stream, so that an ordering made meanwhile counts it again.
+      barrier_context_.store(current_context(), std::memory_order_seq_cst);
       barrier_.store(barrier, std::memory_order_seq_cst);
       frees_in_progress_.fetch_add(1, std::memory_order_seq_cst);
       in_order_epoch_.fetch_add(1, std::memory_order_seq_cst);
@@ -332,11 +335,14 @@ class stream_tracker {
   // far; frees made in order so far, and of them those not yet on the legacy
   // stream; the barrier of the last such free (the pool's event in
   // in_order_context_).
-  std::atomic<bool> following_{true};
-  std::atomic<std::uint64_t> handed_out_{0};
-  std::atomic<std::uint64_t> in_order_epoch_{0};
-  std::atomic<std::uint64_t> frees_in_progress_{0};
-  std::atomic<CUevent> barrier_{nullptr};
+  // Each on its own cache line: allocations, frees and submissions on
+  // different threads write them.
+  alignas(64) std::atomic<bool> following_{true};
+  alignas(64) std::atomic<std::uint64_t> handed_out_{0};
+  alignas(64) std::atomic<std::uint64_t> in_order_epoch_{0};
+  alignas(64) std::atomic<std::uint64_t> frees_in_progress_{0};
+  alignas(64) std::atomic<CUevent> barrier_{nullptr};
+  std::atomic<CUcontext> barrier_context_{nullptr};  // the barrier's (and the pool's) context
 };
 
 // The process's tracker (never destroyed: calls arrive until the very end).

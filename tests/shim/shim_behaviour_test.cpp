@@ -772,6 +772,31 @@ TEST_F(ShimInOrderFreesUnfollowed, AreQueuedWhileTheProgramHasMoreThanFourNonBlo
   }
 }
 
+// ---- ShimInOrderFreesPastTheShim: followed submissions end at a dlsym
+// with RTLD_NEXT of a function that puts work on a stream (it finds the
+// driver's own, which the shim does not see called).
+
+using ShimInOrderFreesPastTheShim = ShimTest;
+
+TEST_F(ShimInOrderFreesPastTheShim, AStreamWithWorkInProgressHoldsThemUpAgain)
+{
+  void* fn = nullptr;
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);  // work given before the block is allocated
+  void* p = nullptr;
+  cuda_double_counters before{};
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));  // followed: in order
+  fn = dlsym(RTLD_NEXT, "cuLaunchKernel");
+  EXPECT_NE(fn, nullptr);
+  // No longer followed: the busy stream may be using any block.
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
+  issue_queued_frees();
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
 TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThemEvenWhenRefused)
 {
   void* p = nullptr;
