@@ -165,8 +165,7 @@ def submissions(include):
                 continue  # an internal ABI (CUDA 2's 32-bit sizes): no runtime this shim serves asks for it
             typed = parameters(typedef_params)
             stream = [n for t, n in typed if t == "CUstream"]
-            kind = ("submission_per_thread_stream" if suffix else
-                    "submission_legacy_stream" if has_ptsz else "submission_every_stream")
+            kind = "per_thread_stream" if suffix else "legacy_stream" if has_ptsz else "every_stream"
             rows.append({
                 "lookups": kind, "version": version, "symbol": form_symbol, "name": name,
                 "pfn": f"PFN_{base}_v{version}{suffix}", "params": typed,

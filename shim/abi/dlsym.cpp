@@ -38,8 +38,24 @@ extern "C" __attribute__((used, no_sanitize("address", "undefined"))) void async
 
 #if defined(__x86_64__)
 // dlsym(handle, name): handle in %rdi, name in %rsi. RTLD_NEXT is -1,
-// RTLD_DEFAULT is 0.
+// RTLD_DEFAULT is 0. call_keeping_arguments calls a C function and keeps
+// both for the jump after it (the stack aligned for the call).
 asm(R"(
+    .macro call_keeping_arguments function
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call \function
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    .endm
     .text
     .globl dlsym
     .type dlsym, @function
@@ -52,37 +68,13 @@ dlsym:
     je 1f
     jmp asyncshim_dlsym_explicit
 1:
-    pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    call asyncshim_dlsym_global
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+    call_keeping_arguments asyncshim_dlsym_global
     movq asyncshim_real_dlsym_pointer(%rip), %rax
     testq %rax, %rax
     jz 2f
     jmp *%rax
 2:
-    pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    call asyncshim_resolve_real_dlsym
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+    call_keeping_arguments asyncshim_resolve_real_dlsym
     testq %rax, %rax
     jz 3f
     jmp *%rax

@@ -30,10 +30,7 @@ enum class lookups {
   cuda_11,
   cuda_2,
   cuda_3_2,
-  cuda_11_4,
-  submission_legacy_stream,
-  submission_per_thread_stream,
-  submission_every_stream
+  cuda_11_4
 };
 enum class need { required, optional };
 
@@ -55,16 +52,13 @@ constexpr std::size_t addresses_for(lookups kind) noexcept
 {
   switch (kind) {
     case lookups::every_stream:
-    case lookups::cuda_2:
-    case lookups::submission_every_stream: return 3;
+    case lookups::cuda_2: return 3;
     case lookups::every_stream_and_older: return 3 + std::size(older_versions);
     case lookups::legacy_stream:
     case lookups::per_thread_stream:
     case lookups::cuda_11:
     case lookups::cuda_3_2:
-    case lookups::cuda_11_4:
-    case lookups::submission_legacy_stream:
-    case lookups::submission_per_thread_stream: return 2;
+    case lookups::cuda_11_4: return 2;
   }
   return 0;
 }
@@ -123,13 +117,12 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
                              : kind == lookups::cuda_2    ? cuda_2_version
                              : kind == lookups::cuda_3_2  ? cuda_3_2_version
                              : kind == lookups::cuda_11_4 ? cuda_11_4_version
-                                                          : version;  // a submission row's own ABI version
-  bool const per_thread_only = kind == lookups::per_thread_stream || kind == lookups::submission_per_thread_stream;
-  void* const legacy_lookup = per_thread_only ? nullptr : looked_up(name, lookup_version, 0);
+                                                          : version;
+  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr : looked_up(name, lookup_version, 0);
   t.add(exported, ours, why);
   t.add(legacy_lookup, ours, why);
-  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::cuda_2 ||
-      per_thread_only || kind == lookups::submission_every_stream) {
+  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream ||
+      kind == lookups::cuda_2) {
     t.add(looked_up(name, lookup_version, per_thread), ours, why);
   }
   if (kind == lookups::every_stream_and_older) {
@@ -263,24 +256,33 @@ bool in_the_shim(void* fn) noexcept
          theirs.dli_fbase == ours.dli_fbase;
 }
 
-// A lookup that found `real` for `name` and answered `answer`: followed
-// submissions end when the caller may now submit work the shim does not see
-// (docs/followed-submissions.md, "Failing safe").
-void check_followed(char const* name, void* real, void* answer) noexcept
+// A lookup of `name`: followed submissions end when the caller may now
+// submit work the shim does not see (docs/followed-submissions.md, "Failing
+// safe"): `name` is a driver function the shim does not know, or one that
+// submits work and the caller got the driver's own (`driver_function`, for
+// the reason `got_it`).
+void check_followed(char const* name, bool driver_function, char const* got_it) noexcept
 {
   // Driver functions are cu<Capital>...: cudaMalloc, cublasCreate and
   // cudnnCreate are not.
-  if (name == nullptr || real == nullptr || searching || name[0] != 'c' || name[1] != 'u' ||
+  if (name == nullptr || searching || name[0] != 'c' || name[1] != 'u' ||
       std::isupper(static_cast<unsigned char>(name[2])) == 0 || !tracking_active()) {
     return;
   }
-  stream_tracker& streams = tracker();
   std::string_view const base = lookup_name_of(name);
   if (!known_driver_name(base)) {
-    streams.stop_following_submissions(name, "a driver function newer than the CUDA headers the shim was built with");
-  } else if (answer == real && submits_work(base) && !in_the_shim(real)) {
-    streams.stop_following_submissions(name, "in a version of it the shim does not follow");
+    tracker().stop_following_submissions(name, "a driver function newer than the CUDA headers the shim was built with");
+  } else if (driver_function && submits_work(base)) {
+    tracker().stop_following_submissions(name, got_it);
   }
+}
+
+// The same for a lookup whose answer `answer` the shim has seen: `real`, what
+// the real lookup found.
+void check_followed(char const* name, void* real, void* answer) noexcept
+{
+  if (real == nullptr) { return; }
+  check_followed(name, answer == real && !in_the_shim(real), "in a version of it the shim does not follow");
 }
 
 // Replaces the answer when it is a replaced driver function; at trace level
@@ -304,18 +306,8 @@ CUresult substitute(char const* lookup, char const* symbol, int version, cuuint6
 
 void global_lookup(char const* name, bool next) noexcept
 {
-  if (name == nullptr || searching || name[0] != 'c' || name[1] != 'u' ||
-      std::isupper(static_cast<unsigned char>(name[2])) == 0 || !tracking_active()) {
-    return;
-  }
-  std::string_view const base = lookup_name_of(name);
-  if (!known_driver_name(base)) {
-    tracker().stop_following_submissions(name, "a driver function newer than the CUDA headers the shim was built with");
-  } else if (next && submits_work(base)) {
-    // Past the shim in the search order: the driver's own function.
-    tracker().stop_following_submissions(name,
-                                         "with dlsym(RTLD_NEXT), which finds the driver's function, not the shim's");
-  }
+  // RTLD_NEXT searches past the shim: it finds the driver's own function.
+  check_followed(name, next, "with dlsym(RTLD_NEXT), which finds the driver's function, not the shim's");
 }
 
 // The first entry for an address wins: rows come in the table's order, each

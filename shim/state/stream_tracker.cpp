@@ -95,15 +95,10 @@ void stream_tracker::stream_created(CUstream stream, unsigned flags) noexcept
   static std::atomic<bool> said_first{false};
   static std::atomic<bool> said_too_many{false};
   if (tracked == 1 && !said_first.exchange(true)) {
-    if (following_submissions()) {
-      log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is "
-                "made in the legacy stream's order only while no non-blocking stream given work since the block "
-                "was allocated has work in progress; otherwise it is queued and fenced");
-    } else {
-      log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is "
-                "made in the legacy stream's order only while no non-blocking stream has work in progress; "
-                "otherwise it is queued and fenced");
-    }
+    log::info("the program made a non-blocking stream: from now on a free under ASYNCSHIM_ORDERING=device is made "
+              "in the legacy stream's order only while no non-blocking stream {}has work in progress; otherwise it is "
+              "queued and fenced",
+              following_submissions() ? "given work since the block was allocated " : "");
   } else if (tracked == most_streams_for_in_order_frees + 1 && !following_submissions() &&
              !said_too_many.exchange(true)) {
     log::info("the program has more than {} non-blocking streams: while it has, frees under "
