@@ -186,18 +186,19 @@ trap 'rm -rf "$event_logs"' EXIT
 # each configuration once per round, and the page takes the median of the
 # rounds (of pairs, the fastest round: a process's pair runs at one of two
 # speeds on the H200, the raw pool's too; tests/bench/RESULTS.md, 2026-12-01).
-# The first round has every configuration and size; rounds 2 and 3 the
-# headline comparisons (raw pool, the shim's default, the baseline); rounds 4
-# to 7 only the headline pairs, so that every configuration has fast rounds.
+# The first round has every configuration; rounds 2 and 3 the headline
+# comparisons (raw pool, the shim's default, the baseline); rounds 4 to 7
+# only the headline pairs, so that every configuration has fast rounds. The
+# pairs of every round have every size: the goal is for each of them.
 rounds=$((quick ? 1 : 3))
 pair_rounds=$((quick ? 1 : 7))
 for ((round = 1; round <= pair_rounds; ++round)); do
   r="-r$round"
   first=$((round == 1))
   full=$((round <= rounds))
-  # The first round: every size and ordering; the later ones the headline.
-  round_sizes=$small_sizes orderings=(device)
-  ((first)) && round_sizes=$sizes orderings=(device stream sync)
+  # The first round: every ordering; the later ones the headline.
+  round_sizes=$sizes orderings=(device)
+  ((first)) && orderings=(device stream sync)
   echo "== round $round of $pair_rounds: alloc+free pairs ($round_sizes)"
   run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $round_sizes --iterations $fast
   run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $round_sizes --iterations $fast
@@ -229,8 +230,8 @@ for ((round = 1; round <= pair_rounds; ++round)); do
     "$bench_static" pairs --api runtime --size $small_sizes --iterations $fast
   rm -f "$event_logs"/*.csv
   if [[ -n $baseline ]]; then
-    run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" pairs --api runtime --size $small_sizes --iterations $fast
-    run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" pairs --api runtime --size $small_sizes --iterations $fast
+    run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $fast
+    run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $fast
   fi
   if ((first)); then
     run pairs-native-runtime 90 -- "$bench" pairs --api runtime --size $sizes --iterations $slow

@@ -235,11 +235,13 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
       // Held through the look at the device's memory after the free, which
       // may give memory back (no capture may begin meanwhile either).
       auto access = streams.access();
-      CUevent const barrier = s.pools.streams(record.device).in_order_barrier;
+      device_streams const& pool_streams = s.pools.streams(record.device);
       auto const free_on_legacy = [&](bool barrier_recorded) {
         return free_in_legacy_order(s, *pool, ptr, record, barrier_recorded, &record_kept);
       };
-      if (streams.free_in_order(barrier, record.handed_out, free_on_legacy, in_order) && in_order == cudaSuccess) {
+      if (streams.free_in_order(pool_streams.context, pool_streams.in_order_barrier, record.handed_out, free_on_legacy,
+                                in_order) &&
+          in_order == cudaSuccess) {
         if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
         note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
         return cudaSuccess;

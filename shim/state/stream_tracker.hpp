@@ -148,13 +148,15 @@ class stream_tracker {
   // running it when the free must be queued and fenced instead (a
   // non-blocking stream has work in progress: with followed submissions, only
   // one given work since the block was handed out, `handed_out` being its
-  // block_handed_out() number, 0 if unknown). `barrier`: the pool's event
-  // of the current context, recorded on the legacy stream before the free
-  // when the program has non-blocking streams (`recorded` says so), for them
-  // to wait for. The caller has found frees_may_go_in_order() and holds
-  // access() (no capture begins meanwhile).
+  // block_handed_out() number, 0 if unknown). `context`: the current
+  // context, the pool's; `barrier`: the pool's event of that context,
+  // recorded on the legacy stream before the free when the program has
+  // non-blocking streams (`recorded` says so), for them to wait for. The
+  // caller has found frees_may_go_in_order() and holds access() (no capture
+  // begins meanwhile).
   template <class FreeOnLegacy, class Result>
-  bool free_in_order(CUevent barrier, std::uint64_t handed_out, FreeOnLegacy free_on_legacy, Result& result)
+  bool free_in_order(CUcontext context, CUevent barrier, std::uint64_t handed_out, FreeOnLegacy free_on_legacy,
+                     Result& result)
   {
     if (captures_in_progress()) { return false; }
     std::shared_lock lock{stream_mutex_};  // no stream is made or destroyed meanwhile
@@ -166,8 +168,12 @@ class stream_tracker {
       // given work with it afterwards sees the count and is ordered after
       // this free (submitting()); counted in progress until the free is on
       // the legacy stream, so that an ordering made meanwhile counts it again.
-      barrier_context_.store(current_context(), std::memory_order_seq_cst);
-      barrier_.store(barrier, std::memory_order_seq_cst);
+      // Stored only when they change (one pool, one barrier: nearly never),
+      // so that frees on many threads do not all write their cache line.
+      if (barrier_context_.load(std::memory_order_seq_cst) != context) {
+        barrier_context_.store(context, std::memory_order_seq_cst);
+      }
+      if (barrier_.load(std::memory_order_seq_cst) != barrier) { barrier_.store(barrier, std::memory_order_seq_cst); }
       frees_in_progress_.fetch_add(1, std::memory_order_seq_cst);
       in_order_epoch_.fetch_add(1, std::memory_order_seq_cst);
       result = free_on_legacy(false);
