@@ -197,25 +197,25 @@ for ((round = 1; round <= pair_rounds; ++round)); do
   first=$((round == 1))
   full=$((round <= rounds))
   # The first round: every ordering; the later ones the headline.
-  round_sizes=$sizes orderings=(device)
+  orderings=(device)
   ((first)) && orderings=(device stream sync)
-  echo "== round $round of $pair_rounds: alloc+free pairs ($round_sizes)"
-  run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $round_sizes --iterations $fast
-  run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $round_sizes --iterations $fast
+  echo "== round $round of $pair_rounds: alloc+free pairs ($sizes)"
+  run "pairs-pool-runtime$r" 90 -- "$bench" pairs --api pool-runtime --size $sizes --iterations $fast
+  run "pairs-pool-driver$r" 90 -- "$bench" pairs --api pool-driver --size $sizes --iterations $fast
   for ordering in "${orderings[@]}"; do
     n=$fast
     [[ $ordering == sync ]] && n=$sync_pairs
     shim_env=("${with_shim[@]}" "ASYNCSHIM_ORDERING=$ordering")
-    run "pairs-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $n
-    run "pairs-shim-$ordering-static$r" 90 "${shim_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $n
+    run "pairs-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $n
+    run "pairs-shim-$ordering-static$r" 90 "${shim_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $n
     ((full)) && run "pairs-shim-$ordering-driver$r" 90 "${shim_env[@]}" -- \
-      "$bench" pairs --api driver --size $round_sizes --iterations $n
+      "$bench" pairs --api driver --size $sizes --iterations $n
   done
   # The reuse cache (experimental, off by default).
   if ((full)); then
     reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB)
-    run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $round_sizes --iterations $fast
-    run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $round_sizes --iterations $fast
+    run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $fast
+    run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $fast
   fi
   # What observing costs (all off by default): the same pairs with the leak
   # report, with its call stacks, and with the event log (written to a scratch
