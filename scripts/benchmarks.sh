@@ -30,8 +30,9 @@
 # output, runs.tsv with the exact commands, meta.tsv); with $OUT set (the
 # device machine) raw/ is packed as raw.tgz. A short summary is printed last.
 # The allocator runs come in three rounds (the headline pairs in seven: the
-# page takes each pair's fastest round, the rest medians) and PyTorch's
-# headline configurations in two.
+# page takes each pair's fastest round, the rest medians; its before/after
+# table takes each side's fastest round) and PyTorch's headline
+# configurations in two.
 # Whole run: about 8 minutes on an H200 with --baseline, build included
 # (PyTorch takes most of it). Each run has a timeout, cut to what is left of
 # BENCH_TIME_LIMIT_S (default 560 s from the start, build included): whatever
@@ -184,8 +185,9 @@ trap 'rm -rf "$event_logs"' EXIT
 
 # The machine's speed drifts over minutes: the allocator runs come in rounds,
 # each configuration once per round, and the page takes the median of the
-# rounds (of pairs, the fastest round: a process's pair runs at one of two
-# speeds on the H200, the raw pool's too; tests/bench/RESULTS.md, 2026-12-01).
+# rounds (of pairs, and of each side of the before/after table, the fastest
+# round: a process's pair runs at one of two speeds on the H200, the raw
+# pool's too, as the CPU it runs on; tests/bench/RESULTS.md, 2026-12-04).
 # The first round has every configuration; rounds 2 and 3 the headline
 # comparisons (raw pool, the shim's default, the baseline); rounds 4 to 7
 # only the headline pairs, so that every configuration has fast rounds. The

@@ -602,35 +602,48 @@ def torch_memory_lines(records):
 
 
 def before_after_pairs(before, records):
-    """(what, before, after, unit, lower is better) for each measurement run with the earlier build."""
+    """(what, before, after, unit, lower is better, before's rounds, after's rounds) for each measurement run with
+    the earlier build. Each side is its fastest round: a process runs at one of two speeds on the H200 whatever the
+    build (collect_pairs), so a median of a few rounds would compare one build's fast processes with the other's slow
+    ones and call the difference a change of the code."""
     out = []
+
+    def rounds(records, bench, key_fields, value_field, key, reduce):
+        values = collect(records, bench, key_fields, value_field, reduce=list).get(key) or []
+        return (reduce(values) if values else None), values
+
+    def row(what, bench, key_fields, value_field, key, unit, lower):
+        best = min if lower else max
+        old, old_rounds = rounds(before, bench, key_fields, value_field, key, best)
+        new, new_rounds = rounds(records, bench, key_fields, value_field, key, best)
+        out.append((what, old, new, unit, lower, old_rounds, new_rounds))
+
     old_pairs = collect_pairs(before)
-    new_pairs = collect_pairs(records)
     for path in ("runtime", "static-runtime"):
         for size in sorted({k[2] for k in old_pairs if k[1] == path}):
-            out.append((f"pair, {PATH_TEXT[path]}, {size_text(size)}", old_pairs.get(("shim:device", path, size)),
-                        new_pairs.get(("shim:device", path, size)), us, True))
-    old_churn = collect(before, "churn", (), "wall_ns_per_step")
-    new_churn = collect(records, "churn", (), "wall_ns_per_step")
-    out.append(("churn step (wall), cudaMalloc (runtime path)", old_churn.get(("shim:device", "runtime")),
-                new_churn.get(("shim:device", "runtime")), us, True))
+            row(f"pair, {PATH_TEXT[path]}, {size_text(size)}", "pairs", ("size",), "median_ns",
+                ("shim:device", path, size), us, True)
+    row("churn step (wall), cudaMalloc (runtime path)", "churn", (), "wall_ns_per_step", ("shim:device", "runtime"),
+        us, True)
     old_threads = collect(before, "threads", ("threads",), "pairs_per_s")
-    new_threads = collect(records, "threads", ("threads",), "pairs_per_s")
     for n in sorted({k[2] for k in old_threads}):
-        out.append((f"{n} thread{'s' if n > 1 else ''}, pairs/s", old_threads.get(("shim:device", "runtime", n)),
-                    new_threads.get(("shim:device", "runtime", n)), rate, False))
+        row(f"{n} thread{'s' if n > 1 else ''}, pairs/s", "threads", ("threads",), "pairs_per_s",
+            ("shim:device", "runtime", n), rate, False)
     step = lambda v: f"{v:.2f} ms"  # noqa: E731
-    old_steps, new_steps = torch_steps(before), torch_steps(records)
     for model in ("resnet18", "transformer", "mlp"):
         # The baseline's runs are its default configuration: uncached under the shim, device ordering.
-        out.append((f"PyTorch {model}, uncached, median step", old_steps.get(model, {}).get("uncached+shim:device"),
-                    new_steps.get(model, {}).get("uncached+shim:device"), step, True))
-    return [row for row in out if row[1] is not None and row[2] is not None]
+        old, old_rounds = rounds(timed_torch(before), "torch", ("model", "config"), "median_step_ms",
+                                 (None, None, model, "uncached+shim:device"), min)
+        new, new_rounds = rounds(timed_torch(records), "torch", ("model", "config"), "median_step_ms",
+                                 (None, None, model, "uncached+shim:device"), min)
+        out.append((f"PyTorch {model}, uncached, median step", old, new, step, True, old_rounds, new_rounds))
+    return [r for r in out if r[1] is not None and r[2] is not None]
 
 
 def before_after_changes(before, records):
     """(what, how many times worse) for each before/after measurement: above 1 = slower than before."""
-    return [(what, new / old if lower else old / new) for what, old, new, _, lower in before_after_pairs(before, records)]
+    return [(what, new / old if lower else old / new)
+            for what, old, new, _, lower, _, _ in before_after_pairs(before, records)]
 
 
 def before_after_section(before, records, label):
@@ -639,16 +652,20 @@ def before_after_section(before, records, label):
     if not before:
         return []
     rows = []
-    for what, old, new, unit, lower_is_better in before_after_pairs(before, records):
+    for what, old, new, unit, lower_is_better, old_rounds, new_rounds in before_after_pairs(before, records):
         change = new / old
         better = change < 1 if lower_is_better else change > 1
-        rows.append([what, unit(old), unit(new), f"**{times(change)}**" + (" (better)" if better else "")])
+        every = lambda values: ", ".join(unit(v) for v in values)  # noqa: E731
+        rows.append([what, unit(old), unit(new), f"**{times(change)}**" + (" (better)" if better else ""),
+                     every(old_rounds), every(new_rounds)])
     if not rows:
         return []
     return ["## Before and after", "",
             f"The shim's default configuration (device ordering) with {label} and with this build, in this run "
-            "(runs named `before-*` below). Change = after / before.", "",
-            table(["measurement", "before", "after", "change"], rows), ""]
+            "(runs named `before-*` below). Change = after / before, each side its fastest round (a process runs at "
+            "one of two speeds on the H200 whatever the build, `tests/bench/RESULTS.md`: a median of a few rounds "
+            "would compare one build's fast processes with the other's slow ones); every round is listed.", "",
+            table(["measurement", "before", "after", "change", "rounds before", "rounds after"], rows), ""]
 
 
 def details_section(records):
