@@ -481,9 +481,11 @@ def threads_section(records):
             row.append(rate(v) if allocator == "pool" or r is None else f"{rate(v)} (**{times(r)}**)")
         rows.append(row)
     return [f"Aggregate alloc+free pairs per second of {size_text(size)}; each thread has its own non-blocking "
-            f"stream (the raw pool allocates and frees on it; `cudaMalloc` under the shim allocates on the legacy "
-            f"stream, or the thread's per-thread stream where named, and in device ordering frees are queued and "
-            f"each batch is fenced behind every live non-blocking stream). In "
+            f"stream (the raw pool allocates and frees on it; under the shim `cudaMalloc` allocates on the legacy "
+            f"stream, or the thread's per-thread stream where named, and the streams never get work, so in device "
+            f"ordering the frees go in the legacy stream's order: had one of them been given work since a block "
+            f"was handed out, that block's free would be queued and fenced behind every live non-blocking stream). "
+            f"In "
             f"parentheses: the ratio to the raw pool at the same thread count (above 1 = more pairs per second).",
             "", table(["configuration"] + [f"{n} thread{'s' if n > 1 else ''}" for n in counts], rows)]
 
