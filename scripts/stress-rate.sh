@@ -30,7 +30,12 @@ while (($# > 0)); do
       case $1 in
         --runs) runs=$2 ;;
         --time-limit) time_limit=$2 ;;
-        --arm) arms+=("${2%% *} LD_PRELOAD=@shim@ ${2#* }") ;;
+        --arm)
+          [[ $2 =~ ^[A-Za-z0-9_.-]+( +[A-Za-z_][A-Za-z0-9_]*=[^ ]*)+$ ]] || {
+            echo "stress-rate.sh: --arm '$2': expected a name, then VAR=VALUE settings, space-separated" >&2
+            exit 2
+          }
+          arms+=("${2%% *} LD_PRELOAD=@shim@ ${2#* }") ;;
       esac
       shift ;;
     --) shift; stress_args=("$@"); break ;;

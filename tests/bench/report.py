@@ -485,8 +485,7 @@ def threads_section(records):
             f"stream, or the thread's per-thread stream where named, and the streams never get work, so in device "
             f"ordering the frees go in the legacy stream's order: had one of them been given work since a block "
             f"was handed out, that block's free would be queued and fenced behind every live non-blocking stream). "
-            f"In "
-            f"parentheses: the ratio to the raw pool at the same thread count (above 1 = more pairs per second).",
+            f"In parentheses: the ratio to the raw pool at the same thread count (above 1 = more pairs per second).",
             "", table(["configuration"] + [f"{n} thread{'s' if n > 1 else ''}" for n in counts], rows)]
 
 
@@ -614,10 +613,10 @@ def before_after_pairs(before, records):
         values = collect(records, bench, key_fields, value_field, reduce=list).get(key) or []
         return (reduce(values) if values else None), values
 
-    def row(what, bench, key_fields, value_field, key, unit, lower):
+    def row(what, bench, key_fields, value_field, key, unit, lower, pick=lambda rs: rs):
         best = min if lower else max
-        old, old_rounds = rounds(before, bench, key_fields, value_field, key, best)
-        new, new_rounds = rounds(records, bench, key_fields, value_field, key, best)
+        old, old_rounds = rounds(pick(before), bench, key_fields, value_field, key, best)
+        new, new_rounds = rounds(pick(records), bench, key_fields, value_field, key, best)
         out.append((what, old, new, unit, lower, old_rounds, new_rounds))
 
     old_pairs = collect_pairs(before)
@@ -634,11 +633,8 @@ def before_after_pairs(before, records):
     step = lambda v: f"{v:.2f} ms"  # noqa: E731
     for model in ("resnet18", "transformer", "mlp"):
         # The baseline's runs are its default configuration: uncached under the shim, device ordering.
-        old, old_rounds = rounds(timed_torch(before), "torch", ("model", "config"), "median_step_ms",
-                                 (None, None, model, "uncached+shim:device"), min)
-        new, new_rounds = rounds(timed_torch(records), "torch", ("model", "config"), "median_step_ms",
-                                 (None, None, model, "uncached+shim:device"), min)
-        out.append((f"PyTorch {model}, uncached, median step", old, new, step, True, old_rounds, new_rounds))
+        row(f"PyTorch {model}, uncached, median step", "torch", ("model", "config"), "median_step_ms",
+            (None, None, model, "uncached+shim:device"), step, True, pick=timed_torch)
     return [r for r in out if r[1] is not None and r[2] is not None]
 
 
@@ -657,9 +653,8 @@ def before_after_section(before, records, label):
     for what, old, new, unit, lower_is_better, old_rounds, new_rounds in before_after_pairs(before, records):
         change = new / old
         better = change < 1 if lower_is_better else change > 1
-        every = lambda values: ", ".join(unit(v) for v in values)  # noqa: E731
         rows.append([what, unit(old), unit(new), f"**{times(change)}**" + (" (better)" if better else ""),
-                     every(old_rounds), every(new_rounds)])
+                     ", ".join(map(unit, old_rounds)), ", ".join(map(unit, new_rounds))])
     if not rows:
         return []
     return ["## Before and after", "",
