@@ -198,10 +198,16 @@ if want stress && [[ -x $stress ]]; then
   stress_run stress-few-sizes "device, 32 threads, 4 sizes" LD_PRELOAD="$shim" -- --size-classes 4 --threads 32 ||
     failed=1
   # The controls for that case: natively with cudaFree made every 5 ms by one
-  # thread (no reuse while in use; corruption there is not an allocator's),
-  # and under the shim with no event recorded twice (for the record).
+  # thread (no reuse while in use; corruption there is not an allocator's);
+  # natively with no cudaFree at all, the program's own pool allocating and
+  # freeing on the legacy stream as the shim does, a block handed out again
+  # only after a device synchronization (for the record: an early verify
+  # there is the driver's); and under the shim with no event recorded twice
+  # (for the record).
   stress_run stress-deferred "native, frees deferred 5 ms, 32 threads, 4 sizes" -- \
     --size-classes 4 --threads 32 --deferred-free-ms 5 --operations 400000 || failed=1
+  stress_run stress-program-pool "native, the program's own pool on the legacy stream, 32 threads, 4 sizes" -- \
+    --size-classes 4 --threads 32 --program-pool cudaMallocAsync --operations 400000
   stress_run stress-fresh-events "device, 32 threads, 4 sizes, fresh events" LD_PRELOAD="$shim" -- \
     --size-classes 4 --threads 32 --fresh-events --operations 400000
   stress_run stress-backlog "device, free backlog 64 MiB" LD_PRELOAD="$shim" ASYNCSHIM_FREE_BACKLOG=64MiB \

@@ -3,14 +3,18 @@
 # corruption in one case, under the shim and natively, on a machine with a
 # CUDA GPU: a rare corruption seen once in a run says little until its rate
 # is known against a control.
-#   scripts/stress-rate.sh [--runs N] [--time-limit S] [--arm 'NAME VAR=VALUE...'] [-- STRESS_ARGS...]
+#   scripts/stress-rate.sh [--runs N] [--time-limit S] [--arm 'NAME VAR=VALUE...']
+#                          [--control 'NAME STRESS_OPTIONS...'] [-- STRESS_ARGS...]
 # Runs the case (STRESS_ARGS, default --threads 32 --size-classes 4) up to N
 # times in each arm (default 10), the arms taking turns, each run with a seed
 # of its own (1, 2, ...; the same seeds in every arm). The arms: `shim`, the
-# shim's defaults; `native`, no shim and every cudaFree made by one thread 1 ms
-# later (--deferred-free-ms 1: no block is reused while in use, so corruption
-# there is not an allocator's); and each --arm, the shim with those settings
-# (e.g. --arm 'in-order-off ASYNCSHIM_IN_ORDER_FREES=off'). Stops starting
+# shim's defaults; the native controls; and each --arm, the shim with those
+# settings (e.g. --arm 'in-order-off ASYNCSHIM_IN_ORDER_FREES=off'). A
+# control runs without the shim, the case's arguments followed by its own
+# options (e.g. --control 'own-pool --program-pool cudaMalloc'); without a
+# --control the one control is `native`, every cudaFree made by one thread
+# 1 ms later (--deferred-free-ms 1: no block is reused while in use, so
+# corruption there is not an allocator's). Stops starting
 # runs when the next might not end within --time-limit seconds from the start
 # (default 540, for the device's 10 minutes). Builds what it needs in
 # ${BUILD_DIR:-build-gpu} (using .deps/ from scripts/prepare-device-deps.sh
@@ -21,11 +25,14 @@
 set -uo pipefail
 runs=10
 time_limit=540
-arms=("shim LD_PRELOAD=@shim@" "native")
+# Each arm: its name, then its environment (VAR=VALUE, space-separated),
+# then a '|' and the options it adds to the case's.
+arms=("shim LD_PRELOAD=@shim@ |")
+controls=()
 stress_args=()
 while (($# > 0)); do
   case $1 in
-    --runs | --time-limit | --arm)
+    --runs | --time-limit | --arm | --control)
       (($# >= 2)) || { echo "stress-rate.sh: $1 needs a value" >&2; exit 2; }
       case $1 in
         --runs) runs=$2 ;;
@@ -35,12 +42,19 @@ while (($# > 0)); do
             echo "stress-rate.sh: --arm '$2': expected a name, then VAR=VALUE settings, space-separated" >&2
             exit 2
           }
-          arms+=("${2%% *} LD_PRELOAD=@shim@ ${2#* }") ;;
+          arms+=("${2%% *} LD_PRELOAD=@shim@ ${2#* } |") ;;
+        --control)
+          [[ $2 =~ ^[A-Za-z0-9_.-]+( +--[a-z-]+( +[^ -][^ ]*)?)+$ ]] || {
+            echo "stress-rate.sh: --control '$2': expected a name, then options of the stress program (--OPTION [VALUE]), space-separated" >&2
+            exit 2
+          }
+          controls+=("${2%% *} | ${2#* }") ;;
       esac
       shift ;;
     --) shift; stress_args=("$@"); break ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "stress-rate.sh: unknown argument '$1' (--runs N, --time-limit S, --arm 'NAME VAR=VALUE...', -- STRESS_ARGS)" >&2
+    *) echo "stress-rate.sh: unknown argument '$1' (--runs N, --time-limit S, --arm 'NAME VAR=VALUE...'," \
+      "--control 'NAME OPTIONS...', -- STRESS_ARGS)" >&2
       exit 2 ;;
   esac
   shift
@@ -51,6 +65,14 @@ done
   exit 2
 }
 ((${#stress_args[@]} > 0)) || stress_args=(--threads 32 --size-classes 4)
+((${#controls[@]} > 0)) || controls=("native | --deferred-free-ms 1")
+arms+=("${controls[@]}")
+declare -A named
+for arm in "${arms[@]}"; do
+  name=${arm%% *}
+  [[ -z ${named[$name]:-} ]] || { echo "stress-rate.sh: two arms are named '$name': give each its own name" >&2; exit 2; }
+  named[$name]=1
+done
 cd "$(dirname "$0")/.." || exit 2
 start=$SECONDS
 build=${BUILD_DIR:-build-gpu}
@@ -72,19 +94,18 @@ declare -A done_runs failed errors
 longest=0
 for ((seed = 1; seed <= runs; ++seed)); do
   for arm in "${arms[@]}"; do
-    read -ra words <<<"$arm"
+    read -ra words <<<"${arm%%|*}"
+    read -ra extra <<<"${arm#*|}"
     name=${words[0]}
     settings=("${words[@]:1}")
     settings=("${settings[@]//@shim@/$shim}")
-    extra=()
-    [[ $name == native ]] && extra=(--deferred-free-ms 1)
     if ((SECONDS - start + longest * 3 / 2 + 5 > time_limit)); then
       echo "stress-rate: the time limit of $time_limit s is near: no more runs"
       break 2
     fi
     began=$SECONDS
     out=$kept/$name-seed-$seed
-    env "${settings[@]}" timeout 240 "$stress" "${stress_args[@]}" "${extra[@]}" --seed "$seed" \
+    env ${settings[@]+"${settings[@]}"} timeout 240 "$stress" "${stress_args[@]}" "${extra[@]}" --seed "$seed" \
       >"$out.out" 2>"$out.err"
     status=$?
     ((SECONDS - began > longest)) && longest=$((SECONDS - began))
@@ -107,12 +128,15 @@ for ((seed = 1; seed <= runs; ++seed)); do
 done
 echo "== stress-rate summary: ordering_stress ${stress_args[*]} (exit 1: corruption or an early verify) =="
 for arm in "${arms[@]}"; do
-  read -ra words <<<"$arm"
+  read -ra words <<<"${arm%%|*}"
+  read -ra extra <<<"${arm#*|}"
   name=${words[0]}
-  case $name in
-    shim) what="the shim's defaults" ;;
-    native) what="no shim, frees deferred 1 ms" ;;
-    *) what="the shim with ${words[*]:2}" ;;
-  esac
+  if ((${#words[@]} == 1)); then
+    what="no shim, ${extra[*]}"
+  elif ((${#words[@]} == 2)); then
+    what="the shim's defaults"
+  else
+    what="the shim with ${words[*]:2}"
+  fi
   echo "  $name ($what): exit 1 in ${failed[$name]:-0} of ${done_runs[$name]:-0} runs; other failures (exit 2, a timeout): ${errors[$name]:-0}"
 done

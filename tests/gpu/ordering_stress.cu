@@ -49,7 +49,15 @@
 // (cudaFree is made by one thread every N ms, so no block can be reused while
 // the program uses it; natively the device runs on between those frees'
 // synchronizations). Corruption with --deferred-free-ms and no shim is not the
-// allocator's.
+// allocator's. A third control, --program-pool cudaMalloc|cudaMallocAsync,
+// has no cudaFree in the run at all: the program keeps what it frees, and
+// one thread makes a cudaDeviceSynchronize every millisecond and only then
+// lets a block freed before it be handed out again, either from the
+// program's own lists (cudaMalloc) or by cudaFreeAsync on the legacy stream
+// to the device's default pool, which cudaMallocAsync on the legacy stream
+// allocates from (cudaMallocAsync: the pool operations on the legacy stream
+// that the shim makes, without the shim). The device then runs on as under
+// the shim, and an early verify there is not the shim's.
 //
 // Every verify kernel also checks, as it starts, that its buffer's fill has
 // finished (early_verifies counts those that started before: a wait that did
@@ -211,6 +219,25 @@ __global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std:
 
 // ---- options ------------------------------------------------------------------
 
+// --program-pool (a native control): where the program's buffers come
+// from and go back to. none: cudaMalloc and cudaFree. buffers: cudaMalloc,
+// and a freed buffer is kept by the program and handed out again (same size)
+// once a device synchronization made after its free has returned.
+// async_legacy: cudaMallocAsync on the legacy stream from the device's
+// default pool, and a freed buffer goes back by cudaFreeAsync on the legacy
+// stream once such a synchronization has returned.
+enum class program_pool_kind { none, buffers, async_legacy };
+
+char const* name_of(program_pool_kind kind)
+{
+  switch (kind) {
+    case program_pool_kind::buffers: return "cudaMalloc";
+    case program_pool_kind::async_legacy: return "cudaMallocAsync";
+    case program_pool_kind::none: break;
+  }
+  return "none";
+}
+
 struct options {
   int threads = 16;
   std::uint64_t operations = 1000000;
@@ -235,6 +262,8 @@ struct options {
   // those frees' synchronizations, as it does under the shim's device ordering.
   bool fresh_events = false;
   unsigned deferred_free_ms = 0;
+  // --program-pool: see program_pool_kind.
+  program_pool_kind program_pool = program_pool_kind::none;
   // --blocking-streams: the threads' own streams (and the temporary ones) are
   // blocking streams, which synchronize with the legacy stream: what
   // ASYNCSHIM_ORDERING=stream is documented to be correct for.
@@ -254,6 +283,7 @@ struct options {
                        "                       [--max-verify-delay-us N] [--size-classes N] [--kernels-only]\n"
                        "                       [--fresh-events] [--deferred-free-ms N] [--blocking-streams]\n"
                        "                       [--late-non-blocking] [--side-streams N]\n"
+                       "                       [--program-pool cudaMalloc|cudaMallocAsync]\n"
                        "                       [--allow-corruption]\n"
                        "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
                        "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
@@ -321,6 +351,15 @@ options parse_options(int argc, char** argv)
       std::uint64_t const ms = parse_number(value(), false);
       if (ms < 1 || ms > 10000) { usage("--deferred-free-ms must be 1..10000"); }
       o.deferred_free_ms = static_cast<unsigned>(ms);
+    } else if (arg == "--program-pool") {
+      std::string const kind = value();
+      if (kind == "cudaMalloc") {
+        o.program_pool = program_pool_kind::buffers;
+      } else if (kind == "cudaMallocAsync") {
+        o.program_pool = program_pool_kind::async_legacy;
+      } else {
+        usage("--program-pool must be cudaMalloc or cudaMallocAsync");
+      }
     } else if (arg == "--help" || arg == "-h") {
       usage(nullptr);
     } else {
@@ -334,6 +373,9 @@ options parse_options(int argc, char** argv)
   if (o.max_live_bytes < 512 * MiB) { usage("--max-live-bytes must be at least 512M"); }
   if (o.late_non_blocking && !o.blocking_streams) { usage("--late-non-blocking needs --blocking-streams"); }
   if (o.side_streams < 0 || o.side_streams > 64) { usage("--side-streams must be 0..64"); }
+  if (o.program_pool != program_pool_kind::none && o.deferred_free_ms > 0) {
+    usage("--program-pool and --deferred-free-ms are two different controls: give one");
+  }
   return o;
 }
 
@@ -397,11 +439,19 @@ struct shared_state {
   unsigned stream_flags = cudaStreamNonBlocking;  // of the threads' own and temporary streams
   bool late_non_blocking = false;                 // then non-blocking ones from halfway through
   std::vector<cudaStream_t> side_streams;         // non-blocking, shared by all threads (--side-streams)
-  // --deferred-free-ms: what was freed and is waiting for its cudaFree, and
-  // how many cudaFree calls were made (by any thread).
+  // --deferred-free-ms: what was freed and is waiting for its cudaFree.
   bool deferred_frees = false;
   std::mutex deferred_mutex;
   std::vector<std::pair<void*, std::size_t>> deferred;
+  // --program-pool: what was freed and waits for the next device
+  // synchronization (`quarantine`), and (cudaMalloc) the buffers that may be
+  // handed out again, by size.
+  program_pool_kind program_pool = program_pool_kind::none;
+  std::mutex program_pool_mutex;
+  std::vector<std::pair<void*, std::size_t>> quarantine;
+  std::unordered_multimap<std::size_t, void*> idle_buffers;
+  // How many cudaFree calls were made (by any thread), or with
+  // --program-pool how many freed buffers became free to hand out again.
   std::atomic<std::uint64_t> cuda_frees{0};
   damage* found = nullptr;                       // one per allocation id
   unsigned long long* early_verifies = nullptr;  // verify_kernel's count (managed memory)
@@ -611,8 +661,7 @@ class worker {
     buffer b;
     b.bytes = bytes;
     b.id = id;
-    void* p = nullptr;
-    CK(cudaMalloc(&p, bytes));
+    void* const p = allocate(bytes);
     ++totals_.mallocs;
     b.ptr = static_cast<std::uint64_t*>(p);
     // Usable from any stream at once: filled on the legacy stream, this
@@ -679,6 +728,27 @@ class worker {
   {
     auto const count = static_cast<int>(shared_.side_streams.size());
     return shared_.side_streams[static_cast<std::size_t>(std::uniform_int_distribution<int>{0, count - 1}(rng_))];
+  }
+
+  // A new buffer of `bytes`, from cudaMalloc or the program's pool.
+  void* allocate(std::size_t bytes)
+  {
+    void* p = nullptr;
+    if (shared_.program_pool == program_pool_kind::async_legacy) {
+      CK(cudaMallocAsync(&p, bytes, cudaStreamLegacy));
+      return p;
+    }
+    if (shared_.program_pool == program_pool_kind::buffers) {
+      std::lock_guard<std::mutex> lock{shared_.program_pool_mutex};
+      auto const idle = shared_.idle_buffers.find(bytes);
+      if (idle != shared_.idle_buffers.end()) {
+        p = idle->second;
+        shared_.idle_buffers.erase(idle);
+        return p;
+      }
+    }
+    CK(cudaMalloc(&p, bytes));
+    return p;
   }
 
   void verify_then_free(buffer& b, cudaStream_t stream)
@@ -765,6 +835,9 @@ class worker {
     if (shared_.deferred_frees) {  // the block stays allocated (and counted live) until its cudaFree
       std::lock_guard<std::mutex> lock{shared_.deferred_mutex};
       shared_.deferred.emplace_back(b.ptr, b.bytes);
+    } else if (shared_.program_pool != program_pool_kind::none) {  // likewise, until the next synchronization
+      std::lock_guard<std::mutex> lock{shared_.program_pool_mutex};
+      shared_.quarantine.emplace_back(b.ptr, b.bytes);
     } else {
       CK(cudaFree(b.ptr));
       shared_.cuda_frees.fetch_add(1);
@@ -919,6 +992,14 @@ int main(int argc, char** argv)
     shared.streams.push_back(side);  // destroyed at the end
   }
   shared.deferred_frees = opts.deferred_free_ms > 0;
+  shared.program_pool = opts.program_pool;
+  if (opts.program_pool == program_pool_kind::async_legacy) {
+    // The pool keeps its memory across the synchronizations, as the shim's does.
+    cudaMemPool_t pool = nullptr;
+    CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    std::uint64_t keep_all = ~std::uint64_t{0};
+    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  }
   shared.queue_limit = static_cast<std::size_t>(opts.threads) * 4;
   shared.producers = opts.threads;
   // The counters live in managed memory: cudaMallocManaged is not the allocator under test.
@@ -954,12 +1035,38 @@ int main(int argc, char** argv)
       shared.live_bytes.fetch_sub(bytes);
     }
   };
+  // --program-pool: one thread lets the blocks freed before each device
+  // synchronization be handed out again, every millisecond.
+  auto const release_quarantined = [&shared] {
+    std::vector<std::pair<void*, std::size_t>> batch;
+    {
+      std::lock_guard<std::mutex> lock{shared.program_pool_mutex};
+      batch.swap(shared.quarantine);
+    }
+    if (batch.empty()) { return; }
+    CK(cudaDeviceSynchronize());  // all work queued before these frees has finished
+    for (auto const& [p, bytes] : batch) {
+      if (shared.program_pool == program_pool_kind::async_legacy) {
+        CK(cudaFreeAsync(p, cudaStreamLegacy));
+      } else {
+        std::lock_guard<std::mutex> lock{shared.program_pool_mutex};
+        shared.idle_buffers.emplace(bytes, p);
+      }
+      shared.cuda_frees.fetch_add(1);
+      shared.live_bytes.fetch_sub(bytes);
+    }
+  };
   std::thread deferred_freer;
-  if (shared.deferred_frees) {
-    deferred_freer = std::thread{[&] {
+  if (shared.deferred_frees || shared.program_pool != program_pool_kind::none) {
+    unsigned const period_ms = shared.deferred_frees ? opts.deferred_free_ms : 1;
+    deferred_freer = std::thread{[&, period_ms] {
       while (!workers_done.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(opts.deferred_free_ms));
-        free_deferred();
+        std::this_thread::sleep_for(std::chrono::milliseconds(period_ms));
+        if (shared.deferred_frees) {
+          free_deferred();
+        } else {
+          release_quarantined();
+        }
       }
     }};
   }
@@ -969,7 +1076,11 @@ int main(int argc, char** argv)
   workers_done = true;
   if (deferred_freer.joinable()) { deferred_freer.join(); }
   free_deferred();  // what the last round left
+  release_quarantined();
   CK(cudaDeviceSynchronize());
+  for (auto const& [bytes, p] : shared.idle_buffers) {
+    CK(cudaFree(p));
+  }
   auto const stop = std::chrono::steady_clock::now();
 
   thread_totals sum;
@@ -1016,7 +1127,8 @@ int main(int argc, char** argv)
   double const seconds = std::chrono::duration<double>(stop - start).count();
   std::printf("ordering_stress: ordering=%s shim=%s threads=%d size_classes=%d operations=%llu allocations=%llu "
               "bytes_verified=%llu verified_after_host_function=%llu verified_by_copy=%llu verified_by_graph=%llu "
-              "fresh_events=%s deferred_free_ms=%u blocking_streams=%s late_non_blocking=%s side_streams=%d "
+              "fresh_events=%s deferred_free_ms=%u program_pool=%s blocking_streams=%s late_non_blocking=%s "
+              "side_streams=%d "
               "corrupted_bytes=%llu "
               "corrupted_buffers=%llu early_verifies=%llu "
               "seconds=%.2f\n",
@@ -1025,8 +1137,8 @@ int main(int argc, char** argv)
               static_cast<unsigned long long>(sum.bytes_verified),
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
               static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
-              opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no", opts.side_streams,
-              corrupted_bytes, corrupted_buffers, early_verifies, seconds);
+              name_of(opts.program_pool), opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no",
+              opts.side_streams, corrupted_bytes, corrupted_buffers, early_verifies, seconds);
   if ((corrupted_bytes == 0 && early_verifies == 0) || opts.allow_corruption) { return 0; }
   return 1;
 }
