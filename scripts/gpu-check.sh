@@ -17,7 +17,8 @@
 # call's 10 minutes: --only runs the named parts (comma-separated) after the
 # build, e.g. four calls: --only tiers,ipc,sharing; --only stress (about 7
 # minutes); --only sanitizer (up to 9 minutes when runs are cut off: each
-# gets 180 s, and its comparison without the shim 90 s); --only
+# gets 120 s, then 60 s each without the shim and without the idle
+# release); --only
 # observe,torch,trace. Parts: tiers (the CPU and
 # GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
 # followed (each kind of submission to a non-blocking stream seen, PyTorch's
@@ -339,9 +340,13 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
   # for at most LIMIT seconds, output to LOG. Cut off, it returns 124, as
   # timeout does, after writing to LOG.stacks what each process of the
   # session was doing (its threads' kernel wait channels and, with gdb,
-  # their call stacks: compute-sanitizer's own as well as the program's);
-  # then the whole session is killed and waited for, so that nothing of it
-  # goes on using the GPU during the next parts.
+  # their call stacks: compute-sanitizer's own as well as the program's;
+  # without gdb, scripts/thread-stacks.py's: backtraces from the program's
+  # threads through libthread_stacks.so, preloaded with
+  # THREAD_STACKS_FILE=LOG.threads, and the scanned stacks of the threads
+  # that block signals, such as the shim's own); then the whole session
+  # is killed and waited for, so that nothing of it goes on using the GPU
+  # during the next parts.
   run_sanitizer() {
     local limit=$1 log=$2; shift 2
     setsid "$@" >"$log" 2>&1 &
@@ -363,6 +368,8 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
         done
         if command -v gdb >/dev/null; then
           timeout 30 gdb -p "$member" -batch -ex "thread apply all bt" 2>&1
+        else
+          timeout 60 python3 scripts/thread-stacks.py "$member" "$log.threads" 2>&1
         fi
       } >>"$log.stacks"
     done
@@ -375,22 +382,39 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
     pgrep -s "$pid" >/dev/null && echo "still running after being killed: $(pgrep -s "$pid" | tr '\n' ' ')" >>"$log.stacks"
     return 124
   }
+  thread_stacks=$PWD/$build/tests/tools/libthread_stacks.so
+  [[ -f $thread_stacks ]] || thread_stacks=
   sanitize() {  # tool, name, program and arguments
     local tool=$1 name=$2; shift 2
-    run_sanitizer 180 "$logs/sanitizer-$tool-$name.log" compute-sanitizer --tool "$tool" --target-processes all \
-      --error-exitcode 9 env LD_PRELOAD="$shim" ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
+    local log=$logs/sanitizer-$tool-$name.log
+    run_sanitizer 120 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
+      ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
     local status=$?
     [[ $status -eq 0 ]] || failed=1
     note "    $tool $name (exit $status): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     if ((status == 124)); then
       # Cut off: is it the shim (a hang under the sanitizer) or the program
       # being that slow under it? The same without the shim, for comparison
-      # (for 90 s: whether it ends at all within half the time).
+      # (for 60 s: whether it ends at all within half the time), and under
+      # the shim without its idle release, whose thread was the one running
+      # when these runs were cut off before.
       local started=$SECONDS
-      run_sanitizer 90 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
+      run_sanitizer 60 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
         --target-processes all --error-exitcode 9 "$@"
       status=$?
       note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name-native.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      started=$SECONDS
+      log=$logs/sanitizer-$tool-$name-idle-off.log
+      run_sanitizer 60 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+        env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
+        ASYNCSHIM_INITIAL_POOL_SIZE=256MiB ASYNCSHIM_IDLE_RELEASE=off "$@"
+      status=$?
+      note "    $tool $name with ASYNCSHIM_IDLE_RELEASE=off (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      # Which thread was running, and where each one was.
+      for stacks in "$logs/sanitizer-$tool-$name.log.stacks" "$log.stacks"; do
+        [[ -f $stacks ]] && note "      $(basename "$stacks"): running: $(grep -E 'wchan 0$' "$stacks" | cut -d' ' -f3 | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      done
     fi
   }
   # racecheck instruments every shared-memory access and is far slower: a
