@@ -17,8 +17,8 @@
 # call's 10 minutes: --only runs the named parts (comma-separated) after the
 # build, e.g. four calls: --only tiers,ipc,sharing; --only stress (about 7
 # minutes); --only sanitizer (up to 9 minutes when runs are cut off: each
-# gets 120 s, then 60 s each without the shim and without the idle
-# release); --only
+# gets 120 s, then 60 s each without the shim, without the idle release
+# and, memcheck's, without in-order frees); --only
 # observe,torch,trace. Parts: tiers (the CPU and
 # GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
 # followed (each kind of submission to a non-blocking stream seen, PyTorch's
@@ -398,22 +398,30 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
       # being that slow under it? The same without the shim, for comparison
       # (for 60 s: whether it ends at all within half the time), and under
       # the shim without its idle release, whose thread was the one running
-      # when these runs were cut off before.
+      # when these runs were cut off before, and (memcheck) without in-order
+      # frees, which came in after the last run that passed.
       local started=$SECONDS
       run_sanitizer 60 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
         --target-processes all --error-exitcode 9 "$@"
       status=$?
       note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name-native.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
-      started=$SECONDS
-      log=$logs/sanitizer-$tool-$name-idle-off.log
-      run_sanitizer 60 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-        env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
-        ASYNCSHIM_INITIAL_POOL_SIZE=256MiB ASYNCSHIM_IDLE_RELEASE=off "$@"
-      status=$?
-      note "    $tool $name with ASYNCSHIM_IDLE_RELEASE=off (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      local bisects=(ASYNCSHIM_IDLE_RELEASE=off) setting
+      [[ $tool == memcheck ]] && bisects+=(ASYNCSHIM_IN_ORDER_FREES=off)
+      for setting in "${bisects[@]}"; do
+        started=$SECONDS
+        log=$logs/sanitizer-$tool-$name-${setting%%=*}.log
+        run_sanitizer 60 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+          env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
+          ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$setting" "$@"
+        status=$?
+        note "    $tool $name with $setting (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      done
       # Which thread was running, and where each one was.
-      for stacks in "$logs/sanitizer-$tool-$name.log.stacks" "$log.stacks"; do
-        [[ -f $stacks ]] && note "      $(basename "$stacks"): running: $(grep -E 'wchan 0$' "$stacks" | cut -d' ' -f3 | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      for stacks in "$logs/sanitizer-$tool-$name"*.log.stacks; do
+        [[ -f $stacks ]] || continue
+        local running
+        running=$(grep -E 'wchan 0$' "$stacks" | cut -d' ' -f3 | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+        note "      $(basename "$stacks"): threads running: ${running:-none}"
       done
     fi
   }
