@@ -17,8 +17,8 @@
 # call's 10 minutes: --only runs the named parts (comma-separated) after the
 # build, e.g. four calls: --only tiers,ipc,sharing; --only stress (about 7
 # minutes); --only sanitizer (up to 9 minutes when runs are cut off: each
-# gets 120 s, then 60 s each without the shim, without the idle release
-# and, memcheck's, without in-order frees); --only
+# gets 90 s, then 60 s without the shim and, memcheck's, 60 s each in three
+# bisecting settings); --only
 # observe,torch,trace. Parts: tiers (the CPU and
 # GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
 # followed (each kind of submission to a non-blocking stream seen, PyTorch's
@@ -347,6 +347,12 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
   # that block signals, such as the shim's own); then the whole session
   # is killed and waited for, so that nothing of it goes on using the GPU
   # during the next parts.
+  cpu_ticks() {  # a thread's (/proc/PID/task/TID) user and system time so far, in clock ticks
+    local stat
+    stat=$(<"$1/stat") 2>/dev/null || { echo 0; return; }
+    read -ra stat <<<"${stat##*) }"  # the fields after the command name: state is the first
+    echo $((stat[11] + stat[12]))
+  }
   run_sanitizer() {
     local limit=$1 log=$2; shift 2
     setsid "$@" >"$log" 2>&1 &
@@ -360,11 +366,21 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
       return
     fi
     local member task
+    # The CPU time each thread takes in 2 s: a thread that spins takes
+    # nearly all of it, one that only wakes now and then nearly none.
+    local -A ticks_before
+    for task in /proc/[0-9]*/task/*; do
+      [[ " $(pgrep -s "$pid" | tr '\n' ' ') " == *" $(cut -d/ -f3 <<<"$task") "* ]] || continue
+      ticks_before[$task]=$(cpu_ticks "$task")
+    done
+    sleep 2
     for member in $(pgrep -s "$pid"); do
       {
         echo "== process $member: $(tr '\0' ' ' <"/proc/$member/cmdline" 2>/dev/null)"
         for task in /proc/"$member"/task/*; do
-          echo "thread ${task##*/}: $(cat "$task/comm" 2>/dev/null) wchan $(cat "$task/wchan" 2>/dev/null)"
+          local spent=$(($(cpu_ticks "$task") - ${ticks_before[$task]:-0}))
+          echo "thread ${task##*/}: $(cat "$task/comm" 2>/dev/null) wchan $(cat "$task/wchan" 2>/dev/null)," \
+            "$((spent * 1000 / $(getconf CLK_TCK))) ms of CPU in 2 s"
         done
         if command -v gdb >/dev/null; then
           timeout 30 gdb -p "$member" -batch -ex "thread apply all bt" 2>&1
@@ -387,7 +403,7 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
   sanitize() {  # tool, name, program and arguments
     local tool=$1 name=$2; shift 2
     local log=$logs/sanitizer-$tool-$name.log
-    run_sanitizer 120 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+    run_sanitizer 90 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
       env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
       ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
     local status=$?
@@ -396,17 +412,20 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
     if ((status == 124)); then
       # Cut off: is it the shim (a hang under the sanitizer) or the program
       # being that slow under it? The same without the shim, for comparison
-      # (for 60 s: whether it ends at all within half the time), and under
-      # the shim without its idle release, whose thread was the one running
-      # when these runs were cut off before, and (memcheck) without in-order
-      # frees, which came in after the last run that passed.
+      # (for 60 s: whether it ends at all well within the time), and for
+      # memcheck three bisecting runs under the shim: without its idle
+      # release, whose thread was the one running when these runs were cut
+      # off before; without in-order frees, which came in after the last run
+      # that passed; and with no trim of the pool anywhere (a release
+      # threshold of the whole device).
       local started=$SECONDS
       run_sanitizer 60 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
         --target-processes all --error-exitcode 9 "$@"
       status=$?
       note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name-native.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
-      local bisects=(ASYNCSHIM_IDLE_RELEASE=off) setting
-      [[ $tool == memcheck ]] && bisects+=(ASYNCSHIM_IN_ORDER_FREES=off)
+      local bisects=() setting
+      [[ $tool == memcheck ]] && bisects=(ASYNCSHIM_IDLE_RELEASE=off ASYNCSHIM_IN_ORDER_FREES=off
+        ASYNCSHIM_RELEASE_THRESHOLD=100%)
       for setting in "${bisects[@]}"; do
         started=$SECONDS
         log=$logs/sanitizer-$tool-$name-${setting%%=*}.log
@@ -420,7 +439,7 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
       for stacks in "$logs/sanitizer-$tool-$name"*.log.stacks; do
         [[ -f $stacks ]] || continue
         local running
-        running=$(grep -E 'wchan 0$' "$stacks" | cut -d' ' -f3 | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+        running=$(grep -E 'wchan 0,' "$stacks" | cut -d' ' -f3,6- | sort | uniq -c | tr -s ' ' | tr '\n' ';')
         note "      $(basename "$stacks"): threads running: ${running:-none}"
       done
     fi
