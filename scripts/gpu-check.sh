@@ -369,9 +369,10 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
     # The CPU time each thread takes in 2 s: a thread that spins takes
     # nearly all of it, one that only wakes now and then nearly none.
     local -A ticks_before
-    for task in /proc/[0-9]*/task/*; do
-      [[ " $(pgrep -s "$pid" | tr '\n' ' ') " == *" $(cut -d/ -f3 <<<"$task") "* ]] || continue
-      ticks_before[$task]=$(cpu_ticks "$task")
+    for member in $(pgrep -s "$pid"); do
+      for task in /proc/"$member"/task/*; do
+        ticks_before[$task]=$(cpu_ticks "$task")
+      done
     done
     sleep 2
     for member in $(pgrep -s "$pid"); do
@@ -400,15 +401,24 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
   }
   thread_stacks=$PWD/$build/tests/tools/libthread_stacks.so
   [[ -f $thread_stacks ]] || thread_stacks=
+  # sanitize_with_shim LIMIT TOOL LOG [VAR=VALUE...] PROGRAM ARGS...: the
+  # program under TOOL with the shim (and the stack helper) preloaded.
+  sanitize_with_shim() {
+    local limit=$1 tool=$2 log=$3; shift 3
+    run_sanitizer "$limit" "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
+      ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
+  }
+  sanitizer_summary() {  # log: its error summary lines, counted
+    grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$1" | sort | uniq -c | tr -s ' ' | tr '\n' ';'
+  }
   sanitize() {  # tool, name, program and arguments
     local tool=$1 name=$2; shift 2
     local log=$logs/sanitizer-$tool-$name.log
-    run_sanitizer 90 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-      env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
-      ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$@"
+    sanitize_with_shim 90 "$tool" "$log" "$@"
     local status=$?
     [[ $status -eq 0 ]] || failed=1
-    note "    $tool $name (exit $status): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+    note "    $tool $name (exit $status): $(sanitizer_summary "$log")"
     if ((status == 124)); then
       # Cut off: is it the shim (a hang under the sanitizer) or the program
       # being that slow under it? The same without the shim, for comparison
@@ -422,18 +432,16 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
       run_sanitizer 60 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
         --target-processes all --error-exitcode 9 "$@"
       status=$?
-      note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool-$name-native.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+      note "    $tool $name without the shim, for comparison (exit $status after $((SECONDS - started)) s): $(sanitizer_summary "$logs/sanitizer-$tool-$name-native.log")"
       local bisects=() setting
       [[ $tool == memcheck ]] && bisects=(ASYNCSHIM_IDLE_RELEASE=off ASYNCSHIM_IN_ORDER_FREES=off
         ASYNCSHIM_RELEASE_THRESHOLD=100%)
       for setting in "${bisects[@]}"; do
         started=$SECONDS
         log=$logs/sanitizer-$tool-$name-${setting%%=*}.log
-        run_sanitizer 60 "$log" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-          env LD_PRELOAD="$shim${thread_stacks:+:$thread_stacks}" THREAD_STACKS_FILE="$log.threads" \
-          ASYNCSHIM_INITIAL_POOL_SIZE=256MiB "$setting" "$@"
+        sanitize_with_shim 60 "$tool" "$log" "$setting" "$@"
         status=$?
-        note "    $tool $name with $setting (exit $status after $((SECONDS - started)) s): $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+        note "    $tool $name with $setting (exit $status after $((SECONDS - started)) s): $(sanitizer_summary "$log")"
       done
       # Which thread was running, and where each one was.
       for stacks in "$logs/sanitizer-$tool-$name"*.log.stacks; do

@@ -25,9 +25,17 @@
 set -uo pipefail
 runs=10
 time_limit=540
-# Each arm: its name, then its environment (VAR=VALUE, space-separated),
-# then a '|' and the options it adds to the case's.
-arms=("shim LD_PRELOAD=@shim@ |")
+# The arms, in turn: each one's environment (VAR=VALUE, space-separated;
+# @shim@ stands for the library), the options it adds to the case's, and
+# what the summary calls it.
+arms=()
+declare -A arm_env arm_options arm_what
+add_arm() {  # name, environment, options, description
+  [[ -z ${arm_what[$1]:-} ]] || { echo "stress-rate.sh: two arms are named '$1': give each its own name" >&2; exit 2; }
+  arms+=("$1")
+  arm_env[$1]=$2 arm_options[$1]=$3 arm_what[$1]=$4
+}
+add_arm shim "LD_PRELOAD=@shim@" "" "the shim's defaults"
 controls=()
 stress_args=()
 while (($# > 0)); do
@@ -42,13 +50,13 @@ while (($# > 0)); do
             echo "stress-rate.sh: --arm '$2': expected a name, then VAR=VALUE settings, space-separated" >&2
             exit 2
           }
-          arms+=("${2%% *} LD_PRELOAD=@shim@ ${2#* } |") ;;
+          add_arm "${2%% *}" "LD_PRELOAD=@shim@ ${2#* }" "" "the shim with ${2#* }" ;;
         --control)
           [[ $2 =~ ^[A-Za-z0-9_.-]+( +--[a-z-]+( +[^ -][^ ]*)?)+$ ]] || {
             echo "stress-rate.sh: --control '$2': expected a name, then options of the stress program (--OPTION [VALUE]), space-separated" >&2
             exit 2
           }
-          controls+=("${2%% *} | ${2#* }") ;;
+          controls+=("$2") ;;
       esac
       shift ;;
     --) shift; stress_args=("$@"); break ;;
@@ -65,13 +73,9 @@ done
   exit 2
 }
 ((${#stress_args[@]} > 0)) || stress_args=(--threads 32 --size-classes 4)
-((${#controls[@]} > 0)) || controls=("native | --deferred-free-ms 1")
-arms+=("${controls[@]}")
-declare -A named
-for arm in "${arms[@]}"; do
-  name=${arm%% *}
-  [[ -z ${named[$name]:-} ]] || { echo "stress-rate.sh: two arms are named '$name': give each its own name" >&2; exit 2; }
-  named[$name]=1
+((${#controls[@]} > 0)) || controls=("native --deferred-free-ms 1")
+for control in "${controls[@]}"; do
+  add_arm "${control%% *}" "" "${control#* }" "no shim, ${control#* }"
 done
 cd "$(dirname "$0")/.." || exit 2
 start=$SECONDS
@@ -93,12 +97,9 @@ echo "stress-rate: ordering_stress ${stress_args[*]}, up to $runs runs an arm; b
 declare -A done_runs failed errors
 longest=0
 for ((seed = 1; seed <= runs; ++seed)); do
-  for arm in "${arms[@]}"; do
-    read -ra words <<<"${arm%%|*}"
-    read -ra extra <<<"${arm#*|}"
-    name=${words[0]}
-    settings=("${words[@]:1}")
-    settings=("${settings[@]//@shim@/$shim}")
+  for name in "${arms[@]}"; do
+    read -ra settings <<<"${arm_env[$name]//@shim@/$shim}"
+    read -ra extra <<<"${arm_options[$name]}"
     if ((SECONDS - start + longest * 3 / 2 + 5 > time_limit)); then
       echo "stress-rate: the time limit of $time_limit s is near: no more runs"
       break 2
@@ -127,16 +128,6 @@ for ((seed = 1; seed <= runs; ++seed)); do
   done
 done
 echo "== stress-rate summary: ordering_stress ${stress_args[*]} (exit 1: corruption or an early verify) =="
-for arm in "${arms[@]}"; do
-  read -ra words <<<"${arm%%|*}"
-  read -ra extra <<<"${arm#*|}"
-  name=${words[0]}
-  if ((${#words[@]} == 1)); then
-    what="no shim, ${extra[*]}"
-  elif ((${#words[@]} == 2)); then
-    what="the shim's defaults"
-  else
-    what="the shim with ${words[*]:2}"
-  fi
-  echo "  $name ($what): exit 1 in ${failed[$name]:-0} of ${done_runs[$name]:-0} runs; other failures (exit 2, a timeout): ${errors[$name]:-0}"
+for name in "${arms[@]}"; do
+  echo "  $name (${arm_what[$name]}): exit 1 in ${failed[$name]:-0} of ${done_runs[$name]:-0} runs; other failures (exit 2, a timeout): ${errors[$name]:-0}"
 done

@@ -26,6 +26,9 @@ MOST_SCANNED = 40       # return addresses shown per stopped thread
 TGKILL = {"x86_64": 234, "aarch64": 131}
 PTRACE_GETREGS, PTRACE_ATTACH, PTRACE_DETACH = 12, 16, 17
 WALL = 0x40000000
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+LIBC.ptrace.restype = ctypes.c_long
 
 
 class Registers(ctypes.Structure):  # struct user_regs_struct, x86-64
@@ -42,12 +45,12 @@ def mappings(pid):
             fields = line.split(maxsplit=5)
             start, end = (int(x, 16) for x in fields[0].split("-"))
             path = fields[5].strip() if len(fields) > 5 else ""
-            rows.append([start, end, fields[1], path, int(fields[2], 16), None])
+            rows.append((start, end, fields[1], path, int(fields[2], 16)))
     bases = {}
-    for start, _, _, path, offset, _ in rows:
+    for start, _, _, path, offset in rows:
         if path.startswith("/") and offset == 0 and path not in bases:
             bases[path] = start
-    return [(start, end, perms, path, bases.get(path, start)) for start, end, perms, path, _, _ in rows]
+    return [(start, end, perms, path, bases.get(path, start)) for start, end, perms, path, _ in rows]
 
 
 def code_at(maps, address):
@@ -95,15 +98,12 @@ def after_call(mem, address):
 
 def scanned_stack(pid, tid, maps):
     """The stack of a thread stopped with ptrace, as lines; None when it cannot be stopped."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-    libc.ptrace.restype = ctypes.c_long
-    if libc.ptrace(PTRACE_ATTACH, tid, None, None) != 0:
+    if LIBC.ptrace(PTRACE_ATTACH, tid, None, None) != 0:
         return None
     try:
         os.waitpid(tid, WALL)
         registers = Registers()
-        if libc.ptrace(PTRACE_GETREGS, tid, None, ctypes.byref(registers)) != 0:
+        if LIBC.ptrace(PTRACE_GETREGS, tid, None, ctypes.byref(registers)) != 0:
             return None
         lines = []
         at = code_at(maps, registers.rip)
@@ -123,7 +123,7 @@ def scanned_stack(pid, tid, maps):
                         break
         return lines
     finally:
-        libc.ptrace(PTRACE_DETACH, tid, None, None)
+        LIBC.ptrace(PTRACE_DETACH, tid, None, None)
 
 
 def main():
@@ -139,10 +139,9 @@ def main():
         return 1
     preloaded = any("libthread_stacks" in path for _, _, _, path, _ in maps)
     tgkill = TGKILL.get(os.uname().machine)
-    libc = ctypes.CDLL(None, use_errno=True)
     if preloaded and tgkill is not None:
         for tid in tids:
-            libc.syscall(tgkill, pid, tid, int(signal.SIGUSR2))
+            LIBC.syscall(tgkill, pid, tid, int(signal.SIGUSR2))
             time.sleep(0.1)
     answered = {}  # thread: the lines of its stack
     current = None

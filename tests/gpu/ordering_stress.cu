@@ -439,16 +439,15 @@ struct shared_state {
   unsigned stream_flags = cudaStreamNonBlocking;  // of the threads' own and temporary streams
   bool late_non_blocking = false;                 // then non-blocking ones from halfway through
   std::vector<cudaStream_t> side_streams;         // non-blocking, shared by all threads (--side-streams)
-  // --deferred-free-ms: what was freed and is waiting for its cudaFree.
+  // --deferred-free-ms and --program-pool: what was freed and waits, for its
+  // cudaFree or for the next device synchronization (finish_deferred_frees).
   bool deferred_frees = false;
   std::mutex deferred_mutex;
   std::vector<std::pair<void*, std::size_t>> deferred;
-  // --program-pool: what was freed and waits for the next device
-  // synchronization (`quarantine`), and (cudaMalloc) the buffers that may be
-  // handed out again, by size.
+  // --program-pool, and (cudaMalloc) the buffers that may be handed out
+  // again, by size.
   program_pool_kind program_pool = program_pool_kind::none;
   std::mutex program_pool_mutex;
-  std::vector<std::pair<void*, std::size_t>> quarantine;
   std::unordered_multimap<std::size_t, void*> idle_buffers;
   // How many cudaFree calls were made (by any thread), or with
   // --program-pool how many freed buffers became free to hand out again.
@@ -832,12 +831,9 @@ class worker {
     h.freed_at = shared_.clock.fetch_add(1);
     h.freed_by = index_;
     ++totals_.frees;
-    if (shared_.deferred_frees) {  // the block stays allocated (and counted live) until its cudaFree
+    if (shared_.deferred_frees) {  // the block stays allocated (and counted live) until its free is finished
       std::lock_guard<std::mutex> lock{shared_.deferred_mutex};
       shared_.deferred.emplace_back(b.ptr, b.bytes);
-    } else if (shared_.program_pool != program_pool_kind::none) {  // likewise, until the next synchronization
-      std::lock_guard<std::mutex> lock{shared_.program_pool_mutex};
-      shared_.quarantine.emplace_back(b.ptr, b.bytes);
     } else {
       CK(cudaFree(b.ptr));
       shared_.cuda_frees.fetch_add(1);
@@ -991,7 +987,7 @@ int main(int argc, char** argv)
     shared.side_streams.push_back(side);
     shared.streams.push_back(side);  // destroyed at the end
   }
-  shared.deferred_frees = opts.deferred_free_ms > 0;
+  shared.deferred_frees = opts.deferred_free_ms > 0 || opts.program_pool != program_pool_kind::none;
   shared.program_pool = opts.program_pool;
   if (opts.program_pool == program_pool_kind::async_legacy) {
     // The pool keeps its memory across the synchronizations, as the shim's does.
@@ -1022,31 +1018,23 @@ int main(int argc, char** argv)
     threads.emplace_back([&, t] { worker{shared, t, opts.seed, totals[static_cast<std::size_t>(t)]}.run(); });
   }
   // --deferred-free-ms: one thread makes the cudaFree calls, every N ms.
+  // --program-pool: every millisecond, one thread lets the blocks freed
+  // before a device synchronization be handed out again.
   std::atomic<bool> workers_done{false};
-  auto const free_deferred = [&shared] {
+  auto const finish_deferred_frees = [&shared] {
     std::vector<std::pair<void*, std::size_t>> batch;
     {
       std::lock_guard<std::mutex> lock{shared.deferred_mutex};
       batch.swap(shared.deferred);
     }
-    for (auto const& [p, bytes] : batch) {
-      CK(cudaFree(p));
-      shared.cuda_frees.fetch_add(1);
-      shared.live_bytes.fetch_sub(bytes);
-    }
-  };
-  // --program-pool: one thread lets the blocks freed before each device
-  // synchronization be handed out again, every millisecond.
-  auto const release_quarantined = [&shared] {
-    std::vector<std::pair<void*, std::size_t>> batch;
-    {
-      std::lock_guard<std::mutex> lock{shared.program_pool_mutex};
-      batch.swap(shared.quarantine);
-    }
     if (batch.empty()) { return; }
-    CK(cudaDeviceSynchronize());  // all work queued before these frees has finished
+    if (shared.program_pool != program_pool_kind::none) {
+      CK(cudaDeviceSynchronize());  // all work queued before these frees has finished
+    }
     for (auto const& [p, bytes] : batch) {
-      if (shared.program_pool == program_pool_kind::async_legacy) {
+      if (shared.program_pool == program_pool_kind::none) {
+        CK(cudaFree(p));
+      } else if (shared.program_pool == program_pool_kind::async_legacy) {
         CK(cudaFreeAsync(p, cudaStreamLegacy));
       } else {
         std::lock_guard<std::mutex> lock{shared.program_pool_mutex};
@@ -1057,16 +1045,12 @@ int main(int argc, char** argv)
     }
   };
   std::thread deferred_freer;
-  if (shared.deferred_frees || shared.program_pool != program_pool_kind::none) {
-    unsigned const period_ms = shared.deferred_frees ? opts.deferred_free_ms : 1;
+  if (shared.deferred_frees) {
+    unsigned const period_ms = opts.deferred_free_ms > 0 ? opts.deferred_free_ms : 1;
     deferred_freer = std::thread{[&, period_ms] {
       while (!workers_done.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(period_ms));
-        if (shared.deferred_frees) {
-          free_deferred();
-        } else {
-          release_quarantined();
-        }
+        finish_deferred_frees();
       }
     }};
   }
@@ -1075,8 +1059,7 @@ int main(int argc, char** argv)
   }
   workers_done = true;
   if (deferred_freer.joinable()) { deferred_freer.join(); }
-  free_deferred();  // what the last round left
-  release_quarantined();
+  finish_deferred_frees();  // what the last round left
   CK(cudaDeviceSynchronize());
   for (auto const& [bytes, p] : shared.idle_buffers) {
     CK(cudaFree(p));
