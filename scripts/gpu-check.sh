@@ -423,11 +423,10 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
       # Cut off: is it the shim (a hang under the sanitizer) or the program
       # being that slow under it? The same without the shim, for comparison
       # (for 60 s: whether it ends at all well within the time), and for
-      # memcheck three bisecting runs under the shim: without its idle
-      # release, whose thread was the one running when these runs were cut
-      # off before; without in-order frees, which came in after the last run
-      # that passed; and with no trim of the pool anywhere (a release
-      # threshold of the whole device).
+      # memcheck three runs under the shim that leave out one of its own
+      # mechanisms each: the idle release (the shim's thread), in-order
+      # frees, and any trim of the pool (a release threshold of the whole
+      # device).
       local started=$SECONDS
       run_sanitizer 60 "$logs/sanitizer-$tool-$name-native.log" compute-sanitizer --tool "$tool" \
         --target-processes all --error-exitcode 9 "$@"

@@ -797,7 +797,7 @@ class worker {
       CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
       ++totals_.after_host_function;
       h.verified_how = "kernel after a host function";
-    } else if (how >= 0.05 && how < 0.10 && shared_.host_functions && stream == stream_ && b.bytes <= scratch_bytes) {
+    } else if (how < 0.10 && shared_.host_functions && stream == stream_ && b.bytes <= scratch_bytes) {
       // A copy reads the buffer (after a host function, so that it starts
       // late), and the copy is verified: a block handed out again before the
       // copy ran would show in the copy.
@@ -808,7 +808,7 @@ class worker {
       ++totals_.by_copy;
       h.verified_how = "copy, then kernel";
       return;
-    } else if (how >= 0.05 && how < 0.11 && shared_.graphs) {  // a graph launch of the verify kernel
+    } else if (how >= 0.05 && how < 0.11 && shared_.graphs) {  // a graph launch (below 0.05: a host function's draw)
       launch_verify_graph(b, stream, blocks, words, bad, delay_ns, spin_ns);
       ++totals_.by_graph;
       h.verified_how = "graph launch";
