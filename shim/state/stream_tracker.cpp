@@ -606,7 +606,16 @@ CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence) noexcept
   if (CUresult const r = drv.event_record(legacy_fence, CU_STREAM_LEGACY); r != CUDA_SUCCESS) { return r; }
   if (CUresult const r = drv.stream_wait_event(target, legacy_fence, 0); r != CUDA_SUCCESS) { return r; }
   std::shared_lock lock{stream_mutex_};
+#ifdef ASYNCSHIM_TESTING_FENCE_DROPS_A_STREAM
+  bool dropped = false;  // the CPU tier's broken variant (shim/CMakeLists.txt)
+#endif
   for (tracked_stream const& t : streams_) {
+#ifdef ASYNCSHIM_TESTING_FENCE_DROPS_A_STREAM
+    if (!dropped && t.stream != nullptr) {
+      dropped = true;
+      continue;
+    }
+#endif
     // A destroyed stream: only its last work, recorded when it was destroyed.
     if (t.stream != nullptr) {
       if (CUresult const r = drv.event_record(t.fence, t.stream); r != CUDA_SUCCESS) {

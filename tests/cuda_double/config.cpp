@@ -76,6 +76,11 @@ configuration read_config()
   if (char const* v = env("CUDA_DOUBLE_NO_PEER")) { c.no_peer = parse_flag("CUDA_DOUBLE_NO_PEER", v); }
   if (char const* v = env("CUDA_DOUBLE_FABRIC_OK")) { c.fabric_ok = parse_flag("CUDA_DOUBLE_FABRIC_OK", v); }
   if (char const* v = env("CUDA_DOUBLE_SHARED_MEMORY")) { c.shared_memory = v; }
+  if (char const* v = env("CUDA_DOUBLE_SIMULATE");
+      v && parse_number("CUDA_DOUBLE_SIMULATE", v, std::numeric_limits<std::uint64_t>::max(), n)) {
+    c.simulate = true;
+    c.simulate_seed = n;
+  }
   return c;
 }
 

@@ -121,6 +121,8 @@
 //                                  (created, 0600) holds one slot per process
 //                                  (at most 64 at a time); a process that has
 //                                  ended counts for nothing.
+//   CUDA_DOUBLE_SIMULATE=SEED      the virtual GPU (below) runs, its every choice
+//                                  drawn from SEED.
 // Booleans accept 1/true/yes/on; numbers are decimal or 0x-hex. A value that
 // cannot be parsed is reported on stderr and the default is used.
 //
@@ -672,6 +674,54 @@
 //   * Failing driver calls count in failed_calls (except those the runtime
 //     double makes for a runtime call: that one counts); the driver has no
 //     "last error" (the runtime's is not touched by driver calls).
+//
+// ================================================================= virtual GPU
+//
+// With CUDA_DOUBLE_SIMULATE=SEED the work put on streams is also executed, on
+// a simulated GPU (virtual_gpu.hpp), so that the order in which it runs can
+// be checked; everything above still holds, except where this says otherwise.
+//   * Tasks: every launch (cuLaunchKernel(_ptsz)), event record, stream wait,
+//     stream-ordered allocation and free, and every synchronous copy or fill
+//     (cudaMemcpy, cudaMemset, cuMemcpyHtoD/DtoH, cuMemsetD8: a task on the
+//     legacy stream of the device memory's device, waited for before the call
+//     returns) not captured is a task on its stream. A task runs after the one
+//     before it on its stream; on the legacy stream after the work submitted
+//     before it to every blocking stream of its device (created blocking
+//     streams, per-thread default streams), and those after the legacy
+//     stream's work submitted before them; a stream wait after the record the
+//     event had when the wait was called (none: nothing to wait for). A
+//     destroyed stream's tasks still run.
+//   * When: tasks run only inside CUDA calls, under the model's lock. Each
+//     call may first run some ready tasks, picked by the seed: how often a
+//     call runs any, how many, and which streams are slow (picked rarely,
+//     never starved) differ from seed to seed. A synchronization runs tasks
+//     until what it waits for has run: cuStreamSynchronize (the stream's
+//     last task), cuEventSynchronize (the event's last record),
+//     cuCtxSynchronize, and cudaFree/cuMemFree (every task of the device, as
+//     native cudaFree waits for the device). cuStreamQuery and cuEventQuery
+//     answer not ready while that task has not run.
+//   * Pools: a block freed by cuMemFreeAsync is kept, at its address, for
+//     the pool to hand out again to an allocation of the same size: at once
+//     on the stream it was freed on; on another stream once its free has run
+//     (cudaMemPoolReuseAllowOpportunistic), when the allocating stream's last
+//     task waits for the free (...FollowEventDependencies: through tasks not
+//     yet run only), or with the allocation waiting for the free
+//     (...AllowInternalDependencies): as each attribute of the pool allows.
+//     Mostly it does, whenever allowed (the seed picks which block). A trim
+//     gives back the kept blocks whose free has run.
+//   * Access checks: the program says what it was handed out
+//     (cuda_double_sim_handout): each call makes a new owner of the range.
+//     A task touches memory when it is a launch of cuda_double_touch_kernel
+//     (the ranges its parameters name) or a copy or fill (its device
+//     ranges); each touch belongs to the owner of its range at submission.
+//     When the task runs, a touch of one owner whose range overlaps a later
+//     owner's that has already run work, or an earlier owner's that still
+//     has work pending, is a use after reissue: reported on stderr (the
+//     seed, the task, both owners' histories; the first three in full) and
+//     counted (cuda_double_sim_get_summary).
+//   * Not modelled: graphs and captured work (a captured task is not run),
+//     host functions, memory contents (copies and fills act at the call), the
+//     driver's own timing.
 #pragma once
 
 #include <stdint.h>
@@ -857,6 +907,38 @@ CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device);
 // (cuCtxEnablePeerAccess); for pool memory when the pool grants device
 // access (cuMemPoolSetAccess; its own device always), whatever peer access says.
 CUDA_DOUBLE_API int cuda_double_can_access(int device, void const* ptr);
+
+// ---- The virtual GPU (CUDA_DOUBLE_SIMULATE=SEED; see "The virtual GPU" above).
+
+// What the virtual GPU did since start-up (all 0 when it is off).
+struct cuda_double_sim_summary {
+  unsigned long long enabled;  // 1 when CUDA_DOUBLE_SIMULATE is set
+  unsigned long long seed;
+  unsigned long long tasks_submitted;  // work put on streams, the shim's included
+  unsigned long long tasks_run;
+  unsigned long long tasks_pending;          // now
+  unsigned long long most_pending;           // at once, at most
+  unsigned long long out_of_order_runs;      // a task run while an older ready one waited
+  unsigned long long pool_reuses;            // freed pool blocks handed out again by a pool
+  unsigned long long reuses_across_streams;  // of which to another stream than the free's
+  unsigned long long handouts;               // cuda_double_sim_handout calls
+  unsigned long long touches_checked;
+  unsigned long long uses_after_reissue;  // touches that broke the order (each reported on stderr)
+};
+CUDA_DOUBLE_API struct cuda_double_sim_summary cuda_double_sim_get_summary(void);
+
+// The program was handed [p, p + size) (by cudaMalloc or any allocator): a
+// new owner of that range for the access checks. Does nothing when off.
+CUDA_DOUBLE_API void cuda_double_sim_handout(void const* p, size_t size);
+// The program freed what it was handed at p (noted in the owner's history).
+CUDA_DOUBLE_API void cuda_double_sim_freed(void const* p);
+
+// A kernel for cuLaunchKernel(_ptsz) that touches memory: kernelParams[0]
+// points to an unsigned long long n, and kernelParams[1 + 2i] and
+// kernelParams[2 + 2i] (i < n) to a CUdeviceptr and a size_t byte count.
+// Under the virtual GPU each range is checked when the kernel runs; without
+// it, the launch runs nothing, like any other.
+CUDA_DOUBLE_API void* cuda_double_touch_kernel(void);
 
 #ifdef __cplusplus
 }  // extern "C"

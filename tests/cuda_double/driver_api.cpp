@@ -591,25 +591,34 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUeven
 }
 
 // Launches run nothing; the stream must be one (cuda_double_set_stream_busy
-// says whether it has work in progress).
-CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel(CUfunction /*f*/, unsigned int /*gridDimX*/, unsigned int /*gridDimY*/,
+// says whether it has work in progress). Under the virtual GPU a launch is a
+// task on the stream, which checks the memory cuda_double_touch_kernel names.
+namespace {
+CUresult launch_kernel(CUfunction f, CUstream stream, void** params)
+{
+  unsigned flags = 0;
+  if (CUresult r = stream_get_flags(stream, &flags); r != CUDA_SUCCESS) { return r; }
+  bool const touching = reinterpret_cast<void*>(f) == cuda_double_touch_kernel();
+  return to_cu_result(operations::launch(stream, params, touching));
+}
+}  // namespace
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int /*gridDimX*/, unsigned int /*gridDimY*/,
                                                 unsigned int /*gridDimZ*/, unsigned int /*blockDimX*/,
                                                 unsigned int /*blockDimY*/, unsigned int /*blockDimZ*/,
-                                                unsigned int /*sharedMemBytes*/, CUstream hStream,
-                                                void** /*kernelParams*/, void** /*extra*/)
+                                                unsigned int /*sharedMemBytes*/, CUstream hStream, void** kernelParams,
+                                                void** /*extra*/)
 {
-  unsigned flags = 0;
-  return stream_get_flags(hStream, &flags);
+  return launch_kernel(f, hStream, kernelParams);
 }
 
-CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction /*f*/, unsigned int /*gridDimX*/,
-                                                     unsigned int /*gridDimY*/, unsigned int /*gridDimZ*/,
-                                                     unsigned int /*blockDimX*/, unsigned int /*blockDimY*/,
-                                                     unsigned int /*blockDimZ*/, unsigned int /*sharedMemBytes*/,
-                                                     CUstream hStream, void** /*kernelParams*/, void** /*extra*/)
+CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int /*gridDimX*/, unsigned int /*gridDimY*/,
+                                                     unsigned int /*gridDimZ*/, unsigned int /*blockDimX*/,
+                                                     unsigned int /*blockDimY*/, unsigned int /*blockDimZ*/,
+                                                     unsigned int /*sharedMemBytes*/, CUstream hStream,
+                                                     void** kernelParams, void** /*extra*/)
 {
-  unsigned flags = 0;
-  return stream_get_flags(per_thread(hStream), &flags);
+  return launch_kernel(f, per_thread(hStream), kernelParams);
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDoubleFutureFunction(CUstream /*hStream*/) { return CUDA_SUCCESS; }

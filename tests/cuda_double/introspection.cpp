@@ -173,4 +173,31 @@ CUDA_DOUBLE_API unsigned long long cuda_double_proc_lookups(char const* base_nam
   return it == m.proc_lookups.end() ? 0 : it->second;
 }
 
+CUDA_DOUBLE_API struct cuda_double_sim_summary cuda_double_sim_get_summary(void)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  return m.gpu.summary();
+}
+
+CUDA_DOUBLE_API void cuda_double_sim_handout(void const* p, size_t size)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  m.gpu.handout(p, size);
+}
+
+CUDA_DOUBLE_API void cuda_double_sim_freed(void const* p)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  m.gpu.note_freed(p);
+}
+
+CUDA_DOUBLE_API void* cuda_double_touch_kernel(void)
+{
+  static char const kernel = 0;  // only its address matters
+  return const_cast<char*>(&kernel);
+}
+
 }  // extern "C"

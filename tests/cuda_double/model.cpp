@@ -120,6 +120,7 @@ model_state& model()
 model_state::model_state(configuration const& c)
     : devices_(static_cast<std::size_t>(c.devices)), contexts_(static_cast<std::size_t>(c.devices))
 {
+  if (c.simulate) { gpu.start(c.simulate_seed); }
   for (int d = 0; d < c.devices; ++d) {
     contexts_[static_cast<std::size_t>(d)].device = d;
   }
@@ -317,7 +318,8 @@ operation_outcome model_state::allocate_native(int d, std::size_t size, allocati
   return operation_outcome::ok;
 }
 
-operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture)
+operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture,
+                                                  void* reuse)
 {
   if (size > max64 - pool.used) { return operation_outcome::out_of_memory; }
   std::uint64_t const needed = pool.used + size;
@@ -328,7 +330,9 @@ operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t 
     if (pool.max_size != 0) { new_reserved = std::min(new_reserved, pool.max_size); }
     if (new_reserved - pool.reserved > free_bytes(pool.device)) { return operation_outcome::out_of_memory; }
   }
-  void* p = pool.arena.base != nullptr ? arena_allocate(pool.arena, size) : host_allocate(size);
+  void* p = reuse != nullptr             ? reuse
+            : pool.arena.base != nullptr ? arena_allocate(pool.arena, size)
+                                         : host_allocate(size);
   if (p == nullptr) { return operation_outcome::out_of_memory; }
   insert_allocation(p, allocation_record{size, pool.device, &pool, allocation_kind::pool, capture});
   set_reserved(pool, new_reserved);
@@ -352,7 +356,22 @@ void model_state::release(void* p)
     device(a.device).used -= a.size;
     taken_changed(a.device);
   }
+  if (gpu.on() && a.kind == allocation_kind::pool) {
+    gpu.keep({reinterpret_cast<std::uintptr_t>(p), a.size, a.pool, freeing_on, freeing_task});
+    return;
+  }
   free_memory(p, a);
+}
+
+void model_state::release_kept(pool_state& pool, bool only_finished)
+{
+  gpu.release_kept(&pool, only_finished, [&](virtual_gpu::kept_block const& b) {
+    allocation_record a;
+    a.size = b.size;
+    a.pool = &pool;
+    a.kind = allocation_kind::pool;
+    free_memory(reinterpret_cast<void*>(b.address), a);
+  });
 }
 
 void model_state::release_captured(std::uint64_t capture)
@@ -469,6 +488,7 @@ int model_state::imported_allocations() const
 
 void model_state::destroy_pool(pool_state& pool)
 {
+  release_kept(pool, /*only_finished=*/false);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.pool == &pool) {
       if (it->second.kind != allocation_kind::imported && pool.arena.base == nullptr) {
@@ -521,6 +541,7 @@ bool model_state::can_access(int d, allocation_record const& a)
 
 void model_state::trim_pool(pool_state& pool, std::uint64_t keep)
 {
+  release_kept(pool, /*only_finished=*/true);
   std::uint64_t const target = std::max(pool.used, std::min(pool.reserved, keep));
   if (pool.reserved > target) { set_reserved(pool, target); }
 }
@@ -529,6 +550,7 @@ void model_state::trim_pools(int d)
 {
   for (pool_state* pool : live_pools_) {
     if (pool->device != d) { continue; }
+    release_kept(*pool, /*only_finished=*/true);
     std::uint64_t const keep = std::max(pool->used, pool->release_threshold);
     if (pool->reserved > keep) { set_reserved(*pool, keep); }
   }
@@ -723,6 +745,7 @@ void model_state::destroy_graph(graph_state& graph)
 
 void model_state::reset_device(int d)
 {
+  gpu.wait_device(d);  // the device's work finishes before its memory goes
   // Captures first (they point at streams), then streams and events.
   std::vector<std::uint64_t> doomed_captures;
   for (auto const& [id, c] : captures_) {
@@ -760,6 +783,7 @@ void model_state::reset_device(int d)
     destroy_pool(*pool);
   }
   if (pool_state* pool = device(d).default_pool) {
+    release_kept(*pool, /*only_finished=*/false);
     set_reserved(*pool, 0);
     pool_state fresh;  // access: none but its own device's
     fresh.id = pool->id;

@@ -34,6 +34,7 @@
 
 #include "cuda_double.hpp"
 #include "outcome.hpp"
+#include "virtual_gpu.hpp"
 
 // Exported by libcuda.so.1 for libcudart_double.so only (see above).
 #define CUDA_DOUBLE_INTERNAL __attribute__((visibility("default")))
@@ -74,6 +75,8 @@ struct configuration {
   bool no_peer = false;       // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
   bool fabric_ok = false;     // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
   std::string shared_memory;  // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
+  bool simulate = false;      // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
+  std::uint64_t simulate_seed = 0;
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();
 
@@ -164,6 +167,7 @@ struct event_state {
   // (cuda_double_set_stream_busy): a query says not ready while it still is.
   stream_state const* recorded_on_busy = nullptr;
   std::uint64_t busy_epoch = 0;  // the stream's busy_epoch then: only that busy spell holds it up
+  std::uint64_t sim_record = 0;  // the virtual GPU's task of its last record (0: none)
 };
 
 // What cuStreamEndCapture hands out. Allocations captured in its capture
@@ -271,6 +275,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
 
   std::mutex mu;
   counter_set counters;
+  virtual_gpu gpu;  // on with CUDA_DOUBLE_SIMULATE
   cudaStream_t last_alloc_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_free_stream = CUDA_DOUBLE_NO_STREAM;
   cudaStream_t last_wait_stream = CUDA_DOUBLE_NO_STREAM;
@@ -306,7 +311,16 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // kind: runtime (cudaMalloc) or driver (cuMemAlloc).
   operation_outcome allocate_native(int device, std::size_t size, allocation_kind kind, void** out);
   // capture: the id of the capture that makes it (a graph's memory), or 0.
-  operation_outcome allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture = 0);
+  // reuse: a block the virtual GPU kept (virtual_gpu::take_kept), or nullptr.
+  operation_outcome allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture = 0,
+                                       void* reuse = nullptr);
+  // Under the virtual GPU, a pool block that release() frees is kept for
+  // reuse, freed on this queue by this task (set by the caller around it).
+  virtual_gpu::queue_key freeing_on = 0;
+  std::uint64_t freeing_task = 0;
+  // The kept blocks of a pool go back to its memory: those whose free has
+  // run (a trim), or all (the pool goes).
+  void release_kept(pool_state& pool, bool only_finished);
   // Releases a live allocation (of any kind) found by find_allocation.
   void release(void* p);
   // Releases every live allocation tagged with capture id `capture`.

@@ -3,11 +3,13 @@
 // through the internal API.
 #include "operations.hpp"
 
+#include <cuda.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -33,6 +35,18 @@ operation_outcome stream_device(model_state const& m, cudaStream_t stream, int& 
     device = m.stream_device(stream, 0);
   }
   return operation_outcome::ok;
+}
+
+// The virtual GPU's queue of a valid stream of `device`. m.mu must be held.
+virtual_gpu::queue_key queue_of(model_state& m, cudaStream_t stream, int device)
+{
+  if (model_state::is_legacy_stream(stream)) { return m.gpu.legacy_queue(device); }
+  if (stream == cudaStreamPerThread) { return m.gpu.per_thread_queue(thread_token(), device); }
+  stream_state const* s = m.find_stream_ever(stream);
+  char name[64];
+  std::snprintf(name, sizeof name, "stream %p (%s)", static_cast<void*>(stream),
+                (s->flags & cudaStreamNonBlocking) != 0 ? "non-blocking" : "blocking");
+  return m.gpu.stream_queue(s, s->device, (s->flags & cudaStreamNonBlocking) == 0, name);
 }
 
 // The "potentially unsafe call" rule of stream capture, for the calling
@@ -91,19 +105,59 @@ operation_outcome allocate_in(model_state& m, pool_state& pool, std::size_t size
 {
   *out = nullptr;
   if (size != 0) {
+    bool const simulated = m.gpu.on() && capture == nullptr;
+    virtual_gpu::queue_key const queue = simulated ? queue_of(m, stream, pool.device) : 0;
+    virtual_gpu::kept_block kept;
+    std::uint64_t wait_for = 0;
+    bool const reuse =
+      simulated && m.gpu.take_kept(&pool, size, queue,
+                                   {pool.reuse_follow_event_dependencies != 0, pool.reuse_allow_opportunistic != 0,
+                                    pool.reuse_allow_internal_dependencies != 0},
+                                   kept, wait_for);
     try {
-      if (operation_outcome o = m.allocate_from_pool(pool, size, out, capture != nullptr ? capture->id : 0);
+      if (operation_outcome o = m.allocate_from_pool(pool, size, out, capture != nullptr ? capture->id : 0,
+                                                     reuse ? reinterpret_cast<void*>(kept.address) : nullptr);
           o != operation_outcome::ok) {
+        if (reuse) { m.gpu.keep(kept); }
         return o;
       }
     } catch (std::bad_alloc const&) {
+      if (reuse) { m.gpu.keep(kept); }
       return operation_outcome::out_of_memory;
+    }
+    if (simulated) {
+      std::uint64_t const task = m.gpu.submit(queue, "allocation", {}, wait_for);
+      if (reuse) {
+        m.gpu.note_at(*out, "the pool handed the block out again: allocation #" + std::to_string(task) + " on " +
+                              m.gpu.queue_name(queue) +
+                              (wait_for != 0 ? ", after free #" + std::to_string(wait_for) : ""));
+      }
     }
     if (capture == nullptr) { m.counters.pool_allocs.fetch_add(1, std::memory_order_relaxed); }
   }
   if (capture != nullptr) { add_node(m, *capture); }
   m.last_alloc_stream = stream;
   return operation_outcome::ok;
+}
+
+// A synchronous copy or fill under the virtual GPU: work on the legacy
+// stream of the device memory's device, touching the device ranges, waited
+// for before the call returns. m.mu must be held.
+void run_synchronously(model_state& m, char const* what,
+                       std::initializer_list<std::pair<void const*, std::size_t>> ranges)
+{
+  if (!m.gpu.on()) { return; }
+  m.gpu.progress();
+  std::vector<virtual_gpu::touch> touches;
+  int device = -1;
+  for (auto const& [p, n] : ranges) {
+    allocation_record const* a = m.allocation_containing(p).second;
+    if (a == nullptr) { continue; }
+    if (device < 0) { device = a->device; }
+    m.gpu.add_touch(touches, p, n);
+  }
+  if (device < 0) { return; }
+  m.gpu.wait_task(m.gpu.submit(m.gpu.legacy_queue(device), what, std::move(touches)));
 }
 
 // Whether [p, p + count) may be touched: inside one allocation if p is in one,
@@ -203,6 +257,7 @@ operation_outcome allocate(int device, std::size_t size, allocation_kind kind, v
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
+  m.gpu.progress();
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
   if (operation_outcome o = m.allocate_native(device, size, kind, out); o != operation_outcome::ok) { return o; }
   (kind == allocation_kind::driver ? m.counters.driver_mallocs : m.counters.native_mallocs)
@@ -215,7 +270,9 @@ operation_outcome release(void* p, allocation_kind caller)
   model_state& m = model();
   mutex_lock lock(m.mu);
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, 0); o != operation_outcome::ok) { return o; }
-  if (m.find_allocation(p) == nullptr) { return operation_outcome::invalid_value; }
+  allocation_record const* a = m.find_allocation(p);
+  if (a == nullptr) { return operation_outcome::invalid_value; }
+  m.gpu.wait_device(a->device);  // cudaFree and cuMemFree wait for the device
   m.release(p);
   (caller == allocation_kind::driver ? m.counters.driver_frees : m.counters.native_frees)
     .fetch_add(1, std::memory_order_relaxed);
@@ -228,6 +285,7 @@ operation_outcome allocate_async(std::size_t size, cudaStream_t stream, void** o
   if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
+  m.gpu.progress();
   int device = 0;
   if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
@@ -244,6 +302,7 @@ operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t siz
   if (out == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   mutex_lock lock(m.mu);
+  m.gpu.progress();
   pool_state* pool = m.find_pool(handle);
   // Imported pools cannot allocate (cuda.h says so).
   if (pool == nullptr || pool->imported) { return operation_outcome::invalid_value; }
@@ -262,6 +321,7 @@ operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver)
   if (operation_outcome o = pools_supported(); o != operation_outcome::ok) { return o; }
   model_state& m = model();
   mutex_lock lock(m.mu);
+  m.gpu.progress();
   int device = 0;
   if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   capture_state* capture = nullptr;
@@ -277,7 +337,15 @@ operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver)
     if (!capture->freed.insert(address_of(p)).second) { return operation_outcome::invalid_value; }
     add_node(m, *capture);
   } else {
+    if (m.gpu.on()) {
+      m.freeing_on = queue_of(m, stream, device);
+      m.freeing_task = m.gpu.submit(m.freeing_on, "free");
+      m.gpu.note_at(
+        p, "given back to the pool: free #" + std::to_string(m.freeing_task) + " on " + m.gpu.queue_name(m.freeing_on));
+    }
     m.release(p);
+    m.freeing_on = 0;
+    m.freeing_task = 0;
     m.counters.pool_frees.fetch_add(1, std::memory_order_relaxed);
   }
   if (from_driver) {
@@ -305,6 +373,7 @@ operation_outcome copy(void* dst, void const* src, std::size_t count, copy_direc
     return operation_outcome::invalid_value;
   }
   std::memmove(dst, src, count);
+  run_synchronously(m, "copy", {{dst, count}, {src, count}});
   return operation_outcome::ok;
 }
 
@@ -316,6 +385,28 @@ operation_outcome fill(void* dst, unsigned char value, std::size_t count)
   mutex_lock lock(m.mu);
   if (!range_usable(m, dst, count, /*on_device=*/true)) { return operation_outcome::invalid_value; }
   std::memset(dst, value, count);
+  run_synchronously(m, "fill", {{dst, count}});
+  return operation_outcome::ok;
+}
+
+operation_outcome launch(cudaStream_t stream, void** kernel_params, bool touching)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  int device = 0;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  if (!m.gpu.on() || m.capture_of(stream, device) != nullptr) { return operation_outcome::ok; }
+  m.gpu.progress();
+  std::vector<virtual_gpu::touch> touches;
+  if (touching && kernel_params != nullptr) {
+    auto const n = *static_cast<unsigned long long const*>(kernel_params[0]);
+    for (unsigned long long i = 0; i < n; ++i) {
+      auto const p = *static_cast<CUdeviceptr const*>(kernel_params[1 + 2 * i]);
+      auto const bytes = *static_cast<std::size_t const*>(kernel_params[2 + 2 * i]);
+      m.gpu.add_touch(touches, reinterpret_cast<void const*>(p), bytes);
+    }
+  }
+  m.gpu.submit(queue_of(m, stream, device), "kernel", std::move(touches));
   return operation_outcome::ok;
 }
 
@@ -358,6 +449,7 @@ operation_outcome finish_stream(cudaStream_t stream, bool synchronize)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
+  m.gpu.progress();
   int device = 0;
   if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
   if (operation_outcome o = unsafe_call(m, model_state::is_legacy_stream(stream), device); o != operation_outcome::ok) {
@@ -368,12 +460,15 @@ operation_outcome finish_stream(cudaStream_t stream, bool synchronize)
     return operation_outcome::capture_unsupported;
   }
   stream_state* const state = m.find_stream(stream);
+  virtual_gpu::queue_key const queue = m.gpu.on() ? queue_of(m, stream, device) : 0;
   if (synchronize) {
+    if (m.gpu.on()) { m.gpu.wait_queue(queue); }
     m.trim_pools(device);
     m.counters.stream_synchronizes.fetch_add(1, std::memory_order_relaxed);
     if (state != nullptr) { state->busy = false; }  // its work has finished
     return operation_outcome::ok;
   }
+  if (m.gpu.on() && !m.gpu.queue_done(queue)) { return operation_outcome::not_ready; }
   return state != nullptr && state->busy ? operation_outcome::not_ready : operation_outcome::ok;
 }
 
@@ -388,6 +483,7 @@ operation_outcome synchronize_device(int device)
   model_state& m = model();
   mutex_lock lock(m.mu);
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
+  m.gpu.wait_device(device);
   m.trim_pools(device);
   m.counters.context_synchronizes.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
@@ -432,8 +528,13 @@ operation_outcome record_event(cudaEvent_t event, cudaStream_t stream)
   }
   if (capture != nullptr) {
     e->captured_in = capture->id;
+    e->sim_record = 0;
     add_node(m, *capture);
   } else {
+    if (m.gpu.on()) {
+      m.gpu.progress();
+      e->sim_record = m.gpu.submit(queue_of(m, stream, device), "event record");
+    }
     e->captured_in = 0;  // complete at once, unless its stream is marked busy
     stream_state const* const on = m.find_stream(stream);
     e->recorded_on_busy = on != nullptr && on->busy ? on : nullptr;
@@ -458,9 +559,11 @@ operation_outcome query_event(cudaEvent_t event, bool synchronize)
   bool const pending =
     e->recorded_on_busy != nullptr && e->recorded_on_busy->busy && e->recorded_on_busy->busy_epoch == e->busy_epoch;
   if (synchronize) {
+    m.gpu.wait_task(e->sim_record);
     e->recorded_on_busy = nullptr;
-  } else if (pending) {
-    return operation_outcome::not_ready;
+  } else {
+    m.gpu.progress();
+    if (pending || !m.gpu.done(e->sim_record)) { return operation_outcome::not_ready; }
   }
   return operation_outcome::ok;
 }
@@ -490,6 +593,11 @@ operation_outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned fl
     // Joining a stream into a capture this way is not modelled.
     if (event_capture_ongoing) { return operation_outcome::not_supported; }
     if (e->captured_in != 0) { return operation_outcome::captured_event; }
+    if (m.gpu.on()) {
+      m.gpu.progress();
+      // The record that is the event's last now, not any later one.
+      m.gpu.submit(queue_of(m, stream, device), "event wait", {}, e->sim_record);
+    }
     m.counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
   }
   m.last_wait_stream = stream;

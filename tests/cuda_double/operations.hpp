@@ -123,6 +123,14 @@ CUDA_DOUBLE_INTERNAL operation_outcome copy(void* dst, void const* src, std::siz
 // dst must be device memory.
 CUDA_DOUBLE_INTERNAL operation_outcome fill(void* dst, unsigned char value, std::size_t count);
 
+// ---- kernels
+
+// cuLaunchKernel(_ptsz) on a stream (validated, as for stream_flags): runs
+// nothing; under the virtual GPU, a task on the stream (none in a capture)
+// that touches the ranges its parameters name when `touching` (the layout of
+// cuda_double_touch_kernel).
+CUDA_DOUBLE_INTERNAL operation_outcome launch(cudaStream_t stream, void** kernel_params, bool touching);
+
 // ---- streams
 
 // flags: 0 or the non-blocking flag (cudaStreamNonBlocking == CU_STREAM_NON_BLOCKING);
