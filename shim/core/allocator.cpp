@@ -269,11 +269,11 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   switch (s.settings.ordering) {
     case config::ordering_mode::stream: return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
     case config::ordering_mode::sync:
-      if (cudaError_t const r = synchronize_device(api.level); r != cudaSuccess) { return r; }
+      if (cudaError_t const r = synchronize_with_accessors(record.device, api.level); r != cudaSuccess) { return r; }
       return free_on(shim_streams.own);
     case config::ordering_mode::device: break;
   }
-  if (cudaError_t const r = fence_or_synchronize(shim_streams, api.level); r != cudaSuccess) { return r; }
+  if (cudaError_t const r = fence_or_synchronize(s, record.device, api.level); r != cudaSuccess) { return r; }
   return free_on(shim_streams.own);
 }
 

@@ -6,6 +6,7 @@
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
+#include "state/peer_access.hpp"
 #include "state/stream_tracker.hpp"
 #include "support/log.hpp"
 
@@ -22,10 +23,62 @@ bool in_pool_context(shim_state& s, int device) noexcept
   return current != nullptr && current == s.pools.streams(device).context;
 }
 
-cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept
+namespace {
+
+// Calls each(d) for every other device given access to `device`'s memory.
+template <class Each>
+void for_each_accessor(int device, Each each)
 {
-  if (tracker().fence(streams.own, streams.legacy_fence) == CUDA_SUCCESS) { return cudaSuccess; }
-  return synchronize_device(level);
+  std::uint64_t accessors = peer_access().accessors_of(device);
+  for (int d = 0; accessors != 0; ++d, accessors >>= 1) {
+    if ((accessors & 1) != 0 && d != device) { each(d); }
+  }
+}
+
+}  // namespace
+
+cudaError_t synchronize_with_accessors(int device, api_level level) noexcept
+{
+  cudaError_t result = synchronize_device(level);
+  auto const& drv = driver();
+  for_each_accessor(device, [&](int d) {
+    CUcontext primary = nullptr;
+    if (drv.device_primary_ctx_retain == nullptr || drv.device_primary_ctx_retain(&primary, d) != CUDA_SUCCESS) {
+      result = cudaErrorInvalidDevice;
+      return;
+    }
+    {
+      context_scope in_context{primary};
+      cudaError_t const synchronized =
+        in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
+      if (result == cudaSuccess) { result = synchronized; }
+    }
+    if (drv.device_primary_ctx_release != nullptr) { (void)drv.device_primary_ctx_release(d); }
+  });
+  return result;
+}
+
+cudaError_t fence_or_synchronize(shim_state& s, int device, api_level level) noexcept
+{
+  device_streams const& streams = s.pools.streams(device);
+  // A device given access may use a block on its legacy, blocking and
+  // per-thread streams: its legacy stream is fenced too, with the event of
+  // the shim's pool there; one without such a pool is waited for on the host.
+  std::array<stream_tracker::other_legacy, max_devices> others{};
+  std::size_t other_count = 0;
+  bool fenceable = true;
+  for_each_accessor(device, [&](int d) {
+    if (s.pools.existing(d) == nullptr) {
+      fenceable = false;
+      return;
+    }
+    device_streams const& theirs = s.pools.streams(d);
+    others[other_count++] = {theirs.context, theirs.legacy_fence};
+  });
+  if (fenceable && tracker().fence(streams.own, streams.legacy_fence, others.data(), other_count) == CUDA_SUCCESS) {
+    return cudaSuccess;
+  }
+  return synchronize_with_accessors(device, level);
 }
 
 // The fence comes later than each free of the chunk, so it covers everything
@@ -51,7 +104,7 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
   for (;;) {
     std::size_t const count = s.pending.take(device, chunk.data(), chunk.size());
     if (count == 0) { break; }
-    cudaError_t const fenced = fence_or_synchronize(streams, api_level::driver);
+    cudaError_t const fenced = fence_or_synchronize(s, device, api_level::driver);
     std::size_t kept_count = 0;
     std::size_t const issued_before = issued;
     for (std::size_t i = 0; i < count; ++i) {

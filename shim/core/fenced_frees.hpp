@@ -18,11 +18,17 @@ namespace asyncshim::shim {
 // the work the program had submitted there.
 [[nodiscard]] bool in_pool_context(shim_state& s, int device) noexcept;
 
-// Makes the shim's stream on the device wait for the work submitted so far
-// to the legacy stream of the current context (and so to every blocking
-// stream) and to every non-blocking stream; where it cannot, waits on the
-// host instead, as native cudaFree does.
-[[nodiscard]] cudaError_t fence_or_synchronize(device_streams const& streams, api_level level) noexcept;
+// Makes the shim's stream on `device` (the current context's) wait for the
+// work submitted so far to the legacy stream of the current context (and so
+// to every blocking stream), to the legacy streams of the devices given
+// access to its memory, and to every non-blocking stream; where it cannot,
+// waits on the host instead, as native cudaFree does.
+[[nodiscard]] cudaError_t fence_or_synchronize(shim_state& s, int device, api_level level) noexcept;
+
+// Waits on the host for the current context's work and for the work of every
+// device given access to `device`'s memory (it may use a block on its own
+// streams), as native cudaFree does.
+[[nodiscard]] cudaError_t synchronize_with_accessors(int device, api_level level) noexcept;
 
 // Hands the frees queued for `device` to the pool, or to its reuse cache
 // (core/reused_blocks.hpp); the bytes handed over.

@@ -596,7 +596,8 @@ bool stream_tracker::calling_thread_is_prohibited() const noexcept
   return false;
 }
 
-CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence) noexcept
+CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence, other_legacy const* others,
+                               std::size_t other_count) noexcept
 {
   auto const& drv = driver();
   if (drv.event_record == nullptr || drv.stream_wait_event == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
@@ -605,6 +606,14 @@ CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence) noexcept
   std::lock_guard one_fence{fence_mutex_};
   if (CUresult const r = drv.event_record(legacy_fence, CU_STREAM_LEGACY); r != CUDA_SUCCESS) { return r; }
   if (CUresult const r = drv.stream_wait_event(target, legacy_fence, 0); r != CUDA_SUCCESS) { return r; }
+  for (std::size_t i = 0; i < other_count; ++i) {
+    {
+      context_scope in_context{others[i].context};
+      if (!in_context.current()) { return in_context.status(); }
+      if (CUresult const r = drv.event_record(others[i].event, CU_STREAM_LEGACY); r != CUDA_SUCCESS) { return r; }
+    }
+    if (CUresult const r = drv.stream_wait_event(target, others[i].event, 0); r != CUDA_SUCCESS) { return r; }
+  }
   std::shared_lock lock{stream_mutex_};
 #ifdef ASYNCSHIM_TESTING_FENCE_DROPS_A_STREAM
   bool dropped = false;  // the CPU tier's broken variant (shim/CMakeLists.txt)

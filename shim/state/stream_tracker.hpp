@@ -209,11 +209,19 @@ class stream_tracker {
   // a capture this bookkeeping missed the end of must not defer frees forever.
   void recheck_captures() noexcept;
 
+  // The legacy stream of another context to fence too, with an event of that context.
+  struct other_legacy {
+    CUcontext context = nullptr;
+    CUevent event = nullptr;
+  };
   // Makes `target` wait for the work submitted so far to the legacy stream of
-  // the current context (`legacy_fence`, an event of that context) and to
-  // every known non-blocking stream. The caller holds access() and has
-  // checked that no capture is in progress.
-  [[nodiscard]] CUresult fence(CUstream target, CUevent legacy_fence) noexcept;
+  // the current context (`legacy_fence`, an event of that context), to the
+  // legacy streams of `others` (and so to the blocking streams of each) and
+  // to every known non-blocking stream; fails without waiting for all of
+  // them if any record fails. The caller holds access() and has checked that
+  // no capture is in progress.
+  [[nodiscard]] CUresult fence(CUstream target, CUevent legacy_fence, other_legacy const* others = nullptr,
+                               std::size_t other_count = 0) noexcept;
 
  private:
   // Takes `mutex` (the capture or the stream lock) exclusively. Meanwhile no

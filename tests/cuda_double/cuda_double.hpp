@@ -697,8 +697,8 @@
 //     never starved) differ from seed to seed. A synchronization runs tasks
 //     until what it waits for has run: cuStreamSynchronize (the stream's
 //     last task), cuEventSynchronize (the event's last record),
-//     cuCtxSynchronize, and cudaFree/cuMemFree (every task of the device, as
-//     native cudaFree waits for the device). cuStreamQuery and cuEventQuery
+//     cuCtxSynchronize, and cudaFree/cuMemFree (every task of every device:
+//     native cudaFree does not free memory that work anywhere may still use). cuStreamQuery and cuEventQuery
 //     answer not ready while that task has not run.
 //   * Pools: a block freed by cuMemFreeAsync is kept, at its address, for
 //     the pool to hand out again to an allocation of the same size: at once

@@ -272,7 +272,7 @@ operation_outcome release(void* p, allocation_kind caller)
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, 0); o != operation_outcome::ok) { return o; }
   allocation_record const* a = m.find_allocation(p);
   if (a == nullptr) { return operation_outcome::invalid_value; }
-  m.gpu.wait_device(a->device);  // cudaFree and cuMemFree wait for the device
+  m.gpu.wait_all();  // cudaFree and cuMemFree wait until no device can still use the memory
   m.release(p);
   (caller == allocation_kind::driver ? m.counters.driver_frees : m.counters.native_frees)
     .fetch_add(1, std::memory_order_relaxed);
