@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "model.hpp"
 
@@ -76,6 +77,14 @@ configuration read_config()
   if (char const* v = env("CUDA_DOUBLE_NO_PEER")) { c.no_peer = parse_flag("CUDA_DOUBLE_NO_PEER", v); }
   if (char const* v = env("CUDA_DOUBLE_FABRIC_OK")) { c.fabric_ok = parse_flag("CUDA_DOUBLE_FABRIC_OK", v); }
   if (char const* v = env("CUDA_DOUBLE_SHARED_MEMORY")) { c.shared_memory = v; }
+  if (char const* v = env("CUDA_DOUBLE_NEWER_ABI")) {
+    for (std::string_view names = v; !names.empty();) {
+      std::size_t const comma = names.find(',');
+      std::string_view const name = names.substr(0, comma);
+      if (!name.empty()) { c.newer_abis.emplace_back(name); }
+      names = comma == std::string_view::npos ? std::string_view{} : names.substr(comma + 1);
+    }
+  }
   return c;
 }
 
