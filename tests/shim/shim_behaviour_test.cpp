@@ -797,6 +797,81 @@ TEST_F(ShimInOrderFreesPastTheShim, AStreamWithWorkInProgressHoldsThemUpAgain)
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
 }
 
+// ---- Lookups of the functions the shim replaces at ABI versions it has no
+// row for: older ones the driver answers and that change nothing
+// (ShimLookups); newer ones, on a driver newer than the headers, that the
+// driver answers and that end followed submissions (ShimNewerDriver).
+
+using ShimLookups = ShimTest;
+using ShimNewerDriver = ShimTest;
+
+void* looked_up(char const* name, int version)
+{
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  EXPECT_EQ(cuGetProcAddress(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS)
+    << name << " at " << version;
+  return fn;
+}
+
+// Whether `fn` is a function of the driver (double) itself, not the shim's.
+bool in_the_driver(void* fn)
+{
+  Dl_info info{};
+  return fn != nullptr && dladdr(fn, &info) != 0 && info.dli_fname != nullptr &&
+         std::strstr(info.dli_fname, "libcuda.so.1") != nullptr;
+}
+
+// cuStreamDestroy's CUDA 2.0 ABI and cuDevicePrimaryCtxReset's CUDA 7.0 one
+// are not the _v2 functions the shim's replacements call: their lookups (and
+// dlsym of the old name) get the driver's own, and submissions stay followed.
+TEST_F(ShimLookups, AnOlderAbiIsTheDriversOwn)
+{
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
+  void* const first_abi = looked_up("cuStreamDestroy", 2000);
+  EXPECT_TRUE(in_the_driver(first_abi));
+  EXPECT_FALSE(in_the_driver(looked_up("cuStreamDestroy", 4000)));
+  EXPECT_EQ(dlsym(double_library(), "cuStreamDestroy"), first_abi);
+  EXPECT_FALSE(in_the_driver(dlsym(double_library(), "cuStreamDestroy_v2")));
+  EXPECT_TRUE(in_the_driver(looked_up("cuDevicePrimaryCtxReset", 7000)));
+  EXPECT_FALSE(in_the_driver(looked_up("cuDevicePrimaryCtxReset", 11000)));
+  void* p = nullptr;
+  cuda_double_counters before{};
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));  // still followed
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
+// CUDA_DOUBLE_NEWER_ABI: a driver (13010) with newer ABIs of cuMemAlloc,
+// cuStreamDestroy and cuCtxDestroy (whose current ABI the double lacks).
+// Their lookups at 13010 get the driver's newer functions, never the
+// replacements of the old ones; older versions still get those.
+TEST_F(ShimNewerDriver, ANewerAbiIsTheDriversAndEndsFollowedSubmissions)
+{
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
+  void* p = nullptr;
+  cuda_double_counters before{};
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));  // followed: in order
+  EXPECT_TRUE(in_the_driver(looked_up("cuMemAlloc", 13010)));
+  EXPECT_FALSE(in_the_driver(looked_up("cuMemAlloc", 3020)));
+  EXPECT_TRUE(in_the_driver(looked_up("cuStreamDestroy", 13010)));
+  EXPECT_FALSE(in_the_driver(looked_up("cuStreamDestroy", 4000)));
+  // The driver's newer function answers, not a replacement with nothing to call.
+  void* const newer_destroy = looked_up("cuCtxDestroy", 13010);
+  EXPECT_TRUE(in_the_driver(newer_destroy));
+  EXPECT_EQ(reinterpret_cast<CUresult (*)()>(newer_destroy)(), CUDA_ERROR_NOT_SUPPORTED);
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
+  issue_queued_frees();
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
 TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThemEvenWhenRefused)
 {
   void* p = nullptr;
