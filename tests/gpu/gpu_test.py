@@ -153,6 +153,7 @@ def main():
     stats_dir = tempfile.mkdtemp(prefix="gpu-test-stats.") if expressions else None
     try:
         if stats_dir:
+            os.chmod(stats_dir, 0o1777)  # a process the test runs as another user (gpu.ipc.other_user) writes here too
             env["ASYNCSHIM_STATS_FILE"] = os.path.join(stats_dir, "stats-%p.json")
         out = subprocess.run(args.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              errors="replace", check=False)
