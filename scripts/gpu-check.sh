@@ -94,14 +94,32 @@ run_ctest() {  # label, log name, extra ctest args
   local status=$?
   local line
   line=$(grep -E 'tests passed|No tests were found' "$logs/$log" | tail -1)
-  local skipped
+  local skipped reasons no_device
   skipped=$(grep -c '\*\*\*Skipped' "$logs/$log")
-  note "$label: ${line:-no result} ($skipped skipped)"
+  reasons=$(python3 scripts/skip-reasons.py "$build/Testing/Temporary/LastTest.log" 2>&1)
+  echo "$reasons" >"$logs/${log%.log}-skips.txt"
+  no_device=$(echo "$reasons" | awk '/no CUDA device/ { n += $2 } END { print n + 0 }')
+  note "$label: ${line:-no result} ($skipped skipped, $no_device of them for no CUDA device)"
+  while read -r l; do [[ -n $l ]] && note "    ${l#asyncshim: }"; done <<<"$reasons"
+  # A machine with a GPU skips nothing for want of one: such a skip is a
+  # test that could not reach the device (under the shim, or at all).
+  if ((no_device > 0 && ${gpus:-0} > 0)); then
+    note "    FAILED: $no_device test(s) skipped for no CUDA device on a machine with $gpus GPU(s)"
+    status=1
+  fi
   grep -E '\*\*\*Failed|\(Failed\)|Timeout' "$logs/$log" | sed 's/^/    /' | head -20 | while read -r l; do echo "    $l"; done >>"$logs/failures.txt"
   return $status
 }
 failed=0
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# The GPU tier's own decision, made without the shim (tests/gpu/gpu_devices):
+# it must see the devices nvidia-smi sees, or every GPU test would skip.
+native_devices=$(env -u LD_PRELOAD "$build/tests/gpu/gpu_devices" 2>&1)
+note "devices: nvidia-smi ${gpus:-0}; CUDA runtime without the shim: ${native_devices#gpu_devices: }"
+if ((${gpus:-0} > 0)) && [[ $native_devices != "gpu_devices: $gpus" ]]; then
+  note "    FAILED: the CUDA runtime does not see the GPUs nvidia-smi lists"
+  failed=1
+fi
 # (second_device also names gpu.sharing.meminfo.second_device, memory info on device 1)
 two_gpu_tests='second_device|every_device|peer_access|gpu\.ipc\.cross_device'
 if want tiers; then
@@ -159,23 +177,39 @@ want sharing && for probe in sharing_probe sharing_probe_static; do
 done
 
 # The ordering stress program (tests/gpu/ordering_stress.cu) in each mode:
-# device and sync must see no corrupted byte; stream mode is reported.
+# device and sync must see no corrupted byte and no overlap; stream mode, the
+# positive control, must see both.
 stress=$PWD/$build/tests/gpu/ordering_stress
 # stress_run NAME LABEL [VAR=VALUE...] -- ARGS...: the stress program with
 # those settings and arguments (its output in the logs as NAME.out and
 # NAME.err); notes LABEL with its exit status and summary line, and returns
-# its status.
+# its status. With the shim preloaded, its statistics (NAME.json unless
+# given) must show pool-served allocations, else the status is 3: a shim
+# that did not load or was disabled would otherwise pass natively.
 stress_run() {
-  local name=$1 label=$2 settings=() line status
+  local name=$1 label=$2 settings=() line status stats=""
   shift 2
   while [[ $1 != -- ]]; do
     settings+=("$1")
+    [[ $1 == ASYNCSHIM_STATS_FILE=* ]] && stats=${1#ASYNCSHIM_STATS_FILE=}
     shift
   done
   shift
+  local preloaded=0
+  [[ " ${settings[*]} " == *" LD_PRELOAD="* ]] && preloaded=1
+  if ((preloaded)) && [[ -z $stats ]]; then
+    stats=$logs/$name.json
+    settings+=("ASYNCSHIM_STATS_FILE=$stats")
+  fi
+  [[ -n $stats ]] && rm -f "$stats"
   line=$(env "${settings[@]}" timeout 240 "$stress" "$@" 2>"$logs/$name.err" | tee "$logs/$name.out" | tail -1)
   status=$?
   note "    $label (exit $status): $line"
+  if ((preloaded)) && ! python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["devices"][0]["allocations"] == 0)' \
+    "$stats" 2>/dev/null; then
+    note "    $label: FAILED: no statistics with pool-served allocations ($stats): the shim was not at work"
+    return 3
+  fi
   return $status
 }
 # The statistics file's figure for one stress run, as a line of the summary.
@@ -189,7 +223,13 @@ if want stress && [[ -x $stress ]]; then
   # (sync ordering synchronizes the device at each free: 400,000 operations
   # take it about 70 s, the default million 170 s)
   stress_run stress-sync sync LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=sync -- --operations 400000 || failed=1
-  stress_run stress-stream stream LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=stream -- --allow-corruption || failed=1
+  # The positive control: stream ordering must show corruption and overlaps (exit 1).
+  stress_run stress-stream "stream (must corrupt)" LD_PRELOAD="$shim" ASYNCSHIM_ORDERING=stream --
+  status=$?
+  if ((status != 1)) || ! grep -qE 'corrupted_bytes=[1-9].* overlaps=[1-9]' "$logs/stress-stream.out"; then
+    note "    FAILED: stream ordering showed no corruption or no overlap (exit $status): the stress program could not see one"
+    failed=1
+  fi
   # Few sizes: most allocations can reuse a block freed a moment before, from
   # the reuse cache, or at 32 threads and 4 sizes from the pool.
   stress_run stress-classes "device, reuse cache on, 16 sizes" LD_PRELOAD="$shim" ASYNCSHIM_REUSE_CACHE=1GiB \
@@ -204,13 +244,13 @@ if want stress && [[ -x $stress ]]; then
   # freeing on the legacy stream as the shim does, a block handed out again
   # only after a device synchronization (for the record: an early verify
   # there is the driver's); and under the shim with no event recorded twice
-  # (for the record).
+  # (the control for event recycling, as in the GPU tier).
   stress_run stress-deferred "native, frees deferred 5 ms, 32 threads, 4 sizes" -- \
     --size-classes 4 --threads 32 --deferred-free-ms 5 --operations 400000 || failed=1
   stress_run stress-program-pool "native, the program's own pool on the legacy stream, 32 threads, 4 sizes" -- \
     --size-classes 4 --threads 32 --program-pool cudaMallocAsync --operations 400000
   stress_run stress-fresh-events "device, 32 threads, 4 sizes, fresh events" LD_PRELOAD="$shim" -- \
-    --size-classes 4 --threads 32 --fresh-events --operations 400000
+    --size-classes 4 --threads 32 --fresh-events --operations 400000 || failed=1
   stress_run stress-backlog "device, free backlog 64 MiB" LD_PRELOAD="$shim" ASYNCSHIM_FREE_BACKLOG=64MiB \
     ASYNCSHIM_STATS_FILE="$logs/stress-backlog.json" -- --operations 400000 || failed=1
   note_stats "$logs/stress-backlog.json" \

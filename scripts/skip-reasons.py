@@ -20,7 +20,9 @@ def skipped_tests(log_text):
             continue
         output = block.split("<end of output>")[0]
         lines = [line.strip() for line in output.splitlines()]
-        reason = next((line[len("SKIP:"):].strip() for line in lines if line.startswith("SKIP:")), None)
+        # A GPU-tier test's own verdict (tests/gpu/gpu_test.py) says "gpu-test: SKIP: why".
+        reason = next((re.sub(r"^(gpu-test: )?SKIP:", "", line).strip() for line in lines
+                       if re.match(r"(gpu-test: )?SKIP:", line)), None)
         if reason is None:
             pattern = regex.group(1)
             reason = next((line for line in lines if line and re.search(pattern, line)), pattern)

@@ -17,7 +17,8 @@
 // as the shim does.
 //
 //   event_wait_race [--target legacy|shared|own] [--noise none|KINDS] [--rerecord] [--no-wait]
-//                   [--producers N] [--noise-threads N] [--iterations N] [--gate-delay-us N]
+//                   [--expect-early-checks] [--producers N] [--noise-threads N] [--iterations N]
+//                   [--gate-delay-us N] [--max-gate-timeouts-percent N]
 // --target: where the checks run: the legacy stream, one non-blocking stream
 // all producers share, or a non-blocking stream of each producer's own.
 // --noise: what the noise threads submit to every stream in a tight loop,
@@ -32,11 +33,16 @@
 // --gate-delay-us (default 20): how long after submitting the check the
 // gate opens. A gate not opened within 10 ms lets the kernel go on anyway
 // (counted as gate_timeouts: those iterations could not show a lost wait).
+// More than --max-gate-timeouts-percent (default 1) of them fail the run: it
+// could not have seen a lost wait.
+// --expect-early-checks (the control, with --no-wait): early checks are
+// what the run must find.
 // Prints one line, e.g.
 //   event_wait_race: target=legacy noise=record,wait,alloc rerecord=no wait=yes producers=8 noise_threads=2
 //   iterations=20000 checks=160000 early_checks=0 gate_timeouts=0 seconds=3.1
-// and exits 1 if a check ran early, 0 if none did, 2 on a CUDA error or bad
-// usage. "SKIP: no CUDA device" and exit 0 without a GPU.
+// and exits 1 if a check ran early (with --expect-early-checks: if none did)
+// or too many gates timed out, 0 otherwise, 2 on a CUDA error or bad usage.
+// "SKIP: no CUDA device" and exit 0 without a GPU.
 #include "probe_common.cuh"
 
 #include <cuda_runtime.h>
@@ -93,10 +99,12 @@ struct options {
   std::string noise = "record,wait,alloc";
   bool rerecord = false;
   bool wait = true;
+  bool expect_early_checks = false;
   int producers = 8;
   int noise_threads = 2;
   int iterations = 20000;
   int gate_delay_us = 20;
+  int max_gate_timeouts_percent = 1;
 };
 
 // A whole number from `low` to `high`, or nothing.
@@ -113,8 +121,8 @@ int usage(char const* why)
 {
   std::fprintf(stderr,
                "event_wait_race: %s\nusage: event_wait_race [--target legacy|shared|own] "
-               "[--noise none|record,wait,alloc] [--rerecord] [--no-wait] [--producers N] [--noise-threads N] "
-               "[--iterations N] [--gate-delay-us N]\n",
+               "[--noise none|record,wait,alloc] [--rerecord] [--no-wait] [--expect-early-checks] [--producers N] "
+               "[--noise-threads N] [--iterations N] [--gate-delay-us N] [--max-gate-timeouts-percent N]\n",
                why);
   return 2;
 }
@@ -176,6 +184,7 @@ int main(int argc, char** argv)
     {"--noise-threads", {&o.noise_threads, 0, 256}},
     {"--iterations", {&o.iterations, 1, 10'000'000}},
     {"--gate-delay-us", {&o.gate_delay_us, 0, 100'000}},
+    {"--max-gate-timeouts-percent", {&o.max_gate_timeouts_percent, 0, 100}},
   };
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
@@ -189,6 +198,8 @@ int main(int argc, char** argv)
       o.rerecord = true;
     } else if (arg == "--no-wait") {
       o.wait = false;
+    } else if (arg == "--expect-early-checks") {
+      o.expect_early_checks = true;
     } else if (numbers.count(arg) != 0) {
       whole_number const& n = numbers.at(arg);
       v = value();
@@ -328,12 +339,23 @@ int main(int argc, char** argv)
   unsigned long long results[2] = {0, 0};
   CK(cudaMemcpy(results, counters, sizeof results, cudaMemcpyDeviceToHost));
   unsigned long long const early_checks = results[0];
+  unsigned long long const timeouts = results[1];
+  unsigned long long const checks =
+    static_cast<unsigned long long>(o.producers) * static_cast<unsigned long long>(o.iterations);
   CK(cudaFreeHost(gates));
   std::printf("event_wait_race: target=%s noise=%s rerecord=%s wait=%s producers=%d noise_threads=%d iterations=%d "
               "checks=%llu early_checks=%llu gate_timeouts=%llu seconds=%.1f\n",
               o.target.c_str(), o.noise.c_str(), o.rerecord ? "yes" : "no", o.wait ? "yes" : "no", o.producers,
-              o.noise_threads, o.iterations,
-              static_cast<unsigned long long>(o.producers) * static_cast<unsigned long long>(o.iterations),
-              early_checks, results[1], seconds);
-  return early_checks == 0 ? 0 : 1;
+              o.noise_threads, o.iterations, checks, early_checks, timeouts, seconds);
+  bool const gates_held = timeouts * 100 <= checks * static_cast<unsigned long long>(o.max_gate_timeouts_percent);
+  if (!gates_held) {
+    std::printf("event_wait_race: too many gate timeouts: %llu of %llu checks, over %d%%; those checks could not see "
+                "a lost wait\n",
+                timeouts, checks, o.max_gate_timeouts_percent);
+  }
+  if (o.expect_early_checks && early_checks == 0) {
+    std::printf("event_wait_race: no early check without the wait: the probe cannot see a lost wait\n");
+  }
+  bool const as_expected = (early_checks != 0) == o.expect_early_checks;
+  return as_expected && gates_held ? 0 : 1;
 }

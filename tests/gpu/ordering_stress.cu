@@ -65,14 +65,26 @@
 // program says what happened to it (explain_corruption), including when its
 // fill started and ended and which event its last verify waited for.
 //
+// The exact check, which needs no damaged byte: every access to a buffer
+// records when it ran on the device's clock (globaltimer): kernels from
+// their first block's start to their last block's end, copies and host
+// functions between two one-thread stamp kernels queued around them. After
+// the run, for every two owners of overlapping address ranges (every
+// allocation, the threads' scratch buffers included), the later one's first
+// access must start no earlier than the earlier one's last access ended, and
+// the later one must have been allocated after the earlier one was freed;
+// each that does not is an overlap (overlaps=, each reported with both
+// histories). The bytes are the second witness.
+//
 // An operation is one cudaMalloc or one cudaFree (--operations, default
 // 1000000, i.e. 500000 allocations, each freed once). The live set is bounded
 // by --max-live-bytes (default 8 GiB). One summary line at the end:
 //   ordering_stress: ordering=<ASYNCSHIM_ORDERING or unset> shim=<yes|no> threads=16 operations=1000000
 //     allocations=500000 bytes_verified=... corrupted_bytes=0 corrupted_buffers=0 early_verifies=0
-//     seconds=...
-// Exit 0 when no byte was corrupted and no verify started early (or with
-// --allow-corruption), 1 when some were or one did, 2 on an unexpected CUDA error or bad options. "SKIP: no CUDA
+//     overlaps=0 seconds=...
+// Exit 0 when no byte was corrupted, no verify started early and no two
+// owners overlapped (or with --allow-corruption), 1 when any of these
+// happened, 2 on an unexpected CUDA error or bad options. "SKIP: no CUDA
 // device" and exit 0 where there is no device.
 #include "byte_literals.hpp"
 
@@ -89,6 +101,8 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -140,6 +154,41 @@ __device__ inline unsigned long long device_clock_ns()
   return t;
 }
 
+// When one access to a buffer ran, on the device's clock: start is the
+// earliest and end the latest of what its blocks (or its stamps) saw.
+// Initialized to {~0, 0}: not run.
+struct access {
+  unsigned long long start_ns;
+  unsigned long long end_ns;
+};
+
+// The slots of access records each allocation has: its fill and up to two
+// verifications, each of which may take two (a host function, then a kernel).
+constexpr int access_slots = 6;
+
+__device__ inline void access_started(access* a)
+{
+  if (a != nullptr) { atomicMin(&a->start_ns, device_clock_ns()); }
+}
+
+__device__ inline void access_ended(access* a)
+{
+  if (a != nullptr) { atomicMax(&a->end_ns, device_clock_ns()); }
+}
+
+// One thread: marks the start (edge 0) or the end (edge 1) of the copy or
+// host function queued between two of these, in the records of a and b.
+__global__ void stamp_kernel(access* a, access* b, int edge)
+{
+  if (edge == 0) {
+    access_started(a);
+    access_started(b);
+  } else {
+    access_ended(a);
+    access_ended(b);
+  }
+}
+
 // When an allocation's fill kernel ran: how many of its blocks have finished,
 // when the first one started and when the last one finished (the device's
 // clock, in ns; 0: not yet).
@@ -149,9 +198,13 @@ struct fill_progress {
   unsigned long long started_at_ns;
 };
 
-__global__ void fill_kernel(std::uint64_t* data, std::size_t words, std::uint64_t id, fill_progress* progress)
+__global__ void fill_kernel(std::uint64_t* data, std::size_t words, std::uint64_t id, fill_progress* progress,
+                            access* record)
 {
-  if (threadIdx.x == 0) { atomicCAS(&progress->started_at_ns, 0ull, device_clock_ns()); }
+  if (threadIdx.x == 0) {
+    access_started(record);
+    atomicCAS(&progress->started_at_ns, 0ull, device_clock_ns());
+  }
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride) {
     data[i] = pattern(id, i);
@@ -161,6 +214,7 @@ __global__ void fill_kernel(std::uint64_t* data, std::size_t words, std::uint64_
     __threadfence();
     atomicMax(&progress->done_at_ns, device_clock_ns());
     atomicAdd(&progress->blocks_done, 1ull);
+    access_ended(record);
   }
 }
 
@@ -186,8 +240,9 @@ struct damage {
 // after its fill, so any is a wait that did not hold, whatever the bytes.
 __global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std::uint64_t id, damage* found,
                               fill_progress* progress, unsigned fill_blocks, unsigned long long* early,
-                              unsigned delay_ns, unsigned spin_ns)
+                              unsigned delay_ns, unsigned spin_ns, access* record)
 {
+  if (threadIdx.x == 0) { access_started(record); }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     unsigned long long const finished = atomicAdd(&progress->blocks_done, 0ull);
     if (finished < fill_blocks) {
@@ -215,6 +270,8 @@ __global__ void verify_kernel(std::uint64_t const* data, std::size_t words, std:
     }
   }
   if (bad != 0) { atomicAdd(&found->bytes, bad); }
+  __syncthreads();
+  if (threadIdx.x == 0) { access_ended(record); }
 }
 
 // ---- options ------------------------------------------------------------------
@@ -291,8 +348,8 @@ struct options {
                        "                       [--late-non-blocking] [--side-streams N]\n"
                        "                       [--program-pool cudaMalloc|cudaMallocAsync]\n"
                        "                       [--allow-corruption]\n"
-                       "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption,\n"
-                       "  1: corruption (0 with --allow-corruption), 2: CUDA error or bad options\n");
+                       "  an operation is one cudaMalloc or one cudaFree (default 1000000); exit 0: no corruption\n"
+                       "  or overlap, 1: either (0 with --allow-corruption), 2: CUDA error or bad options\n");
   std::exit(2);
 }
 
@@ -437,6 +494,20 @@ struct history {
   char const* wait = "none";
   std::uintptr_t wait_event = 0;
   unsigned wait_event_takes = 0;
+  // What each access record (shared_state::accesses) was, and on which stream.
+  int slots_used = 0;
+  char const* slot_what[access_slots] = {};
+  char const* slot_stream[access_slots] = {};
+};
+
+// A buffer made by cudaMalloc outside the allocations' budget (a thread's
+// scratch buffer), for the overlap check: its address range, when it was
+// allocated and freed, and one access record spanning all its uses.
+struct scratch_owner {
+  std::uintptr_t address = 0;
+  std::size_t bytes = 0;
+  std::uint64_t allocated_at = 0;
+  std::uint64_t freed_at = 0;
 };
 
 struct shared_state {
@@ -468,6 +539,8 @@ struct shared_state {
   unsigned long long* early_verifies = nullptr;  // verify_kernel's count (managed memory)
   fill_progress* fills = nullptr;                // one per allocation id
   std::vector<history> histories;                // one per allocation id
+  access* accesses = nullptr;                    // access_slots per allocation id, then one per scratch buffer
+  std::vector<scratch_owner> scratch;            // one per thread
   std::atomic<std::uint64_t> clock{0};           // orders the cudaMalloc and cudaFree calls of all threads
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<std::size_t> live_bytes{0};
@@ -515,6 +588,11 @@ class worker {
     stream_flags_ = shared_.stream_flags;
     CK(cudaStreamCreateWithFlags(&stream_, stream_flags_));
     CK(cudaMalloc(&scratch_, scratch_bytes));
+    scratch_owner& scratch = shared_.scratch[static_cast<std::size_t>(index_)];
+    scratch.address = reinterpret_cast<std::uintptr_t>(scratch_);
+    scratch.bytes = scratch_bytes;
+    scratch.allocated_at = shared_.clock.fetch_add(1);
+    scratch_access_ = shared_.accesses + shared_.allocation_budget * access_slots + index_;
     for (;;) {
       std::uint64_t const id = shared_.next_id.fetch_add(1, std::memory_order_relaxed);
       if (id >= shared_.allocation_budget) { break; }
@@ -563,6 +641,7 @@ class worker {
     for (cudaGraphExec_t g : graphs_) {
       CK(cudaGraphExecDestroy(g));
     }
+    scratch.freed_at = shared_.clock.fetch_add(1);
     CK(cudaFree(scratch_));
     std::lock_guard<std::mutex> lock{shared_.finished_mutex};
     shared_.streams.push_back(stream_);
@@ -654,6 +733,28 @@ class worker {
     h.wait_event_takes = shared_.event_takes[b.done];
   }
 
+  // The next access record of allocation `id`, for `what` on the stream named `where`.
+  access* next_access(std::uint64_t id, char const* what, char const* where)
+  {
+    history& h = shared_.histories[id];
+    if (h.slots_used >= access_slots) {
+      std::printf("ordering_stress: internal error: allocation %llu has more than %d accesses\n",
+                  static_cast<unsigned long long>(id), access_slots);
+      std::fflush(stdout);
+      std::_Exit(2);
+    }
+    h.slot_what[h.slots_used] = what;
+    h.slot_stream[h.slots_used] = where;
+    return shared_.accesses + id * access_slots + static_cast<std::uint64_t>(h.slots_used++);
+  }
+
+  // Queues a one-thread kernel that marks the start (edge 0) or the end (1)
+  // of what is queued between two of them, in the records a and b.
+  void stamp(cudaStream_t stream, access* a, access* b, int edge)
+  {
+    CK_LAUNCH((stamp_kernel<<<1, 1, 0, stream>>>(a, b, edge)));
+  }
+
   bool reserve(std::size_t bytes)
   {
     std::size_t current = shared_.live_bytes.load();
@@ -694,7 +795,8 @@ class worker {
                                                : "a side stream";
     std::size_t const words = bytes / 8;
     unsigned const fill_blocks = static_cast<unsigned>(std::clamp<std::size_t>((words + 1023) / 1024, 1, 1024));
-    CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id, shared_.fills + id)));
+    CK_LAUNCH((fill_kernel<<<fill_blocks, 256, 0, b.last>>>(b.ptr, words, id, shared_.fills + id,
+                                                            next_access(id, "fill kernel", h.filled_on))));
     h.fill_blocks = fill_blocks;
 
     double const fate = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
@@ -794,39 +896,50 @@ class worker {
     totals_.bytes_verified += b.bytes;
     double const how = shared_.kernels_only ? 1.0 : std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
     if (how < 0.05 && shared_.host_functions) {  // a host function holds the stream up first
+      access* const held = next_access(b.id, "host function", h.verified_on);
+      stamp(stream, held, nullptr, 0);
       CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
+      stamp(stream, held, nullptr, 1);
       ++totals_.after_host_function;
       h.verified_how = "kernel after a host function";
     } else if (how < 0.10 && shared_.host_functions && stream == stream_ && b.bytes <= scratch_bytes) {
       // A copy reads the buffer (after a host function, so that it starts
       // late), and the copy is verified: a block handed out again before the
       // copy ran would show in the copy.
+      access* const held = next_access(b.id, "host function", h.verified_on);
+      stamp(stream, held, nullptr, 0);
       CK(cudaLaunchHostFunc(stream, slow_host_function, nullptr));
+      stamp(stream, held, nullptr, 1);
+      access* const copied = next_access(b.id, "copy to the scratch buffer", h.verified_on);
+      stamp(stream, copied, scratch_access_, 0);
       CK(cudaMemcpyAsync(scratch_, b.ptr, b.bytes, cudaMemcpyDeviceToDevice, stream));
+      stamp(stream, copied, scratch_access_, 1);
       CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(scratch_, words, b.id, bad, progress, h.fill_blocks,
-                                                           shared_.early_verifies, 0, 0)));
+                                                           shared_.early_verifies, 0, 0, scratch_access_)));
       ++totals_.by_copy;
       h.verified_how = "copy, then kernel";
       return;
     } else if (how >= 0.05 && how < 0.11 && shared_.graphs) {  // a graph launch (below 0.05: a host function's draw)
-      launch_verify_graph(b, stream, blocks, words, bad, delay_ns, spin_ns);
+      launch_verify_graph(b, stream, blocks, words, bad, delay_ns, spin_ns,
+                          next_access(b.id, "verify kernel (graph launch)", h.verified_on));
       ++totals_.by_graph;
       h.verified_how = "graph launch";
       return;
     }
     CK_LAUNCH((verify_kernel<<<blocks, 256, 0, stream>>>(b.ptr, words, b.id, bad, progress, h.fill_blocks,
-                                                         shared_.early_verifies, delay_ns, spin_ns)));
+                                                         shared_.early_verifies, delay_ns, spin_ns,
+                                                         next_access(b.id, "verify kernel", h.verified_on))));
   }
 
   void launch_verify_graph(buffer const& b, cudaStream_t stream, unsigned blocks, std::size_t words, damage* bad,
-                           unsigned delay_ns, unsigned spin_ns)
+                           unsigned delay_ns, unsigned spin_ns, access* record)
   {
     std::uint64_t const* data = b.ptr;
     std::uint64_t id = b.id;
     fill_progress* progress = shared_.fills + b.id;
     unsigned fill_blocks = shared_.histories[b.id].fill_blocks;
     unsigned long long* early = shared_.early_verifies;
-    void* args[] = {&data, &words, &id, &bad, &progress, &fill_blocks, &early, &delay_ns, &spin_ns};
+    void* args[] = {&data, &words, &id, &bad, &progress, &fill_blocks, &early, &delay_ns, &spin_ns, &record};
     cudaKernelNodeParams params{};
     params.func = reinterpret_cast<void*>(&verify_kernel);
     params.gridDim = dim3(blocks);
@@ -914,6 +1027,7 @@ class worker {
   std::vector<cudaStream_t> earlier_streams_;      // replaced by stream_ (--late-non-blocking)
   static constexpr std::size_t scratch_bytes = 1 * MiB;
   std::uint64_t* scratch_ = nullptr;  // where copies of buffers are verified (this thread's stream only)
+  access* scratch_access_ = nullptr;  // one record spanning every use of it
   std::vector<cudaGraphExec_t> graphs_;
   std::deque<buffer> local_;
   std::vector<cudaEvent_t> free_events_;
@@ -969,6 +1083,135 @@ void explain_corruption(shared_state const& shared)
     }
     if (!writer_found) { std::printf("ordering_stress:   the word holds no allocation's pattern\n"); }
   }
+}
+
+// One owner of an address range, for the overlap check: an allocation or a
+// thread's scratch buffer, with its first and last access on the device.
+struct owner {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  std::uint64_t allocated_at = 0;
+  std::uint64_t freed_at = ~std::uint64_t{0};  // never freed
+  unsigned long long first_ns = ~0ull;
+  unsigned long long last_ns = 0;
+  std::uint64_t id = 0;  // allocation id, or the thread of a scratch buffer
+  bool scratch = false;
+};
+
+void describe_owner(shared_state const& shared, owner const& o)
+{
+  if (o.scratch) {
+    std::printf("ordering_stress:   thread %llu's scratch buffer: %llu bytes at 0x%llx, allocated at call %llu, freed "
+                "at call %llu, used on the device from %llu to %llu ns\n",
+                static_cast<unsigned long long>(o.id), static_cast<unsigned long long>(o.end - o.begin),
+                static_cast<unsigned long long>(o.begin), static_cast<unsigned long long>(o.allocated_at),
+                static_cast<unsigned long long>(o.freed_at), o.first_ns, o.last_ns);
+    return;
+  }
+  history const& h = shared.histories[o.id];
+  describe("allocation", o.id, h, shared.fills[o.id]);
+  for (int slot = 0; slot < h.slots_used; ++slot) {
+    access const& a = shared.accesses[o.id * access_slots + static_cast<std::uint64_t>(slot)];
+    std::printf("ordering_stress:     access %d: %s on %s, from %llu to %llu ns\n", slot + 1, h.slot_what[slot],
+                h.slot_stream[slot], a.start_ns, a.end_ns);
+  }
+}
+
+// The exact check: every two owners of overlapping address ranges, taken in
+// the order of their allocations. The later one must have been allocated
+// after the earlier one was freed, and its first access must not start
+// before the earlier one's last access ended. Returns how many pairs broke
+// that, and describes the first few with both histories.
+std::uint64_t check_overlaps(shared_state const& shared)
+{
+  std::vector<owner> owners;
+  owners.reserve(shared.allocation_budget + shared.scratch.size());
+  for (std::uint64_t id = 0; id < shared.allocation_budget; ++id) {
+    history const& h = shared.histories[id];
+    owner o;
+    o.begin = h.address;
+    o.end = h.address + h.bytes;
+    o.allocated_at = h.allocated_at;
+    o.freed_at = h.freed_by >= 0 ? h.freed_at : ~std::uint64_t{0};
+    o.id = id;
+    for (int slot = 0; slot < h.slots_used; ++slot) {
+      access const& a = shared.accesses[id * access_slots + static_cast<std::uint64_t>(slot)];
+      o.first_ns = std::min(o.first_ns, a.start_ns);
+      o.last_ns = std::max(o.last_ns, a.end_ns);
+    }
+    owners.push_back(o);
+  }
+  for (std::size_t t = 0; t < shared.scratch.size(); ++t) {
+    scratch_owner const& sc = shared.scratch[t];
+    access const& a = shared.accesses[shared.allocation_budget * access_slots + t];
+    owner o;
+    o.begin = sc.address;
+    o.end = sc.address + sc.bytes;
+    o.allocated_at = sc.allocated_at;
+    o.freed_at = sc.freed_at;
+    o.first_ns = a.start_ns;
+    o.last_ns = a.end_ns;
+    o.id = t;
+    o.scratch = true;
+    owners.push_back(o);
+  }
+  std::sort(owners.begin(), owners.end(),
+            [](owner const& a, owner const& b) { return a.allocated_at < b.allocated_at; });
+  // Which owner each piece of the address space was last given to (the one
+  // with the latest last access, should a later owner have overlapped it).
+  struct piece {
+    std::uintptr_t end;
+    std::size_t owner;
+  };
+  std::map<std::uintptr_t, piece> pieces;
+  std::uint64_t overlaps = 0;
+  for (std::size_t n = 0; n < owners.size(); ++n) {
+    owner const& later = owners[n];
+    if (later.begin == later.end) { continue; }
+    auto it = pieces.upper_bound(later.begin);
+    if (it != pieces.begin() && std::prev(it)->second.end > later.begin) { --it; }
+    std::vector<std::pair<std::uintptr_t, piece>> kept;  // the parts outside, and the new parts inside
+    std::uintptr_t covered = later.begin;
+    std::vector<std::size_t> reported;
+    auto give = [&](std::uintptr_t from, std::uintptr_t to, std::size_t who) {
+      if (!kept.empty() && kept.back().second.end == from && kept.back().second.owner == who) {
+        kept.back().second.end = to;
+      } else {
+        kept.push_back({from, piece{to, who}});
+      }
+    };
+    while (it != pieces.end() && it->first < later.end) {
+      std::uintptr_t const from = it->first;
+      piece const p = it->second;
+      it = pieces.erase(it);
+      owner const& earlier = owners[p.owner];
+      if (from < later.begin) { give(from, later.begin, p.owner); }
+      if (covered < std::max(from, later.begin)) { give(covered, std::max(from, later.begin), n); }
+      bool const still_owned = earlier.freed_at > later.allocated_at;
+      bool const too_early = later.first_ns < earlier.last_ns;
+      if ((still_owned || too_early) && std::find(reported.begin(), reported.end(), p.owner) == reported.end()) {
+        reported.push_back(p.owner);
+        if (++overlaps <= 4) {
+          std::printf("ordering_stress: overlap: %s (0x%llx..0x%llx) %s\n",
+                      later.scratch ? "a scratch buffer" : "an allocation",
+                      static_cast<unsigned long long>(later.begin), static_cast<unsigned long long>(later.end),
+                      still_owned ? "was allocated while the one below still owned part of it"
+                                  : "was first accessed before the last access of the one below ended");
+          describe_owner(shared, later);
+          describe_owner(shared, earlier);
+        }
+      }
+      std::uintptr_t const inside_end = std::min(p.end, later.end);
+      give(std::max(from, later.begin), inside_end, earlier.last_ns > later.last_ns ? p.owner : n);
+      covered = inside_end;
+      if (p.end > later.end) { give(later.end, p.end, p.owner); }
+    }
+    if (covered < later.end) { give(covered, later.end, n); }
+    for (auto const& [from, p] : kept) {
+      pieces.emplace(from, p);
+    }
+  }
+  return overlaps;
 }
 
 }  // namespace
@@ -1029,6 +1272,12 @@ int main(int argc, char** argv)
     shared.fills[id] = fill_progress{0, 0, 0};
   }
   shared.histories.resize(shared.allocation_budget);
+  shared.scratch.resize(static_cast<std::size_t>(opts.threads));
+  std::size_t const records = shared.allocation_budget * access_slots + static_cast<std::size_t>(opts.threads);
+  CK(cudaMallocManaged(&shared.accesses, records * sizeof(access)));
+  for (std::size_t r = 0; r < records; ++r) {
+    shared.accesses[r] = access{~0ull, 0};
+  }
   CK(cudaDeviceSynchronize());
 
   std::vector<thread_totals> totals(static_cast<std::size_t>(opts.threads));
@@ -1102,6 +1351,7 @@ int main(int argc, char** argv)
     corrupted_buffers += shared.found[id].bytes != 0 ? 1 : 0;
   }
   explain_corruption(shared);
+  std::uint64_t const overlaps = check_overlaps(shared);
   for (cudaStream_t s : shared.streams) {
     CK(cudaStreamDestroy(s));
   }
@@ -1112,6 +1362,7 @@ int main(int argc, char** argv)
   CK(cudaFree(shared.found));
   CK(cudaFree(shared.early_verifies));
   CK(cudaFree(shared.fills));
+  CK(cudaFree(shared.accesses));
   CK(cudaGetLastError());
   if (shared.events_taken_while_owned.load() != 0) {
     std::printf("ordering_stress: internal error: %llu events taken while a buffer owned them\n",
@@ -1133,7 +1384,7 @@ int main(int argc, char** argv)
               "fresh_events=%s deferred_free_ms=%u program_pool=%s blocking_streams=%s late_non_blocking=%s "
               "side_streams=%d "
               "corrupted_bytes=%llu "
-              "corrupted_buffers=%llu early_verifies=%llu "
+              "corrupted_buffers=%llu early_verifies=%llu overlaps=%llu "
               "seconds=%.2f\n",
               ordering.c_str(), shim_loaded() ? "yes" : "no", opts.threads, opts.size_classes,
               static_cast<unsigned long long>(sum.mallocs + sum.frees), static_cast<unsigned long long>(sum.mallocs),
@@ -1141,7 +1392,8 @@ int main(int argc, char** argv)
               static_cast<unsigned long long>(sum.after_host_function), static_cast<unsigned long long>(sum.by_copy),
               static_cast<unsigned long long>(sum.by_graph), opts.fresh_events ? "yes" : "no", opts.deferred_free_ms,
               name_of(opts.program_pool), opts.blocking_streams ? "yes" : "no", opts.late_non_blocking ? "yes" : "no",
-              opts.side_streams, corrupted_bytes, corrupted_buffers, early_verifies, seconds);
-  if ((corrupted_bytes == 0 && early_verifies == 0) || opts.allow_corruption) { return 0; }
+              opts.side_streams, corrupted_bytes, corrupted_buffers, early_verifies,
+              static_cast<unsigned long long>(overlaps), seconds);
+  if ((corrupted_bytes == 0 && early_verifies == 0 && overlaps == 0) || opts.allow_corruption) { return 0; }
   return 1;
 }

@@ -46,6 +46,8 @@ def environment(arm, shim):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_") and k != "LD_PRELOAD"}
     if arm != "native":
         env["LD_PRELOAD"] = shim
+    if arm == "shim" and "ASYNCSHIM_STATS_FILE" in os.environ:  # the test's proof that the shim served
+        env["ASYNCSHIM_STATS_FILE"] = os.environ["ASYNCSHIM_STATS_FILE"]
     if arm == "before":
         if BEFORE_LIBRARY:
             env["LD_PRELOAD"] = BEFORE_LIBRARY

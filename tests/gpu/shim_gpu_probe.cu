@@ -235,6 +235,7 @@ void threads()
         ++bad;
         continue;
       }
+      if ((pool_of(data) != nullptr) != expect_pool()) { ++bad; }  // the pool's under the shim, natively none
       unsigned const seed = static_cast<unsigned>(t * 1000 + i);
       // cudaMalloc memory is usable from any stream at once.
       fill_kernel<<<8, 256, 0, stream>>>(data, n, seed);
@@ -266,10 +267,17 @@ void threads()
   pool.clear();
   for (int t = 0; t < thread_count; ++t) {
     pool.emplace_back([&, t] {
+      // Every word: a block handed out again while another thread still held it shows anywhere in it.
+      std::vector<unsigned> seen(4096);
       for (auto [p, seed] : handoff[(t + 1) % thread_count]) {
-        unsigned first = 0;
-        if (cudaMemcpy(&first, p, sizeof(first), cudaMemcpyDeviceToHost) != cudaSuccess || first != pattern(0, seed)) {
+        if (cudaMemcpy(seen.data(), p, seen.size() * sizeof(unsigned), cudaMemcpyDeviceToHost) != cudaSuccess) {
           ++bad;
+        }
+        for (std::size_t k = 0; k < seen.size(); ++k) {
+          if (seen[k] != pattern(k, seed)) {
+            ++bad;
+            break;
+          }
         }
         if (cudaFree(p) != cudaSuccess) { ++bad; }
       }

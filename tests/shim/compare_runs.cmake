@@ -7,8 +7,13 @@
 # must match; they are then left out of the comparison. With SHIM_LOG_IF, only
 # when the native run's output matches it (e.g. it did run out of memory; on
 # a machine without a GPU it does not, and the shim must then say nothing).
+# With EXPECT_STATUS, the native run must also exit with it: two runs that
+# fail the same way are a failure. A "SKIP: " in the native run's standard
+# output ends the comparison there (the line is printed for the caller to
+# judge); the shim run's output never does, as it is printed with its
+# "SKIP: " changed to "SKIP (shim run): ".
 #   cmake -DPRELOAD=... -DPROGRAM=... [-DENV=...] [-DIGNORE_PATTERN=...] [-DSHIM_LOG=... [-DSHIM_LOG_IF=...]]
-#         -P compare_runs.cmake
+#         [-DEXPECT_STATUS=N] -P compare_runs.cmake
 string(REPLACE "|" ";" PROGRAM "${PROGRAM}")
 string(REPLACE "|" ";" ENV "${ENV}")
 foreach(run native shim)
@@ -25,6 +30,12 @@ foreach(run native shim)
     string(REGEX REPLACE "${IGNORE_PATTERN}" "<ignored>" ${run}_out "${${run}_out}")
   endif()
 endforeach()
+if(native_out MATCHES "SKIP: ")
+  message(STATUS "the native run skipped; nothing compared:\n${native_out}")
+  return()
+endif()
+string(REPLACE "SKIP: " "SKIP (shim run): " shim_out_shown "${shim_out}")
+string(REPLACE "SKIP: " "SKIP (shim run): " shim_err_shown "${shim_err}")
 set(log_expected FALSE)
 if(DEFINED SHIM_LOG)
   set(log_expected TRUE)
@@ -38,12 +49,16 @@ if(log_expected)
   string(REGEX REPLACE "${log_line}" "" shim_err "${shim_err}")
   string(JOIN "" shim_log ${shim_log})
   if(NOT shim_log MATCHES "${SHIM_LOG}")
+    string(REPLACE "SKIP: " "SKIP (shim run): " shim_log "${shim_log}")
     message(FATAL_ERROR "the shim's log does not match '${SHIM_LOG}':\n${shim_log}")
   endif()
   message(STATUS "the shim's log, as expected:\n${shim_log}")
 endif()
 message(STATUS "without the shim: exit ${native_status}\n${native_out}${native_err}")
 if(NOT native_status STREQUAL shim_status OR NOT native_out STREQUAL shim_out OR NOT native_err STREQUAL shim_err)
-  message(FATAL_ERROR "the runs differ.\nwith the shim: exit ${shim_status}\n${shim_out}${shim_err}")
+  message(FATAL_ERROR "the runs differ.\nwith the shim: exit ${shim_status}\n${shim_out_shown}${shim_err_shown}")
+endif()
+if(DEFINED EXPECT_STATUS AND NOT native_status STREQUAL EXPECT_STATUS)
+  message(FATAL_ERROR "both runs exited ${native_status}, not ${EXPECT_STATUS}: failing the same way is failing")
 endif()
 message(STATUS "with the shim: identical")
