@@ -20,7 +20,9 @@
 # gets 90 s, then 60 s without the shim and, memcheck's, 60 s each in three
 # bisecting settings); --only
 # observe,torch,trace. Parts: tiers (the CPU and
-# GPU ctest tiers), ipc (legacy IPC lines and costs), sharing, stress,
+# GPU ctest tiers), breaks (the GPU tier against a shim broken three ways:
+# not a library, disabled by an invalid variable, a fence that leaves a
+# stream out; every test that runs it must fail, tests/gpu/break_check.py), ipc (legacy IPC lines and costs), sharing, stress,
 # followed (each kind of submission to a non-blocking stream seen, PyTorch's
 # lookups leaving followed submissions on, ResNet-18's memory held), observe
 # (leak report, event log, lifecycle answers), sanitizer, torch (same
@@ -30,7 +32,7 @@
 # still brings back what ran.
 set -uo pipefail
 skip_ab=0
-parts=tiers,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
+parts=tiers,breaks,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
 all_parts=$parts
 while (($# > 0)); do
   case $1 in
@@ -130,6 +132,21 @@ excluded='torch|gpu\.ordering|gpu\.sharing'
 [[ ${gpus:-0} -ge 2 ]] && excluded+="|$two_gpu_tests"
 run_ctest "GPU tier" ctest-gpu.log -L gpu -E "$excluded" || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
+fi
+
+# A broken shim is a failure, never a skip or a pass: the shim-side GPU tests
+# (not the stress runs, which take minutes each) with the shim not loadable
+# and disabled; the device-ordering stress runs with a fence that leaves one
+# stream out (found by chance: at least one must fail).
+if want breaks; then
+  note "breaks (tests/gpu/break_check.py):"
+  for b in no-load disabled; do
+    python3 tests/gpu/break_check.py "$build" "$b" --exclude 'torch|gpu\.ordering|gpu\.sharing|two|passed_through' >"$logs/break-$b.log" 2>&1 || failed=1
+    note "    $(tail -1 "$logs/break-$b.log")"
+  done
+  python3 tests/gpu/break_check.py "$build" fence --at-least-one \
+    --regex '^gpu\.ordering\.device(\.few_sizes|\.reuse_cache)?$' >"$logs/break-fence.log" 2>&1 || failed=1
+  while read -r l; do note "    $l"; done < <(grep -E 'break_check: fence' "$logs/break-fence.log")
 fi
 
 shim=$PWD/$build/shim/libasyncshim.so
