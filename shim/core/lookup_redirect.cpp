@@ -22,27 +22,46 @@ namespace {
 // Why a function is replaced, which decides when (cuda/api_table.def).
 enum class purpose { allocation, following, lookup };
 // Which real addresses mean a replaced function (cuda/api_table.def).
-enum class lookups { every_stream, legacy_stream, per_thread_stream };
+enum class lookups {
+  every_stream,
+  every_stream_and_older,
+  legacy_stream,
+  per_thread_stream,
+  cuda_11,
+  cuda_2,
+  cuda_3_2,
+  cuda_11_4
+};
 enum class need { required, optional };
 
-// The CUDA version of an ABI, from its cudaTypedefs.h name
-// (PFN_<name>_v<version>[_ptsz]): the version a lookup hands it out at.
-constexpr int abi_version(std::string_view pfn) noexcept
-{
-  if (pfn.ends_with("_ptsz")) { pfn.remove_suffix(5); }
-  std::size_t const v = pfn.rfind("_v");
-  if (v == std::string_view::npos) { return 0; }
-  int version = 0;
-  for (char const c : pfn.substr(v + 2)) {
-    if (c < '0' || c > '9') { return 0; }
-    version = version * 10 + (c - '0');
-  }
-  return version;
-}
+// The older versions a runtime may ask for, where their ABI is the same as
+// the current one's (the runtime fetches cuDevicePrimaryCtxReset as of CUDA
+// 7.0, whose entry point is not the _v2 one).
+constexpr int older_versions[] = {2000, 4000, 7000, 11000};
+// The version a CUDA 11 runtime asks cuGetProcAddress for.
+constexpr int cuda_11_version = 11030;
+// The first ABI of the oldest functions.
+constexpr int cuda_2_version = 2000;
+// The ABIs of functions that changed twice (cuCtxCreate_v2 and _v3).
+constexpr int cuda_3_2_version = 3020;
+constexpr int cuda_11_4_version = 11040;
 
 // How many addresses can mean one replaced function: its export, and what
 // cuGetProcAddress returns for it.
-constexpr std::size_t addresses_for(lookups kind) noexcept { return kind == lookups::every_stream ? 3 : 2; }
+constexpr std::size_t addresses_for(lookups kind) noexcept
+{
+  switch (kind) {
+    case lookups::every_stream:
+    case lookups::cuda_2: return 3;
+    case lookups::every_stream_and_older: return 3 + std::size(older_versions);
+    case lookups::legacy_stream:
+    case lookups::per_thread_stream:
+    case lookups::cuda_11:
+    case lookups::cuda_3_2:
+    case lookups::cuda_11_4: return 2;
+  }
+  return 0;
+}
 
 constexpr std::size_t max_replacements = 0
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
@@ -89,19 +108,29 @@ void* address(Fn fn) noexcept
   return reinterpret_cast<void*>(fn);
 }
 
-// Every address that means one replaced function, for its hook `ours`:
-// none when the driver lacks its symbol (the hook would have nothing to call).
+// Every address that means one replaced function, for its hook `ours`.
 void add_addresses(replacement_table& t, purpose why, lookups kind, need needed, void* exported, char const* name,
                    void* ours, int version) noexcept
 {
   constexpr cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  void* const legacy_lookup =
-    kind == lookups::per_thread_stream || exported == nullptr ? nullptr : looked_up(name, version, 0);
-  if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
-  if (exported == nullptr) { return; }
+  int const lookup_version = kind == lookups::cuda_11     ? cuda_11_version
+                             : kind == lookups::cuda_2    ? cuda_2_version
+                             : kind == lookups::cuda_3_2  ? cuda_3_2_version
+                             : kind == lookups::cuda_11_4 ? cuda_11_4_version
+                                                          : version;
+  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr : looked_up(name, lookup_version, 0);
   t.add(exported, ours, why);
   t.add(legacy_lookup, ours, why);
-  if (kind != lookups::legacy_stream) { t.add(looked_up(name, version, per_thread), ours, why); }
+  if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream ||
+      kind == lookups::cuda_2) {
+    t.add(looked_up(name, lookup_version, per_thread), ours, why);
+  }
+  if (kind == lookups::every_stream_and_older) {
+    for (int const old : older_versions) {
+      t.add(looked_up(name, old, 0), ours, why);
+    }
+  }
+  if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
 }
 
 // A required row is checked by its export and its legacy-stream lookup,
@@ -109,11 +138,6 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
   static_assert(!(lookups::lookups_ == lookups::per_thread_stream && need::need_ == need::required),    \
                 #symbol ": a per-thread-stream row cannot be required");
-#include "cuda/api_table.def"
-#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
-  static_assert(abi_version(#abi) > 0, #symbol ": no version in " #abi);
-#define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, version, field, symbol, lookup_name, abi, stream, params, args) \
-  static_assert(abi_version(#abi) == version, #symbol ": the version is not " #abi "'s");
 #include "cuda/api_table.def"
 
 replacement_table search() noexcept
@@ -124,9 +148,14 @@ replacement_table search() noexcept
     t.complete = false;
     return t;
   }
+  int version = 0;
+  if (drv.driver_get_version == nullptr || drv.driver_get_version(&version) != CUDA_SUCCESS) { version = CUDA_VERSION; }
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
   add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name,  \
-                address(&asyncshim_hook_##field), abi_version(#abi));
+                address(&asyncshim_hook_##field), version);
+#define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, abi_version, field, symbol, lookup_name, abi, stream, params, args) \
+  add_addresses(t, purpose::following, lookups::lookups_, need::optional, address(drv.field), lookup_name,        \
+                address(&asyncshim_hook_##field), abi_version);
 #include "cuda/api_table.def"
   return t;
 }
@@ -150,21 +179,6 @@ replacement_table const& table() noexcept
   return bound_once<tag, replacement_table>(search_guarded);
 }
 
-// The table's entry for a real address; null when it has none (also while
-// the table could not be built).
-replacement const* entry_for(void* found) noexcept
-{
-  replacement_table const& t = table();
-  for (std::size_t i = 0; i < t.size; ++i) {
-    if (t.entries[i].real == found) { return &t.entries[i]; }
-  }
-  return nullptr;
-}
-
-// Whether `found` is a replaced function; true when the table could not be
-// built, which knows no address.
-bool known(void* found) noexcept { return table().size == 0 || entry_for(found) != nullptr; }
-
 bool wanted(purpose why) noexcept
 {
   switch (why) {
@@ -175,30 +189,16 @@ bool wanted(purpose why) noexcept
   return false;
 }
 
-// The names under which dlsym() callers find a replaced function.
+// The names under which dlsym() callers find a replaced function: its
+// exported name, and for the functions that kept their ABI across versions
+// the old name too (cuStreamDestroy, cuCtxDestroy, cuDevicePrimaryCtxReset).
 constexpr char const* replaced_names[] = {
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) #symbol,
 #include "cuda/api_table.def"
-};
-
-// Each replaced function's lookup name and the version of its ABI.
-struct replaced_abi {
-  char const* name;
-  int version;
-};
-constexpr replaced_abi replaced_abis[] = {
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
-  {lookup_name, abi_version(#abi)},
+  lookups::lookups_ == lookups::every_stream_and_older ? lookup_name : nullptr,
 #include "cuda/api_table.def"
 };
-
-// Whether a lookup of `name` at `version` asks for one of the ABIs the shim
-// replaces or a newer one: at or above the oldest version of `name` in the table.
-bool replaced_or_newer(char const* name, int version) noexcept
-{
-  return std::any_of(std::begin(replaced_abis), std::end(replaced_abis),
-                     [&](replaced_abi const& r) { return r.version <= version && std::strcmp(r.name, name) == 0; });
-}
 
 // Every driver function name the toolkit's headers declare, sorted
 // (scripts/driver-api.py names; shim.driver_api keeps it in step).
@@ -285,18 +285,6 @@ void check_followed(char const* name, void* real, void* answer) noexcept
   check_followed(name, answer == real && !in_the_shim(real), "in a version of it the shim does not follow");
 }
 
-// A lookup of a replaced function's name, at its version or a later one, that
-// found an address the shim does not know: a newer ABI (or one whose symbol
-// the driver lacks), which the caller gets untouched. The shim no longer sees
-// every call of it, so followed submissions end, as at an unknown name.
-void check_newer_abi(char const* name, int version, void* real) noexcept
-{
-  if (name == nullptr || searching || !tracking_active() || known(real) || !replaced_or_newer(name, version)) {
-    return;
-  }
-  tracker().stop_following_submissions(name, "in a version the shim does not replace");
-}
-
 // Replaces the answer when it is a replaced driver function; at trace level
 // every lookup is logged (how the entry points a runtime uses were found).
 CUresult substitute(char const* lookup, char const* symbol, int version, cuuint64_t flags, CUresult result,
@@ -306,7 +294,6 @@ CUresult substitute(char const* lookup, char const* symbol, int version, cuuint6
   if (result == CUDA_SUCCESS && real != nullptr) {
     *pfn = replacement_for_pointer(real);
     check_followed(symbol, real, *pfn);
-    check_newer_abi(symbol, version, real);
   }
   if (log::enabled(log::log_level::trace)) {
     log::trace("{}(\"{}\", version {}, flags {}) = {}{}", lookup, symbol != nullptr ? symbol : "(null)", version, flags,
@@ -328,8 +315,12 @@ void global_lookup(char const* name, bool next) noexcept
 void* replacement_for_pointer(void* found) noexcept
 {
   if (found == nullptr || searching || !(driver_interception_active() || tracking_active())) { return found; }
-  replacement const* const r = entry_for(found);
-  return r != nullptr && wanted(r->why) ? r->ours : found;
+  replacement_table const& t = table();
+  for (std::size_t i = 0; i < t.size; ++i) {
+    replacement const& r = t.entries[i];
+    if (r.real == found) { return wanted(r.why) ? r.ours : found; }
+  }
+  return found;
 }
 
 void* replacement_for_lookup(char const* name, void* found) noexcept

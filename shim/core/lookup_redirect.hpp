@@ -2,9 +2,7 @@
 // (dlsym of an explicit library handle, cuGetProcAddress, cuGetProcAddress_v2)
 // is answered by the real one first; only when the real answer *is* one of
 // the replaced driver functions (compared by address, so _v2/_ptsz variants
-// and versions are never confused) is the shim's hook returned instead. Each
-// hook's address is learnt at its own ABI's version; a newer ABI of a hooked
-// name stays the driver's and ends followed submissions.
+// and versions are never confused) is the shim's hook returned instead.
 // Everything else resolves exactly as without the shim.
 #pragma once
 
