@@ -9,7 +9,8 @@ BREAK is one of:
   disabled the shim is disabled by an invalid variable (ASYNCSHIM_IDLE_RELEASE=bogus,
            which no test sets);
   fence    the shim's fence leaves one stream out (the test-only build
-           libasyncshim_fence_drops_a_stream.so).
+           libasyncshim_fence_drops_a_stream.so), every free fenced
+           (ASYNCSHIM_IN_ORDER_FREES=off).
 The shim file is put back afterwards. Every selected test whose command runs
 the shim must fail (with --at-least-one: at least one must, the others may
 pass: a dropped stream is found by chance), never pass or skip; tests that
@@ -86,6 +87,7 @@ def main():
             shutil.copy2("/bin/true", shim)
         elif kind == "fence":
             shutil.copy2(os.path.join(build, "shim", "libasyncshim_fence_drops_a_stream.so"), shim)
+            env["ASYNCSHIM_IN_ORDER_FREES"] = "off"  # every free fenced
         else:
             env["ASYNCSHIM_IDLE_RELEASE"] = "bogus"
         results = run(build, names, env)
