@@ -14,11 +14,11 @@
 namespace asyncshim::shim {
 namespace {
 
-// Only where a free may go in the legacy stream's order: nothing else reads
-// what a submission notes.
+// Every ordering that fences needs the streams the shim did not see made;
+// what a submission notes beyond that, only frees in order read.
 void note_submission(CUstream stream) noexcept
 {
-  if (tracking_active() && process_settings().frees_in_order()) { tracker().submitting(stream); }
+  if (tracking_active()) { tracker().submitting(stream, process_settings().frees_in_order()); }
 }
 
 }  // namespace

@@ -302,13 +302,20 @@ bool stream_tracker::known_blocking_locked(CUstream stream) const noexcept
                      [&](blocking_stream const& b) { return b.stream == stream; });
 }
 
-void stream_tracker::submitting(CUstream stream) noexcept
+void stream_tracker::submitting(CUstream stream, bool in_order_frees) noexcept
 {
   // The default streams, legacy and per-thread, are ordered after the
   // legacy stream's work by the driver.
   if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) { return; }
-  // No free goes in order again: nothing reads what is noted here.
-  if (in_order_.load(std::memory_order_acquire) == in_order_state::impossible) { return; }
+  // No free goes in order (again): only whether the stream is known matters.
+  if (!in_order_frees || in_order_.load(std::memory_order_acquire) == in_order_state::impossible) {
+    {
+      std::shared_lock lock{stream_mutex_};
+      if (find_locked(stream) != nullptr || known_blocking_locked(stream)) { return; }
+    }
+    (void)follow_unseen_stream(stream);
+    return;
+  }
   // Read before the work is submitted, so that a free after it (the program
   // orders its work before its free) finds it.
   std::uint64_t const seen = handed_out_.load(std::memory_order_seq_cst);

@@ -132,10 +132,13 @@ class stream_tracker {
   }
   // Work is about to be submitted to `stream`: every hook of a function that
   // puts work on a stream calls this before the real call
-  // (core/followed_submissions.cpp). Notes the work; a non-blocking stream
-  // that gets work after frees made in order since its last work first waits
-  // (on the device) for the legacy stream's work before them.
-  void submitting(CUstream stream) noexcept;
+  // (core/followed_submissions.cpp). A stream the shim did not see made is
+  // followed from now on, so that fences cover it. Where frees may go in
+  // order (`in_order_frees`: the setting), the work is noted, and a
+  // non-blocking stream that gets work after frees made in order since its
+  // last work first waits (on the device) for the legacy stream's work
+  // before them.
+  void submitting(CUstream stream, bool in_order_frees) noexcept;
   // Whether the shim sees every submission of work, so that frees may rely
   // on it; false for good once the program may submit work it does not see.
   [[nodiscard]] bool following_submissions() const noexcept { return following_.load(std::memory_order_acquire); }

@@ -76,6 +76,8 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_DESTROY_STREAMS", {"on", "off"}},
   {"WORKLOAD_EVENTS", {"on", "off"}},
   {"WORKLOAD_SYNCHRONIZE", {"rarely", "often", "never"}},
+  // (New settings go last: each seed keeps the choices it had.)
+  {"WORKLOAD_UNSEEN_STREAMS", {"off", "on"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -110,6 +112,7 @@ struct program {
   int devices = 1;
   bool non_blocking = true;
   bool destroy_streams = true;
+  bool unseen_streams = false;  // streams made past the shim (as through a private driver table)
   bool events = true;
   unsigned synchronize_percent = 2;
   std::vector<buffer> buffers;        // owned by the program, any thread may use or free them
@@ -218,7 +221,9 @@ void one_operation(program& p)
       stream_slot s;
       s.device = device;
       unsigned const flags = p.non_blocking && p.rng.percent(60) ? cudaStreamNonBlocking : cudaStreamDefault;
-      if (check(p, cudaStreamCreateWithFlags(&s.stream, flags), "cudaStreamCreateWithFlags")) {
+      if (p.unseen_streams && p.rng.percent(50)) {
+        if (cuda_double_create_stream_unfollowed(&s.stream, flags) != 0) { p.streams.push_back(s); }
+      } else if (check(p, cudaStreamCreateWithFlags(&s.stream, flags), "cudaStreamCreateWithFlags")) {
         p.streams.push_back(s);
       }
     } else if (p.destroy_streams) {
@@ -271,6 +276,7 @@ int run(std::uint64_t seed, unsigned long long operations)
   if (p.devices < 1) { p.devices = 1; }
   p.non_blocking = flag("WORKLOAD_NON_BLOCKING");
   p.destroy_streams = flag("WORKLOAD_DESTROY_STREAMS");
+  p.unseen_streams = flag("WORKLOAD_UNSEEN_STREAMS");
   p.events = flag("WORKLOAD_EVENTS");
   std::string const sync = setting_value("WORKLOAD_SYNCHRONIZE");
   p.synchronize_percent = sync == "often" ? 10 : sync == "never" ? 0 : 1;
