@@ -635,13 +635,13 @@ CUresult stream_tracker::fence(CUstream target, CUevent legacy_fence, other_lega
     // A destroyed stream: only its last work, recorded when it was destroyed.
     if (t.stream != nullptr) {
       if (CUresult const r = drv.event_record(t.fence, t.stream); r != CUDA_SUCCESS) {
-        // Gone without the shim seeing it (a context torn down some other
-        // way): nothing more to order against on it.
+        // Its work cannot be ordered (an event of another context, a stream
+        // gone without the shim seeing it): the caller waits on the host.
         static std::atomic<bool> said{false};
         if (!said.exchange(true)) {
-          log::warn("a followed stream could not be fenced ({}); it is skipped", cuda_status{r});
+          log::info("a followed stream could not be fenced ({}); frees wait for the device instead", cuda_status{r});
         }
-        continue;
+        return r;
       }
     }
     if (CUresult const r = drv.stream_wait_event(target, t.fence, 0); r != CUDA_SUCCESS) { return r; }

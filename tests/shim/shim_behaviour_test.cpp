@@ -1165,6 +1165,32 @@ TEST_F(ShimFreeBacklog, AResetTakesTheIssuedFreesEventsAlong)
   EXPECT_EQ(cuda_double_get_counters().failed_calls, before.failed_calls);
 }
 
+// ---- ShimFenceRecordFails: a fence that cannot record on a stream (two devices)
+
+using ShimFenceRecordFails = ShimTest;
+
+TEST_F(ShimFenceRecordFails, TheFreeWaitsForTheDeviceInstead)
+{
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // a current context on device 1
+  cudaStream_t unseen = nullptr;
+  ASSERT_EQ(cuda_double_create_stream_unfollowed(&unseen, cudaStreamNonBlocking), 1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  // The shim first sees the stream here, with device 0 current: its event is
+  // made there, and a record of it on the device-1 stream fails.
+  ASSERT_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(unseen), nullptr, nullptr),
+            CUDA_SUCCESS);
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  issue_queued_frees();  // one context synchronization of the program's
+  auto const after = cuda_double_get_counters();
+  // The fence could not cover the stream: the host waited instead.
+  EXPECT_EQ(after.context_synchronizes, before.context_synchronizes + 2);
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+}
+
 // ---- ShimQueuedFrees: queued frees on a small device
 
 using ShimQueuedFrees = ShimTest;
