@@ -5,13 +5,16 @@
 # machine and says why it skips elsewhere; config.fuzz fuzzes the
 # environment parser for 30 s), then builds a second tree, Debug with
 # AddressSanitizer and UndefinedBehaviorSanitizer ("<build-dir>-sanitize",
-# ASYNCSHIM_SANITIZE=ON), and runs the CPU tier in it. After each run it prints
-# why the skipped tests skipped, one line per reason (scripts/skip-reasons.py).
+# ASYNCSHIM_SANITIZE=ON), and a third, Debug with ThreadSanitizer
+# ("<build-dir>-tsan", ASYNCSHIM_SANITIZE=thread), and runs the CPU tier in
+# each. After each run it prints why the skipped tests skipped, one line per
+# reason (scripts/skip-reasons.py).
 #   scripts/test.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 sanitize=${build}-sanitize
+tsan=${build}-tsan
 # A test that sets no TIMEOUT of its own fails after this many seconds: a
 # hang is a named failure, not a run that never ends.
 test_timeout=600
@@ -32,4 +35,11 @@ cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DASYNCSHIM_SANITIZE
 cmake --build "$sanitize" --parallel
 ctest --test-dir "$sanitize" --output-on-failure --parallel "$(nproc)" --timeout "$test_timeout" -LE gpu || status=$?
 python3 scripts/skip-reasons.py "$sanitize/Testing/Temporary/LastTest.log"
+
+# The same with ThreadSanitizer (cmake/sanitizers.cmake, tests/tsan.supp).
+echo "asyncshim: the CPU tier again, built with -fsanitize=thread, in $tsan"
+cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DASYNCSHIM_SANITIZE=thread -DASYNCSHIM_FUZZ=OFF >/dev/null
+cmake --build "$tsan" --parallel
+ctest --test-dir "$tsan" --output-on-failure --parallel "$(nproc)" --timeout "$test_timeout" -LE gpu || status=$?
+python3 scripts/skip-reasons.py "$tsan/Testing/Temporary/LastTest.log"
 exit "$status"

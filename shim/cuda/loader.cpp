@@ -11,7 +11,9 @@ extern "C" {
 
 void* asyncshim_real_dlsym_pointer = nullptr;
 
-void* asyncshim_resolve_real_dlsym() noexcept
+// Also called by the exported dlsym while a sanitizer's runtime starts
+// (its own lookups), so not instrumented: ThreadSanitizer is not ready then.
+__attribute__((no_sanitize("address", "undefined", "thread"))) void* asyncshim_resolve_real_dlsym() noexcept
 {
   void* found = __atomic_load_n(&asyncshim_real_dlsym_pointer, __ATOMIC_ACQUIRE);
   if (found == nullptr) {
