@@ -156,6 +156,9 @@ stream_tracker::tracked_stream* stream_tracker::before_destroy(CUstream stream, 
   if (drv.stream_is_capturing != nullptr && drv.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
       status == CU_STREAM_CAPTURE_STATUS_NONE && drv.event_record != nullptr) {
     recorded = drv.event_record(found->fence, stream) == CUDA_SUCCESS;
+    // Nothing would stand for its last work: the host waits for it, so that
+    // forgetting the stream is right.
+    if (!recorded && drv.stream_synchronize != nullptr) { (void)drv.stream_synchronize(stream); }
   }
   return &*found;
 }

@@ -1191,6 +1191,23 @@ TEST_F(ShimFenceRecordFails, TheFreeWaitsForTheDeviceInstead)
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 }
 
+TEST_F(ShimFenceRecordFails, AStreamItCannotRecordOnIsWaitedForWhenDestroyed)
+{
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+  cudaStream_t unseen = nullptr;
+  ASSERT_EQ(cuda_double_create_stream_unfollowed(&unseen, cudaStreamNonBlocking), 1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(unseen), nullptr, nullptr),
+            CUDA_SUCCESS);
+  // The record standing for its last work fails: without it, the shim would
+  // forget the stream while that work may still run.
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaStreamDestroy(unseen), cudaSuccess);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.stream_synchronizes, before.stream_synchronizes + 1);
+}
+
 // ---- ShimQueuedFrees: queued frees on a small device
 
 using ShimQueuedFrees = ShimTest;
