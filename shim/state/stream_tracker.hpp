@@ -345,7 +345,10 @@ class stream_tracker {
   bool settle_pending_ = false;
   // One record of the pool's barrier and the tracked streams' waits for it
   // at a time (order_idle_streams_after_legacy_locked and
-  // order_after_recent_frees; taken under the shared stream lock).
+  // order_after_recent_frees; taken under the shared stream lock). A record
+  // made outside it (a kept block's action, core/allocator.cpp) is harmless:
+  // it is on the same legacy stream, before the free that follows the waits,
+  // and a wait that sees it waits for more, never for less.
   std::mutex idle_order_mutex_;
 
   // Followed submissions: whether they are relied on; blocks handed out so
