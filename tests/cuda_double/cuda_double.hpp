@@ -862,6 +862,20 @@ CUDA_DOUBLE_API cudaStream_t cuda_double_last_record_stream(void);
 #define CUDA_DOUBLE_EVENT_RECORD 3
 CUDA_DOUBLE_API unsigned long long cuda_double_last_serial(int call);
 
+// The successful event records (CUDA_DOUBLE_EVENT_RECORD: the event and the
+// stream it was recorded on) and stream waits (CUDA_DOUBLE_STREAM_WAIT: the
+// event and the stream made to wait), captured or not, on any thread, in the
+// order they came, since start-up or the last cuda_double_reset_counters (at
+// most the first 4096; a special stream as given, _ptsz calls given 0 as
+// CU_STREAM_PER_THREAD). Copies up to `max` of them into `out` (which may be
+// NULL when max is 0) and returns how many there are.
+struct cuda_double_stream_op {
+  int call;
+  cudaEvent_t event;
+  cudaStream_t stream;
+};
+CUDA_DOUBLE_API size_t cuda_double_stream_ops(struct cuda_double_stream_op* out, size_t max);
+
 // What cuStreamIsCapturing would report for stream, without its rules and
 // without being a CUDA call (an interposer does not see it): 0 (none: also
 // the legacy stream, an unknown handle, and cudaStreamPerThread on a thread

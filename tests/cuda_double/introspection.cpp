@@ -45,6 +45,17 @@ CUDA_DOUBLE_API void cuda_double_reset_counters(void)
   m.last_record_stream = CUDA_DOUBLE_NO_STREAM;
   m.last_free_serial = m.last_wait_serial = m.last_record_serial = 0;
   m.proc_lookups.clear();
+  m.stream_ops.clear();
+}
+
+CUDA_DOUBLE_API size_t cuda_double_stream_ops(struct cuda_double_stream_op* out, size_t max)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  for (std::size_t i = 0; i < max && i < m.stream_ops.size(); ++i) {
+    out[i] = m.stream_ops[i];
+  }
+  return m.stream_ops.size();
 }
 
 CUDA_DOUBLE_API int cuda_double_pointer_kind(void const* p)

@@ -285,6 +285,12 @@ class CUDA_DOUBLE_INTERNAL model_state {
   std::uint64_t last_free_serial = 0;
   std::uint64_t last_wait_serial = 0;
   std::uint64_t last_record_serial = 0;
+  std::vector<cuda_double_stream_op> stream_ops;  // cuda_double_stream_ops
+  static constexpr std::size_t most_stream_ops = 4096;
+  void note_stream_op(int call, cudaEvent_t event, cudaStream_t stream)
+  {
+    if (stream_ops.size() < most_stream_ops) { stream_ops.push_back({call, event, stream}); }
+  }
   std::map<std::string, unsigned long long, name_less> proc_lookups;  // cuGetProcAddress calls by symbol
 
   int device_count() const { return static_cast<int>(devices_.size()); }

@@ -542,6 +542,7 @@ operation_outcome record_event(cudaEvent_t event, cudaStream_t stream)
     m.counters.events_recorded.fetch_add(1, std::memory_order_relaxed);
   }
   m.last_record_stream = stream;
+  m.note_stream_op(CUDA_DOUBLE_EVENT_RECORD, event, stream);
   m.last_record_serial = ++m.serial;
   return operation_outcome::ok;
 }
@@ -601,6 +602,7 @@ operation_outcome wait_event(cudaStream_t stream, cudaEvent_t event, unsigned fl
     m.counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
   }
   m.last_wait_stream = stream;
+  m.note_stream_op(CUDA_DOUBLE_STREAM_WAIT, event, stream);
   m.last_wait_serial = ++m.serial;
   return operation_outcome::ok;
 }

@@ -378,12 +378,23 @@ TEST_F(ShimDeviceOrdering, FreeIsFencedBehindEveryLiveNonBlockingStream)
 
   issue_queued_frees();
   auto before = cuda_double_get_counters();
+  std::size_t const ops_before = cuda_double_stream_ops(nullptr, 0);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   issue_queued_frees();
   auto after = cuda_double_get_counters();
-  // The legacy stream (which covers the blocking stream) and both non-blocking ones.
+  // The legacy stream (which covers the blocking stream) and both non-blocking
+  // ones, each waited for by one stream (the shim's own, where it frees).
   EXPECT_EQ(after.events_recorded, before.events_recorded + 3);
   EXPECT_EQ(after.stream_waits, before.stream_waits + 3);
+  recorded_and_waited const fence = split(stream_ops_from(ops_before));
+  EXPECT_EQ(fence.recorded_on, (std::vector<cudaStream_t>{cudaStreamLegacy, nonblocking[0], nonblocking[1]}));
+  ASSERT_EQ(fence.waiting.size(), 3U);
+  EXPECT_EQ(fence.waiting[1], fence.waiting[0]);
+  EXPECT_EQ(fence.waiting[2], fence.waiting[0]);
+  for (cudaStream_t s : {cudaStreamLegacy, nonblocking[0], nonblocking[1], blocking, cudaStreamPerThread}) {
+    EXPECT_NE(fence.waiting[0], s) << "the fence's waits are on the shim's own stream";
+  }
+  EXPECT_EQ(fence.waited_for, fence.recorded);
   EXPECT_EQ(after.free_async_non_blocking_stream, before.free_async_non_blocking_stream + 1);
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
 

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +72,38 @@ inline std::string log_text()
 // Under device ordering (the default) a free is queued until its batch is
 // issued; a device synchronization issues every queued free.
 inline void issue_queued_frees() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
+// The event records and stream waits (cuda_double_stream_ops) from the
+// `first`-th on.
+inline std::vector<cuda_double_stream_op> stream_ops_from(std::size_t first)
+{
+  std::vector<cuda_double_stream_op> ops(cuda_double_stream_ops(nullptr, 0));
+  ops.resize(cuda_double_stream_ops(ops.data(), ops.size()));
+  ops.erase(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(std::min(first, ops.size())));
+  return ops;
+}
+
+// The streams events were recorded on, and the streams made to wait, in order.
+struct recorded_and_waited {
+  std::vector<cudaStream_t> recorded_on;
+  std::vector<cudaStream_t> waiting;
+  std::vector<cudaEvent_t> recorded;
+  std::vector<cudaEvent_t> waited_for;
+};
+inline recorded_and_waited split(std::vector<cuda_double_stream_op> const& ops)
+{
+  recorded_and_waited r;
+  for (cuda_double_stream_op const& op : ops) {
+    if (op.call == CUDA_DOUBLE_EVENT_RECORD) {
+      r.recorded_on.push_back(op.stream);
+      r.recorded.push_back(op.event);
+    } else {
+      r.waiting.push_back(op.stream);
+      r.waited_for.push_back(op.event);
+    }
+  }
+  return r;
+}
 
 class ShimTest : public ::testing::Test {
  protected:
