@@ -17,7 +17,7 @@
 #   --shim FILE       the library to preload (default: the tree's libasyncshim.so)
 #   --expect-uses     a positive control: succeed only if some seed finds a use
 #                     after reissue and its reproduction line replays it
-#   VAR=VALUE         settings every seed gets (they win over the seed's own
+#   VAR=VALUE         settings every seed gets (they win over each seed's own
 #                     choice), e.g. ASYNCSHIM_ORDERING=stream
 #
 # Prints one line per failing seed, "reproduce: <command>", and a summary:

@@ -692,7 +692,7 @@
 //     event had when the wait was called (none: nothing to wait for). A
 //     destroyed stream's tasks still run.
 //   * When: tasks run only inside CUDA calls, under the model's lock. Each
-//     call may first run some ready tasks, picked by the seed: how often a
+//     call may first run some ready tasks, picked by SEED: how often a
 //     call runs any, how many, and which streams are slow (picked rarely,
 //     never starved) differ from seed to seed. A synchronization runs tasks
 //     until what it waits for has run: cuStreamSynchronize (the stream's
@@ -707,7 +707,7 @@
 //     task waits for the free (...FollowEventDependencies: through tasks not
 //     yet run only), or with the allocation waiting for the free
 //     (...AllowInternalDependencies): as each attribute of the pool allows.
-//     Mostly it does, whenever allowed (the seed picks which block). A trim
+//     Mostly it does, whenever allowed (SEED picks which block). A trim
 //     gives back the kept blocks whose free has run.
 //   * Access checks: the program says what it was handed out
 //     (cuda_double_sim_handout): each call makes a new owner of the range.

@@ -58,7 +58,7 @@ class virtual_gpu {
   // Whether `task` (pending) waits, directly or through others, for `target`.
   [[nodiscard]] bool depends_on(std::uint64_t task, std::uint64_t target) const;
 
-  // At a CUDA call: maybe runs some ready tasks (the seed decides how many).
+  // At a CUDA call: maybe runs some ready tasks (its seed decides how many).
   void progress();
   // Runs tasks until the condition holds (a synchronization).
   void wait_task(std::uint64_t task);
@@ -87,7 +87,7 @@ class virtual_gpu {
   };
   void keep(kept_block block) { kept_.push_back(block); }
   // A kept block of `pool` that an allocation of `size` bytes on `queue` may
-  // take now by the pool's reuse rules, chosen by the seed; its free task
+  // take now by the pool's reuse rules, chosen by its seed; its free task
   // when the allocation must wait for it (internal dependencies), else 0.
   struct reuse_rules {
     bool follow_event_dependencies = false;

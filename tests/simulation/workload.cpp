@@ -4,7 +4,7 @@
 //
 //   workload --seed S [--operations N] [VAR=VALUE ...]
 //
-// The seed chooses the settings (swarm testing: each seed its own subset of
+// Its seed S chooses the settings (swarm testing: each seed its own subset of
 // the shim's options, devices and program features; VAR=VALUE given here
 // wins), then the program runs again with them in its environment and does N
 // operations on 1-4 threads: allocations, frees from any thread, kernels that
@@ -13,7 +13,7 @@
 // across streams, synchronous copies and fills, synchronizations. The program
 // is correct under native CUDA (cudaFree waits for the device), so every use
 // after reissue the virtual GPU reports is the shim's. Threads take turns
-// that the seed decides, so a run replays exactly.
+// that S decides, so a run replays exactly.
 //
 // Prints one line "workload: seed=S operations=N ... uses_after_reissue=U"
 // and exits 1 if U > 0, 2 on a CUDA call failing, 0 otherwise.
