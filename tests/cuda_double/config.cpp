@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "model.hpp"
 
@@ -80,6 +81,14 @@ configuration read_config()
       v && parse_number("CUDA_DOUBLE_SIMULATE", v, std::numeric_limits<std::uint64_t>::max(), n)) {
     c.simulate = true;
     c.simulate_seed = n;
+  }
+  if (char const* v = env("CUDA_DOUBLE_NEWER_ABI")) {
+    for (std::string_view names = v; !names.empty();) {
+      std::size_t const comma = names.find(',');
+      std::string_view const name = names.substr(0, comma);
+      if (!name.empty()) { c.newer_abis.emplace_back(name); }
+      names = comma == std::string_view::npos ? std::string_view{} : names.substr(comma + 1);
+    }
   }
   return c;
 }

@@ -123,6 +123,13 @@
 //                                  ended counts for nothing.
 //   CUDA_DOUBLE_SIMULATE=SEED      the virtual GPU (below) runs, its every choice
 //                                  drawn from SEED.
+//   CUDA_DOUBLE_NEWER_ABI=NAMES    as a driver newer than the headers: NAMES are
+//                                  base names, comma-separated ("cuMemAlloc,
+//                                  cuStreamDestroy"); cuDriverGetVersion and
+//                                  cudaDriverGetVersion report 13010, and
+//                                  cuGetProcAddress(_v2) of one of NAMES at
+//                                  cudaVersion 13010 or above hands out a newer ABI
+//                                  of it (see the driver's cuGetProcAddress_v2).
 // Booleans accept 1/true/yes/on; numbers are decimal or 0x-hex. A value that
 // cannot be parsed is reported on stderr and the default is used.
 //
@@ -265,7 +272,8 @@
 //     device cudaInvalidDeviceId (the double's choice: not measured).
 //   * cudaDeviceGetAttribute knows cudaDevAttrMemoryPoolsSupported,
 //     cudaDevAttrMemoryPoolSupportedHandleTypes (0 without pools) and compute
-//     capability 9.0; any other attribute reads 0. Versions are 13000.
+//     capability 9.0; any other attribute reads 0. Versions are 13000 (the
+//     driver's 13010 under CUDA_DOUBLE_NEWER_ABI).
 //   * Error codes where the real runtime leaves room for doubt: bad pool
 //     properties (allocType not pinned, location not a valid device), an
 //     unknown or destroyed pool handle, destroying a default pool, unknown
@@ -324,7 +332,8 @@
 //     call has initialized the driver). cuInit with flags != 0:
 //     CUDA_ERROR_INVALID_VALUE.
 //   * CUDA_DOUBLE_DEVICES=0: cuInit fails with CUDA_ERROR_NO_DEVICE and the
-//     driver stays uninitialized; cuDriverGetVersion still says 13000.
+//     driver stays uninitialized; cuDriverGetVersion still says 13000 (13010
+//     under CUDA_DOUBLE_NEWER_ABI).
 //   * CUDA_DOUBLE_NO_DRIVER=1: the library behaves as the CUDA toolkit's stub
 //     libcuda.so (what a program finds when no driver is installed): cuInit,
 //     cuDriverGetVersion and every call that needs initialization fail with
@@ -631,8 +640,12 @@
 //     double's own function (never an interposer's, as the real driver):
 //       cuMemAlloc, cuMemFree, cuMemGetInfo, cuMemcpyHtoD, cuMemcpyDtoH,
 //       cuMemsetD8 (since 3020), cuCtxPushCurrent, cuCtxPopCurrent,
-//       cuEventDestroy (since 4000), cuDevicePrimaryCtxRelease,
-//       cuDevicePrimaryCtxReset (since 11000) -> the _v2 function;
+//       cuEventDestroy (since 4000), cuDevicePrimaryCtxRelease (since
+//       11000) -> the _v2 function;
+//       cuDevicePrimaryCtxReset -> the CUDA 7.0 ABI for 7000..10999 (the same
+//         as _v2, but no symbol of the double is it: only a lookup finds it,
+//         as in a driver whose library lacks that ABI's export),
+//         cuDevicePrimaryCtxReset_v2 from 11000;
 //       cuStreamDestroy -> cuStreamDestroy (the CUDA 2.0 ABI) for 2000..3999,
 //         cuStreamDestroy_v2 from 4000;
 //       cuIpcOpenMemHandle -> cuIpcOpenMemHandle (the CUDA 4.1 ABI) for
@@ -661,6 +674,11 @@
 //         7000; cuGraphDestroy, cuGraphGetNodes since 10000;
 //         cuThreadExchangeStreamCaptureMode since 10010; cuMemPool* (the
 //         access, export and import ones included) since 11020).
+//     Under CUDA_DOUBLE_NEWER_ABI, a name it lists, at cudaVersion 13010 or
+//     above, with either flag: a newer ABI of it (known or not at older
+//     versions), a function of the double that no header declares and no
+//     symbol is: it does nothing and fails with CUDA_ERROR_NOT_SUPPORTED
+//     (its parameters are unknown; call it with none).
 //     A cudaVersion below a name's first version: *pfn = NULL, status
 //     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, CUDA_ERROR_NOT_FOUND (the
 //     older ABIs are not provided). An unknown name (a suffixed one
@@ -779,7 +797,7 @@ struct cuda_double_counters {
   unsigned long long captures_invalidated;    // captures invalidated (each once)
   unsigned long long captured_operations;     // nodes added to captures (calls on a capturing
                                               // stream that succeeded)
-  unsigned long long primary_context_resets;  // cuDevicePrimaryCtxReset_v2 (so cudaDeviceReset)
+  unsigned long long primary_context_resets;  // cuDevicePrimaryCtxReset(_v2) (so cudaDeviceReset)
                                               // successes
   // cuMemFreeAsync(_ptsz) successes (captured ones included; not cudaFreeAsync)
   // by the stream they were given (a _ptsz call given 0: per-thread):

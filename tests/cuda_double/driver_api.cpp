@@ -262,7 +262,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion)
   return run_driver(call_gate::none, [&] {
     if (config().no_driver) { return CUDA_ERROR_STUB_LIBRARY; }
     if (driverVersion == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
-    *driverVersion = cuda_double::driver_version;
+    *driverVersion = cuda_double::reported_driver_version();
     return CUDA_SUCCESS;
   });
 }

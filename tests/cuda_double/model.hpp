@@ -48,6 +48,8 @@ inline constexpr std::uint64_t pool_granularity = 2ULL << 20;      // pools grow
 inline constexpr std::size_t allocation_alignment = 256;           // like cudaMalloc
 inline constexpr int max_devices = 1024;
 inline constexpr int driver_version = 13000;
+// The driver's version under CUDA_DOUBLE_NEWER_ABI: one newer than the headers.
+inline constexpr int newer_driver_version = 13010;
 inline constexpr int runtime_version = 13000;
 inline constexpr int compute_capability_major = 9;  // an H200
 inline constexpr int compute_capability_minor = 0;
@@ -72,13 +74,17 @@ struct configuration {
   std::uint64_t memory = default_memory;
   bool no_pools = false;
   unsigned pool_handle_types = default_pool_handle_types;
-  bool no_peer = false;       // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
-  bool fabric_ok = false;     // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
-  std::string shared_memory;  // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
-  bool simulate = false;      // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
+  bool no_peer = false;                 // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
+  bool fabric_ok = false;               // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
+  std::string shared_memory;            // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
+  std::vector<std::string> newer_abis;  // CUDA_DOUBLE_NEWER_ABI: names with an ABI newer than the headers
+  bool simulate = false;                // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
   std::uint64_t simulate_seed = 0;
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();
+
+// What cuDriverGetVersion and cudaDriverGetVersion report.
+inline int reported_driver_version() { return config().newer_abis.empty() ? driver_version : newer_driver_version; }
 
 // How a device may access a pool's memory: CUmemAccess_flags /
 // cudaMemAccessFlags values (the same in both APIs). The standard library

@@ -9,6 +9,7 @@
 // -Bsymbolic-functions (CMakeLists.txt), so &cuMemAlloc_v2 below is bound at
 // link time, as the real driver's internal table is. An interposer that wants
 // the program's driver calls must therefore intercept cuGetProcAddress itself.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -23,6 +24,25 @@ template <class F>
 function_pointer fn(F* f)
 {
   return reinterpret_cast<function_pointer>(f);
+}
+
+// The CUDA 7.0 cuDevicePrimaryCtxReset, which only a lookup finds: the double
+// exports no symbol for it, as a driver whose library lacks an ABI's export.
+CUresult CUDAAPI primary_ctx_reset_v7000(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
+
+// What CUDA_DOUBLE_NEWER_ABI hands out: an ABI newer than the headers, whose
+// parameters nobody here knows, so it does nothing.
+CUresult CUDAAPI newer_abi()
+{
+  cuda_double::count_failure();
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+bool has_newer_abi(char const* symbol, int cudaVersion)
+{
+  if (cudaVersion < cuda_double::newer_driver_version) { return false; }
+  auto const& names = cuda_double::config().newer_abis;
+  return std::find(names.begin(), names.end(), symbol) != names.end();
 }
 
 // One ABI of one entry point: from cudaVersion `since` on (until the next row
@@ -48,6 +68,7 @@ proc_entry const table[] = {
   {"cuDeviceGetAttribute", 2000, fn(&cuDeviceGetAttribute), nullptr},
   {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
   {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
+  {"cuDevicePrimaryCtxReset", 7000, fn(&primary_ctx_reset_v7000), nullptr},
   {"cuDevicePrimaryCtxReset", 11000, fn(&cuDevicePrimaryCtxReset_v2), nullptr},
   {"cuCtxCreate", 12050, fn(&cuCtxCreate_v4), nullptr},
   {"cuCtxGetCurrent", 4000, fn(&cuCtxGetCurrent), nullptr},
@@ -132,6 +153,10 @@ CUresult lookup(char const* symbol, void** pfn, int cudaVersion, cuuint64_t flag
     }
     if (symbol == nullptr || pfn == nullptr || (flags & ~known_flags) != 0) {
       result = CUDA_ERROR_INVALID_VALUE;
+    } else if (has_newer_abi(symbol, cudaVersion)) {
+      *pfn = reinterpret_cast<void*>(fn(&newer_abi));
+      found = CU_GET_PROC_ADDRESS_SUCCESS;
+      result = CUDA_SUCCESS;
     } else {
       *pfn = nullptr;
       proc_entry const* best = nullptr;

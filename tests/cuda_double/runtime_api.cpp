@@ -350,7 +350,7 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion)
 {
   return run_api(ungated_call, [&] {
     if (driverVersion == nullptr) { return cudaErrorInvalidValue; }
-    *driverVersion = config().no_driver ? 0 : cuda_double::driver_version;
+    *driverVersion = config().no_driver ? 0 : cuda_double::reported_driver_version();
     return cudaSuccess;
   });
 }

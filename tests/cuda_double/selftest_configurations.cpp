@@ -586,4 +586,31 @@ TEST(FabricOk, FabricHandlesCanBeExported)
   EXPECT_EQ(counters.failed_calls, 1u);
 }
 
+// ------------------------------------------------------------ NewerAbi
+
+TEST(NewerAbi, ADriverNewerThanTheHeadersHandsOutANewerAbiOfTheNamedFunctions)
+{
+  REQUIRE_CONFIG(only_env("CUDA_DOUBLE_NEWER_ABI", "cuMemAlloc,cuStreamDestroy"),
+                 "needs CUDA_DOUBLE_NEWER_ABI=cuMemAlloc,cuStreamDestroy only");
+  int version = 0;
+  EXPECT_EQ(cuDriverGetVersion(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 13010);
+  EXPECT_EQ(cudaDriverGetVersion(&version), cudaSuccess);
+  EXPECT_EQ(version, 13010);
+  // Below 13010 the usual ABIs; from 13010 on another function, for both
+  // names listed, whichever flag.
+  EXPECT_EQ(proc("cuMemAlloc", 13000), driver_symbol("cuMemAlloc_v2"));
+  void* const newer = proc("cuMemAlloc", 13010);
+  ASSERT_NE(newer, nullptr);
+  EXPECT_NE(newer, driver_symbol("cuMemAlloc_v2"));
+  EXPECT_EQ(proc("cuMemAlloc", 13020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), newer);
+  EXPECT_EQ(proc("cuStreamDestroy", 13010), newer);
+  EXPECT_EQ(proc("cuStreamDestroy", 4000), driver_symbol("cuStreamDestroy_v2"));
+  // Not the others.
+  EXPECT_EQ(proc("cuMemFree", 13010), driver_symbol("cuMemFree_v2"));
+  auto const before = cuda_double_get_counters();
+  EXPECT_EQ(reinterpret_cast<CUresult (*)()>(newer)(), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, before.failed_calls + 1);
+}
+
 }  // namespace

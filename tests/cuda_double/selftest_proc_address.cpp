@@ -154,6 +154,19 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi)
   EXPECT_EQ(proc("cuStreamDestroy", 4000), driver_symbol("cuStreamDestroy_v2"));
   proc("cuStreamDestroy", 1000, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
        CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // cuDevicePrimaryCtxReset: the CUDA 7.0 ABI, which no symbol is, before
+  // 11.0; _v2 from 11.0.
+  void* const reset_v1 = proc("cuDevicePrimaryCtxReset", 7000);
+  ASSERT_NE(reset_v1, nullptr);
+  EXPECT_EQ(proc("cuDevicePrimaryCtxReset", 10090), reset_v1);
+  EXPECT_NE(reset_v1, driver_symbol("cuDevicePrimaryCtxReset_v2"));
+  EXPECT_EQ(driver_symbol("cuDevicePrimaryCtxReset"), nullptr);
+  EXPECT_EQ(proc("cuDevicePrimaryCtxReset", 11000), driver_symbol("cuDevicePrimaryCtxReset_v2"));
+  proc("cuDevicePrimaryCtxReset", 6050, CU_GET_PROC_ADDRESS_DEFAULT, CUDA_ERROR_NOT_FOUND,
+       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  auto const before_reset = cuda_double_get_counters();
+  EXPECT_EQ(reinterpret_cast<CUresult (*)(CUdevice)>(reset_v1)(0), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_get_counters().primary_context_resets, before_reset.primary_context_resets + 1);
   // cuCtxSynchronize: no parameter before 13.0, cuCtxSynchronize_v2(ctx) from 13.0.
   EXPECT_EQ(proc("cuCtxSynchronize", 12090), driver_symbol("cuCtxSynchronize"));
   EXPECT_EQ(proc("cuCtxSynchronize", 13000), driver_symbol("cuCtxSynchronize_v2"));
@@ -167,7 +180,6 @@ TEST_F(CudaDouble, GetProcAddressVersionsAndTheLegacyAbi)
   };
   since_row const since[] = {
     {"cuEventDestroy", 4000, "cuEventDestroy_v2"},
-    {"cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2"},
     {"cuStreamWaitEvent", 3020, "cuStreamWaitEvent"},
     {"cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority"},
     {"cuStreamGetFlags", 5050, "cuStreamGetFlags"},

@@ -18,6 +18,7 @@
 //   HandleTypes  CUDA_DOUBLE_POOL_HANDLE_TYPES=1
 //   NoPeer       CUDA_DOUBLE_NO_PEER=1 and CUDA_DOUBLE_DEVICES=2
 //   FabricOk     CUDA_DOUBLE_FABRIC_OK=1
+//   NewerAbi     CUDA_DOUBLE_NEWER_ABI=cuMemAlloc,cuStreamDestroy
 //   RuntimeLookups  no variable set, and the runtime double has not fetched
 //                its driver entry points yet: runs alone, in a process of its own
 //   IpcChild     the child process of CudaDouble.TwoProcessesSharePoolMemory
@@ -45,8 +46,8 @@ namespace selftest {
 
 // The environment controls of the doubles that the suites are about.
 inline constexpr char const* control_variables[] = {
-  "CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",   "CUDA_DOUBLE_NO_POOLS",
-  "CUDA_DOUBLE_POOL_HANDLE_TYPES", "CUDA_DOUBLE_NO_PEER",   "CUDA_DOUBLE_FABRIC_OK"};
+  "CUDA_DOUBLE_DEVICES",           "CUDA_DOUBLE_NO_DRIVER", "CUDA_DOUBLE_MEMORY",    "CUDA_DOUBLE_NO_POOLS",
+  "CUDA_DOUBLE_POOL_HANDLE_TYPES", "CUDA_DOUBLE_NO_PEER",   "CUDA_DOUBLE_FABRIC_OK", "CUDA_DOUBLE_NEWER_ABI"};
 
 // True when exactly the given variables are set (to their values) among the
 // controls; with name == nullptr, when none is set.
