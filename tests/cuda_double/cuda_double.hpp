@@ -234,7 +234,8 @@
 //     cuEventQuery, cuEventSynchronize, cuStreamBeginCapture,
 //     cuStreamEndCapture, cuStreamIsCapturing,
 //     cuThreadExchangeStreamCaptureMode, cuGraphDestroy, cuGraphGetNodes,
-//     cuCtxSynchronize, cuDevicePrimaryCtxReset, cuDevicePrimaryCtxRetain,
+//     cuCtxSynchronize, cuDevicePrimaryCtxReset (with cudaVersion 7000, as
+//     the real CUDA 13 runtime: its CUDA 7.0 ABI), cuDevicePrimaryCtxRetain,
 //     cuDeviceCanAccessPeer, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess,
 //     cuMemPoolSetAccess, cuMemPoolGetAccess,
 //     cuMemPoolExportToShareableHandle, cuMemPoolExportPointer,

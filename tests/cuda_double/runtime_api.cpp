@@ -246,12 +246,16 @@ struct driver_entry_points {
   decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
 };
 
+// The real CUDA 13 runtime fetches cuDevicePrimaryCtxReset as of CUDA 7.0,
+// an ABI whose entry point is not the _v2 one: so does this one.
+constexpr int reset_lookup_version = 7000;
+
 template <class F>
-void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot)
+void fetch(decltype(&::cuGetProcAddress_v2) get, char const* name, F& slot, int version = lookup_version)
 {
   void* pfn = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (get(name, &pfn, lookup_version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+  if (get(name, &pfn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
       status == CU_GET_PROC_ADDRESS_SUCCESS) {
     slot = reinterpret_cast<F>(pfn);
   }
@@ -288,7 +292,7 @@ driver_entry_points const& driver()
     fetch(get, "cuGraphDestroy", out.graph_destroy);
     fetch(get, "cuGraphGetNodes", out.graph_get_nodes);
     fetch(get, "cuCtxSynchronize", out.ctx_synchronize);
-    fetch(get, "cuDevicePrimaryCtxReset", out.device_primary_ctx_reset);
+    fetch(get, "cuDevicePrimaryCtxReset", out.device_primary_ctx_reset, reset_lookup_version);
     fetch(get, "cuDevicePrimaryCtxRetain", out.device_primary_ctx_retain);
     fetch(get, "cuDeviceCanAccessPeer", out.device_can_access_peer);
     fetch(get, "cuCtxEnablePeerAccess", out.ctx_enable_peer_access);
