@@ -46,6 +46,21 @@ constexpr int cuda_2_version = 2000;
 constexpr int cuda_3_2_version = 3020;
 constexpr int cuda_11_4_version = 11040;
 
+// The CUDA version of an ABI, from its cudaTypedefs.h name
+// (PFN_<name>_v<version>[_ptsz]): the version a lookup hands it out at.
+constexpr int abi_version(std::string_view pfn) noexcept
+{
+  if (pfn.ends_with("_ptsz")) { pfn.remove_suffix(5); }
+  std::size_t const v = pfn.rfind("_v");
+  if (v == std::string_view::npos) { return 0; }
+  int version = 0;
+  for (char const c : pfn.substr(v + 2)) {
+    if (c < '0' || c > '9') { return 0; }
+    version = version * 10 + (c - '0');
+  }
+  return version;
+}
+
 // How many addresses can mean one replaced function: its export, and what
 // cuGetProcAddress returns for it.
 constexpr std::size_t addresses_for(lookups kind) noexcept
@@ -118,7 +133,12 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
                              : kind == lookups::cuda_3_2  ? cuda_3_2_version
                              : kind == lookups::cuda_11_4 ? cuda_11_4_version
                                                           : version;
-  void* const legacy_lookup = kind == lookups::per_thread_stream ? nullptr : looked_up(name, lookup_version, 0);
+  void* const legacy_lookup =
+    kind == lookups::per_thread_stream || exported == nullptr ? nullptr : looked_up(name, lookup_version, 0);
+  if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
+  // Without its symbol the hook would have nothing to call: the driver's
+  // answers stay the driver's.
+  if (exported == nullptr) { return; }
   t.add(exported, ours, why);
   t.add(legacy_lookup, ours, why);
   if (kind == lookups::every_stream || kind == lookups::every_stream_and_older || kind == lookups::per_thread_stream ||
@@ -130,7 +150,6 @@ void add_addresses(replacement_table& t, purpose why, lookups kind, need needed,
       t.add(looked_up(name, old, 0), ours, why);
     }
   }
-  if (needed == need::required && (exported == nullptr || legacy_lookup == nullptr)) { t.complete = false; }
 }
 
 // A required row is checked by its export and its legacy-stream lookup,
@@ -148,11 +167,12 @@ replacement_table search() noexcept
     t.complete = false;
     return t;
   }
-  int version = 0;
-  if (drv.driver_get_version == nullptr || drv.driver_get_version(&version) != CUDA_SUCCESS) { version = CUDA_VERSION; }
+  // Each row at its own ABI's version: on a driver newer than the headers,
+  // the driver's version would hand out a newer ABI of the name, whose
+  // parameters the hook does not have.
 #define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
   add_addresses(t, purpose::purpose_, lookups::lookups_, need::need_, address(drv.field), lookup_name,  \
-                address(&asyncshim_hook_##field), version);
+                address(&asyncshim_hook_##field), abi_version(#abi));
 #define ASYNCSHIM_DRIVER_SUBMISSION(lookups_, abi_version, field, symbol, lookup_name, abi, stream, params, args) \
   add_addresses(t, purpose::following, lookups::lookups_, need::optional, address(drv.field), lookup_name,        \
                 address(&asyncshim_hook_##field), abi_version);
@@ -285,6 +305,40 @@ void check_followed(char const* name, void* real, void* answer) noexcept
   check_followed(name, answer == real && !in_the_shim(real), "in a version of it the shim does not follow");
 }
 
+// Each replaced function's lookup name and the version of its ABI.
+struct replaced_abi {
+  char const* name;
+  int version;
+};
+constexpr replaced_abi replaced_abis[] = {
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
+  {lookup_name, abi_version(#abi)},
+#include "cuda/api_table.def"
+};
+#define ASYNCSHIM_DRIVER_HOOK(purpose_, lookups_, need_, field, symbol, lookup_name, abi, params, args) \
+  static_assert(abi_version(#abi) > 0, #symbol ": no version in " #abi);
+#include "cuda/api_table.def"
+
+// A lookup of a replaced function's name, above the newest version the shim
+// replaces, that found an address the shim does not know: a newer ABI,
+// which the caller gets untouched. The shim no longer sees every call of
+// it, so followed submissions end, as at an unknown name.
+void check_newer_abi(char const* name, int version, cuuint64_t flags, void* real, void* answer) noexcept
+{
+  // (A per-thread-stream lookup may find a variant the table has no row for.)
+  if (name == nullptr || searching || answer != real || (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 ||
+      !tracking_active()) {
+    return;
+  }
+  int newest = 0;
+  for (replaced_abi const& r : replaced_abis) {
+    if (std::strcmp(r.name, name) == 0) { newest = std::max(newest, r.version); }
+  }
+  if (newest != 0 && version > newest && !in_the_shim(real)) {
+    tracker().stop_following_submissions(name, "in an ABI newer than the one the shim replaces");
+  }
+}
+
 // Replaces the answer when it is a replaced driver function; at trace level
 // every lookup is logged (how the entry points a runtime uses were found).
 CUresult substitute(char const* lookup, char const* symbol, int version, cuuint64_t flags, CUresult result,
@@ -294,6 +348,7 @@ CUresult substitute(char const* lookup, char const* symbol, int version, cuuint6
   if (result == CUDA_SUCCESS && real != nullptr) {
     *pfn = replacement_for_pointer(real);
     check_followed(symbol, real, *pfn);
+    check_newer_abi(symbol, version, flags, real, *pfn);
   }
   if (log::enabled(log::log_level::trace)) {
     log::trace("{}(\"{}\", version {}, flags {}) = {}{}", lookup, symbol != nullptr ? symbol : "(null)", version, flags,

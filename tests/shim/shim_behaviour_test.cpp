@@ -808,6 +808,56 @@ TEST_F(ShimInOrderFreesPastTheShim, AStreamWithWorkInProgressHoldsThemUpAgain)
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
 }
 
+// ---- ShimNewerDriver: a driver newer than the headers (CUDA_DOUBLE_NEWER_ABI:
+// it reports 13010 and hands out newer ABIs of cuMemAlloc, cuStreamDestroy
+// and cuCtxDestroy from that version on; the double has no cuCtxDestroy_v2).
+
+using ShimNewerDriver = ShimTest;
+
+void* looked_up(char const* name, int version)
+{
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  EXPECT_EQ(cuGetProcAddress(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS)
+    << name << " at " << version;
+  return fn;
+}
+
+// Whether `fn` is a function of the driver (double) itself, not the shim's.
+bool in_the_driver(void* fn)
+{
+  Dl_info info{};
+  return fn != nullptr && dladdr(fn, &info) != 0 && info.dli_fname != nullptr &&
+         std::strstr(info.dli_fname, "libcuda.so.1") != nullptr;
+}
+
+// A newer ABI's lookup gets the driver's function, never the hook of the old
+// signature, and ends followed submissions (the shim no longer sees every
+// call); the ABIs of the table's versions and older stay the shim's.
+TEST_F(ShimNewerDriver, ANewerAbiIsTheDriversAndEndsFollowedSubmissions)
+{
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
+  void* p = nullptr;
+  cuda_double_counters before{};
+  cuda_double_counters after{};
+  ASSERT_NO_FATAL_FAILURE(free_expecting_in_order(p, before, after));  // followed: in order
+  EXPECT_FALSE(in_the_driver(looked_up("cuMemAlloc", 3020)));
+  EXPECT_FALSE(in_the_driver(looked_up("cuStreamDestroy", 4000)));
+  EXPECT_FALSE(in_the_driver(looked_up("cuDevicePrimaryCtxReset", 7000)));
+  EXPECT_TRUE(in_the_driver(looked_up("cuMemAlloc", 13010)));
+  EXPECT_TRUE(in_the_driver(looked_up("cuStreamDestroy", 13010)));
+  // Without the symbol the shim's replacement would call, the driver's answers.
+  void* const newer_destroy = looked_up("cuCtxDestroy", 13010);
+  EXPECT_TRUE(in_the_driver(newer_destroy));
+  EXPECT_EQ(reinterpret_cast<CUresult (*)()>(newer_destroy)(), CUDA_ERROR_NOT_SUPPORTED);
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));  // no longer followed
+  issue_queued_frees();
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
 TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThemEvenWhenRefused)
 {
   void* p = nullptr;
