@@ -23,8 +23,11 @@ target_compile_definitions(asyncshim_fmt_spdlog INTERFACE
   FMT_HEADER_ONLY=1 SPDLOG_HEADER_ONLY=1 SPDLOG_FMT_EXTERNAL=1)
 
 find_package(CUDAToolkit REQUIRED)
-if(CUDAToolkit_VERSION_MAJOR LESS 12)
-  message(FATAL_ERROR "CUDA ${CUDAToolkit_VERSION} found; asyncshim needs the CUDA 12 or 13 headers")
+# The table of hooked functions names CUDA 13.0 ABIs (cuCtxSynchronize_v2,
+# the _v2 batch copies) and its name list is written from 13.0's headers.
+if(CUDAToolkit_VERSION_MAJOR LESS 13)
+  message(FATAL_ERROR "CUDA ${CUDAToolkit_VERSION} found in /usr/local/cuda; asyncshim builds with the CUDA 13 headers "
+    "(a program may still use a CUDA 12 runtime)")
 endif()
 
 # nvcc is optional: without it the GPU-tier programs are not built (the CPU
