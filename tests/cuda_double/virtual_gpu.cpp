@@ -28,7 +28,6 @@ std::string hex(std::uintptr_t a)
 void virtual_gpu::start(std::uint64_t seed)
 {
   on_ = true;
-  seed_ = seed;
   state_ = seed ^ 0x9e3779b97f4a7c15ULL;
   // Swarm: each seed runs the GPU at its own pace.
   idle_percent_ = static_cast<unsigned>(below(95));
@@ -221,7 +220,7 @@ void virtual_gpu::wait_task(std::uint64_t task)
 {
   while (!done(task)) {
     if (!run_one(true)) {
-      std::fprintf(stderr, "cuda_double: virtual GPU (seed %" PRIu64 "): task %" PRIu64 " can never run\n", seed_,
+      std::fprintf(stderr, "cuda_double: virtual GPU (seed %llu): task %" PRIu64 " can never run\n", summary_.seed,
                    task);
       return;
     }
@@ -246,7 +245,7 @@ void virtual_gpu::wait_all()
 {
   while (!pending_.empty()) {
     if (!run_one(true)) {
-      std::fprintf(stderr, "cuda_double: virtual GPU (seed %" PRIu64 "): %zu tasks can never run\n", seed_,
+      std::fprintf(stderr, "cuda_double: virtual GPU (seed %llu): %zu tasks can never run\n", summary_.seed,
                    pending_.size());
       return;
     }
@@ -259,12 +258,9 @@ void virtual_gpu::add_touch(std::vector<touch>& touches, void const* p, std::siz
   auto const end = begin + std::max<std::size_t>(n, 1);
   // The current owner: the latest one whose range holds p.
   std::uint64_t found = 0;
-  for (auto it = owners_at_.upper_bound(begin); it != owners_at_.begin();) {
-    --it;
-    if (it->first + longest_owner_ <= begin) { break; }
-    owner_state const& o = owners_.at(it->second);
-    if (!o.superseded && o.begin <= begin && begin < o.end) { found = std::max(found, it->second); }
-  }
+  for_each_owner_overlapping(begin, begin + 1, [&](std::uint64_t id, owner_state const& o) {
+    if (!o.superseded) { found = std::max(found, id); }
+  });
   touches.push_back(touch{begin, end, found});
 }
 
@@ -275,12 +271,7 @@ void virtual_gpu::handout(void const* p, std::size_t n)
   auto const end = begin + std::max<std::size_t>(n, 1);
   std::uint64_t const id = next_owner_++;
   std::vector<std::uint64_t> earlier;
-  for (auto it = owners_at_.lower_bound(end); it != owners_at_.begin();) {
-    --it;
-    if (it->first + longest_owner_ <= begin) { break; }
-    owner_state const& o = owners_.at(it->second);
-    if (o.begin < end && begin < o.end) { earlier.push_back(it->second); }
-  }
+  for_each_owner_overlapping(begin, end, [&](std::uint64_t e, owner_state const&) { earlier.push_back(e); });
   owner_state& o = owners_[id];
   o.begin = begin;
   o.end = end;
@@ -336,20 +327,25 @@ void virtual_gpu::forget_if_idle(std::uint64_t owner)
 void virtual_gpu::check(std::uint64_t id, task_state const& t, touch const& x)
 {
   ++summary_.touches_checked;
-  owner_state const& mine = owners_.at(x.owner);
-  for (auto it = owners_at_.lower_bound(x.end); it != owners_at_.begin();) {
-    --it;
-    if (it->first + longest_owner_ <= x.begin) { break; }
-    if (it->second == x.owner) { continue; }
-    owner_state const& other = owners_.at(it->second);
-    if (other.end <= x.begin || x.end <= other.begin) { continue; }
-    if (it->second > x.owner && other.ran != 0) {
-      use_after_reissue(id, t, x, it->second, "ran after work of the block's next owner had run");
-    } else if (it->second < x.owner && other.pending != 0) {
-      use_after_reissue(id, t, x, it->second, "ran while work of the block's previous owner was still pending");
+  for_each_owner_overlapping(x.begin, x.end, [&](std::uint64_t other_id, owner_state const& other) {
+    if (other_id > x.owner && other.ran != 0) {
+      use_after_reissue(id, t, x, other_id, "ran after work of the block's next owner had run");
+    } else if (other_id < x.owner && other.pending != 0) {
+      use_after_reissue(id, t, x, other_id, "ran while work of the block's previous owner was still pending");
     }
+  });
+}
+
+template <class Each>
+void virtual_gpu::for_each_owner_overlapping(std::uintptr_t begin, std::uintptr_t end, Each each) const
+{
+  // Owners are kept by where they begin; none is longer than longest_owner_.
+  for (auto it = owners_at_.lower_bound(end); it != owners_at_.begin();) {
+    --it;
+    if (it->first + longest_owner_ <= begin) { break; }
+    owner_state const& o = owners_.at(it->second);
+    if (o.begin < end && begin < o.end) { each(it->second, o); }
   }
-  (void)mine;
 }
 
 void virtual_gpu::use_after_reissue(std::uint64_t id, task_state const& t, touch const& x, std::uint64_t other,
@@ -358,9 +354,9 @@ void virtual_gpu::use_after_reissue(std::uint64_t id, task_state const& t, touch
   ++summary_.uses_after_reissue;
   if (summary_.uses_after_reissue > reports_in_full) { return; }
   std::fprintf(stderr,
-               "cuda_double: USE AFTER REISSUE (virtual GPU seed %" PRIu64 "): %s touched [%s, %s) of owner #%" PRIu64
+               "cuda_double: USE AFTER REISSUE (virtual GPU seed %llu): %s touched [%s, %s) of owner #%" PRIu64
                " and %s (owner #%" PRIu64 ")\n",
-               seed_, task_text(id, t).c_str(), hex(x.begin).c_str(), hex(x.end).c_str(), x.owner, how, other);
+               summary_.seed, task_text(id, t).c_str(), hex(x.begin).c_str(), hex(x.end).c_str(), x.owner, how, other);
   for (std::uint64_t o : {std::min(x.owner, other), std::max(x.owner, other)}) {
     std::fprintf(stderr, "  owner #%" PRIu64 ":\n", o);
     for (std::string const& line : owners_.at(o).history) {

@@ -138,11 +138,13 @@ class virtual_gpu {
   void check(std::uint64_t id, task_state const& t, touch const& x);
   void note(std::uint64_t owner, std::string what);
   void forget_if_idle(std::uint64_t owner);
+  // Calls each(id, owner) for every owner whose range overlaps [begin, end).
+  template <class Each>
+  void for_each_owner_overlapping(std::uintptr_t begin, std::uintptr_t end, Each each) const;
   void use_after_reissue(std::uint64_t id, task_state const& t, touch const& x, std::uint64_t other, char const* how);
   std::string task_text(std::uint64_t id, task_state const& t) const;
 
   bool on_ = false;
-  std::uint64_t seed_ = 0;
   std::uint64_t state_ = 0;
   // Per seed: how often a call runs tasks at all, and how many at most.
   unsigned idle_percent_ = 50;

@@ -57,8 +57,6 @@ def run(build, names, env):
         m = re.search(r"Test\s+#\d+: (\S+) \.+\s*(\*\*\*)?(Passed|Failed|Skipped|Timeout|Not Run|Exception)", line)
         if m:
             results[m.group(1)] = m.group(3)
-        elif re.search(r"Test\s+#\d+: (\S+) \.+\*\*\*Skipped", line):
-            results[re.search(r"#\d+: (\S+)", line).group(1)] = "Skipped"
     return results
 
 
