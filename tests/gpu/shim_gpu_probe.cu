@@ -566,13 +566,72 @@ void freed_in_order_then_non_blocking(bool stream_made_before)
   if (used_before != nullptr) { CUDA_OK(cudaFree(used_before)); }
 }
 
+// A block freed while a kernel on a non-blocking stream still has to read it
+// (the first stream the program makes, so the first the shim follows),
+// allocated again 20 ms later and written from another non-blocking stream.
+// Natively cudaFree waits for the kernel. Under device ordering the free is
+// fenced behind that stream (64 MiB: its queue is issued at once), so the
+// block comes back only after the kernel; the kernel must read its own data.
+// Under stream ordering, the control, the block comes back at once.
+void freed_while_stream_busy()
+{
+  cudaStream_t busy = nullptr;
+  cudaStream_t other = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  std::size_t const bytes = 64 * MiB;
+  std::size_t const n = bytes / sizeof(unsigned);
+  unsigned long long* sum = nullptr;
+  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
+  CUDA_OK(cudaMemset(sum, 0, sizeof *sum));
+  unsigned* first = nullptr;
+  CUDA_OK(cudaMalloc(&first, bytes));
+  load_kernels(first, sum);
+  fill_kernel<<<256, 256, 0, busy>>>(first, n, 7);
+  spin<<<1, 1, 0, busy>>>(200'000'000ull);  // 200 ms before the read
+  checksum<<<256, 256, 0, busy>>>(first, n, sum);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaFree(first));
+  bool const busy_at_free = cudaStreamQuery(busy) == cudaErrorNotReady;  // else this proves nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  unsigned* second = nullptr;
+  CUDA_OK(cudaMalloc(&second, bytes));
+  cudaEvent_t filled = nullptr;
+  CUDA_OK(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming));
+  fill_kernel<<<256, 256, 0, other>>>(second, n, 9);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaEventRecord(filled, other));
+  bool filled_beside = false;  // the other stream's fill ended while the busy stream still ran
+  for (auto const start = std::chrono::steady_clock::now(); seconds_since(start) < 1.0;) {
+    if (cudaEventQuery(filled) == cudaSuccess) {
+      filled_beside = cudaStreamQuery(busy) == cudaErrorNotReady;
+      break;
+    }
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  unsigned long long got = 0;
+  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  std::printf("busy_stream: the stream %s busy at the free; the second allocation is %s block, filled %s; the "
+              "kernel on the busy stream read %s\n",
+              busy_at_free ? "was" : "WAS NOT", second == first ? "the same" : "another",
+              filled_beside ? "beside the busy stream" : "after it",
+              got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
+  if (expect_pool()) { CHECK(busy_at_free); }
+  CUDA_OK(cudaEventDestroy(filled));
+  CHECK(got == expected_checksum(n, 7));
+  CUDA_OK(cudaStreamDestroy(busy));
+  CUDA_OK(cudaStreamDestroy(other));
+  CUDA_OK(cudaFree(second));
+  CUDA_OK(cudaFree(sum));
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
   if (argc != 2) {
     std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device|"
-                         "free-backlog|late-stream|idle-stream|destroyed-stream\n");
+                         "free-backlog|late-stream|idle-stream|busy-stream|destroyed-stream\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -606,6 +665,8 @@ int main(int argc, char** argv)
     freed_in_order_then_non_blocking(false);
   } else if (check == "idle-stream") {
     freed_in_order_then_non_blocking(true);
+  } else if (check == "busy-stream") {
+    freed_while_stream_busy();
   } else if (check == "destroyed-stream") {
     destroyed_stream();
   } else {
