@@ -3,11 +3,12 @@
 # corruption in one case, under the shim and natively, on a machine with a
 # CUDA GPU: a rare corruption seen once in a run says little until its rate
 # is known against a control.
-#   scripts/stress-rate.sh [--runs N] [--time-limit S] [--arm 'NAME VAR=VALUE...']
+#   scripts/stress-rate.sh [--runs N] [--first-seed S] [--time-limit S] [--arm 'NAME VAR=VALUE...']
 #                          [--control 'NAME STRESS_OPTIONS...'] [-- STRESS_ARGS...]
 # Runs the case (STRESS_ARGS, default --threads 32 --size-classes 4) up to N
 # times in each arm (default 10), the arms taking turns, each run with a seed
-# of its own (1, 2, ...; the same seeds in every arm). The arms: `shim`, the
+# of its own (S, S+1, ..., default 1; the same seeds in every arm: a count
+# split over device calls goes on with --first-seed). The arms: `shim`, the
 # shim's defaults; the native controls; and each --arm, the shim with those
 # settings (e.g. --arm 'in-order-off ASYNCSHIM_IN_ORDER_FREES=off'). A
 # control runs without the shim, the case's arguments followed by its own
@@ -18,12 +19,14 @@
 # runs when the next might not end within --time-limit seconds from the start
 # (default 540, for the device's 10 minutes). Builds what it needs in
 # ${BUILD_DIR:-build-gpu} (using .deps/ from scripts/prepare-device-deps.sh
-# where the Debian -dev packages are missing). Prints a line a run and, last,
+# where the Debian -dev packages are missing). Prints a line a run (for a
+# failed one, the stress program's account of what it caught) and, last,
 # each arm's failed runs; a failed run's output is kept in
 # ${OUT:-stress-rate}/ (ARM-seed-N.out and .err). Without a GPU it says so
 # and measures nothing. Exit 0 when it ran, 2 on bad usage or a failed build.
 set -uo pipefail
 runs=10
+first_seed=1
 time_limit=540
 # The arms, in turn: each one's environment (VAR=VALUE, space-separated;
 # @shim@ stands for the library), the options it adds to the case's, and
@@ -40,10 +43,11 @@ controls=()
 stress_args=()
 while (($# > 0)); do
   case $1 in
-    --runs | --time-limit | --arm | --control)
+    --runs | --first-seed | --time-limit | --arm | --control)
       (($# >= 2)) || { echo "stress-rate.sh: $1 needs a value" >&2; exit 2; }
       case $1 in
         --runs) runs=$2 ;;
+        --first-seed) first_seed=$2 ;;
         --time-limit) time_limit=$2 ;;
         --arm)
           [[ $2 =~ ^[A-Za-z0-9_.-]+( +[A-Za-z_][A-Za-z0-9_]*=[^ ]*)+$ ]] || {
@@ -61,13 +65,17 @@ while (($# > 0)); do
       shift ;;
     --) shift; stress_args=("$@"); break ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "stress-rate.sh: unknown argument '$1' (--runs N, --time-limit S, --arm 'NAME VAR=VALUE...'," \
+    *) echo "stress-rate.sh: unknown argument '$1' (--runs N, --first-seed S, --time-limit S, --arm 'NAME VAR=VALUE...'," \
       "--control 'NAME OPTIONS...', -- STRESS_ARGS)" >&2
       exit 2 ;;
   esac
   shift
 done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "stress-rate.sh: --runs '$runs': expected a whole number above 0" >&2; exit 2; }
+[[ $first_seed =~ ^[1-9][0-9]*$ ]] || {
+  echo "stress-rate.sh: --first-seed '$first_seed': expected a whole number above 0" >&2
+  exit 2
+}
 [[ $time_limit =~ ^[1-9][0-9]*$ ]] || {
   echo "stress-rate.sh: --time-limit '$time_limit': expected whole seconds above 0" >&2
   exit 2
@@ -96,7 +104,7 @@ echo "stress-rate: ordering_stress ${stress_args[*]}, up to $runs runs an arm; b
 
 declare -A done_runs failed errors
 longest=0
-for ((seed = 1; seed <= runs; ++seed)); do
+for ((seed = first_seed; seed < first_seed + runs; ++seed)); do
   for name in "${arms[@]}"; do
     read -ra settings <<<"${arm_env[$name]//@shim@/$shim}"
     read -ra extra <<<"${arm_options[$name]}"
@@ -118,8 +126,12 @@ for ((seed = 1; seed <= runs; ++seed)); do
     fi
     bytes=$(grep -o 'corrupted_bytes=[0-9]*' <<<"$line")
     early=$(grep -o 'early_verifies=[0-9]*' <<<"$line")
-    echo "  $name seed $seed: exit $status, ${bytes:-no summary line} ${early} ($((SECONDS - began)) s)"
+    overlaps=$(grep -o 'overlaps=[0-9]*' <<<"$line")
+    echo "  $name seed $seed: exit $status, ${bytes:-no summary line} ${early} ${overlaps} ($((SECONDS - began)) s)"
     done_runs[$name]=$((${done_runs[$name]:-0} + 1))
+    # Which checks caught a failed run: the stress program explains its first few findings.
+    ((status == 1)) && grep -E '^ordering_stress: (corrupted|verified early|overlap|allocation [0-9]+: a verify)|^ordering_stress:   (allocation|read at|a verify)' \
+      "$out.out" | head -16 | sed 's/^ordering_stress: /      /'
     case $status in
       0) rm -f "$out.out" "$out.err" ;;
       1) failed[$name]=$((${failed[$name]:-0} + 1)) ;;
