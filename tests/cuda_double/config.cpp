@@ -82,6 +82,9 @@ configuration read_config()
     c.simulate = true;
     c.simulate_seed = n;
   }
+  if (char const* v = env("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS")) {
+    c.runtime_private_submissions = parse_flag("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS", v);
+  }
   if (char const* v = env("CUDA_DOUBLE_NEWER_ABI")) {
     for (std::string_view names = v; !names.empty();) {
       std::size_t const comma = names.find(',');

@@ -25,6 +25,7 @@
 //     access, pool access, exports and imports, legacy IPC (cudaStreamCreate*,
 //     cudaStreamDestroy,
 //     cudaStreamGetFlags, cudaStreamSynchronize, cudaStreamQuery,
+//     cudaLaunchHostFunc,
 //     cudaStreamWaitEvent, cudaEvent*, cudaStreamBeginCapture/EndCapture/
 //     IsCapturing, cudaThreadExchangeStreamCaptureMode,
 //     cudaGraphDestroy/GetNodes, cudaDeviceSynchronize, cudaDeviceReset,
@@ -55,7 +56,7 @@
 //   cudaMemPoolCreate cudaMemPoolDestroy cudaMemPoolSetAttribute
 //   cudaMemPoolGetAttribute cudaMemPoolTrimTo cudaMallocFromPoolAsync cudaMallocAsync
 //   cudaFreeAsync cudaStreamCreate cudaStreamCreateWithFlags
-//   cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamGetFlags
+//   cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamGetFlags cudaLaunchHostFunc
 //   cudaStreamSynchronize cudaStreamQuery cudaStreamWaitEvent cudaEventCreate
 //   cudaEventCreateWithFlags cudaEventRecord cudaEventDestroy cudaEventQuery
 //   cudaEventSynchronize cudaStreamBeginCapture cudaStreamEndCapture
@@ -130,6 +131,12 @@
 //                                  cuGetProcAddress(_v2) of one of NAMES at
 //                                  cudaVersion 13010 or above hands out a newer ABI
 //                                  of it (see the driver's cuGetProcAddress_v2).
+//   CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS=1
+//                                  the runtime's cudaLaunchHostFunc puts its
+//                                  task on the stream through the driver's
+//                                  internals, not cuLaunchHostFunc, as a runtime
+//                                  using cuGetExportTable would: an interposer
+//                                  of the driver's functions never sees it.
 // Booleans accept 1/true/yes/on; numbers are decimal or 0x-hex. A value that
 // cannot be parsed is reported on stderr and the default is used.
 //
@@ -308,8 +315,9 @@
 //   cuEventDestroy_v2 cuEventRecord cuEventRecord_ptsz cuEventQuery
 //   cuEventSynchronize cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz
 //   cuStreamEndCapture cuStreamEndCapture_ptsz cuStreamIsCapturing
-//   cuStreamIsCapturing_ptsz cuLaunchKernel cuLaunchKernel_ptsz (they run
-//   nothing: a stream's work is what cuda_double_set_stream_busy says)
+//   cuStreamIsCapturing_ptsz cuLaunchKernel cuLaunchKernel_ptsz
+//   cuLaunchHostFunc cuLaunchHostFunc_ptsz (they run nothing: a stream's
+//   work is what cuda_double_set_stream_busy says)
 //   cuDoubleFutureFunction cuThreadExchangeStreamCaptureMode cuGraphDestroy
 //   cuGraphGetNodes cuPointerGetAttribute cuGetErrorName
 //   cuGetErrorString cuGetProcAddress (CUDA 11.3 ABI, no symbolStatus)

@@ -621,6 +621,17 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int 
   return launch_kernel(f, per_thread(hStream), kernelParams);
 }
 
+// A host function is a task on the stream like a kernel; the function itself is not called.
+CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn /*fn*/, void* /*userData*/)
+{
+  return launch_kernel(nullptr, hStream, nullptr);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn /*fn*/, void* /*userData*/)
+{
+  return launch_kernel(nullptr, per_thread(hStream), nullptr);
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuDoubleFutureFunction(CUstream /*hStream*/) { return CUDA_SUCCESS; }
 
 // ---------------------------------------------------------------- events

@@ -78,6 +78,7 @@ struct configuration {
   bool fabric_ok = false;               // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
   std::string shared_memory;            // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
   std::vector<std::string> newer_abis;  // CUDA_DOUBLE_NEWER_ABI: names with an ABI newer than the headers
+  bool runtime_private_submissions = false;  // CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS
   bool simulate = false;                // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
   std::uint64_t simulate_seed = 0;
 };

@@ -111,6 +111,7 @@ proc_entry const table[] = {
   {"cuStreamDestroy", 2000, fn(&cuStreamDestroy_v1), nullptr},
   {"cuStreamDestroy", 4000, fn(&cuStreamDestroy_v2), nullptr},
   {"cuLaunchKernel", 4000, fn(&cuLaunchKernel), fn(&cuLaunchKernel_ptsz)},
+  {"cuLaunchHostFunc", 10000, fn(&cuLaunchHostFunc), fn(&cuLaunchHostFunc_ptsz)},
   {"cuDoubleFutureFunction", 13000, fn(&cuDoubleFutureFunction), nullptr},
   {"cuStreamGetFlags", 5050, fn(&cuStreamGetFlags), fn(&cuStreamGetFlags_ptsz)},
   {"cuStreamSynchronize", 2000, fn(&cuStreamSynchronize), fn(&cuStreamSynchronize_ptsz)},

@@ -244,6 +244,7 @@ struct driver_entry_points {
   decltype(&::cuIpcOpenMemHandle_v2) ipc_open_mem_handle = nullptr;
   decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
   decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
+  decltype(&::cuLaunchHostFunc) launch_host_func = nullptr;
 };
 
 // The real CUDA 13 runtime fetches cuDevicePrimaryCtxReset as of CUDA 7.0,
@@ -306,6 +307,7 @@ driver_entry_points const& driver()
     fetch(get, "cuMemPoolImportPointer", out.mem_pool_import_pointer);
     fetch(get, "cuIpcOpenMemHandle", out.ipc_open_mem_handle);
     fetch(get, "cuIpcCloseMemHandle", out.ipc_close_mem_handle);
+    fetch(get, "cuLaunchHostFunc", out.launch_host_func);
     return out;
   }();
   return d;
@@ -560,6 +562,17 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
   return run_api(gated_call, [&] {
     context_device();
     return call(&driver_entry_points::stream_destroy, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (config().runtime_private_submissions) {  // the driver's internals, as through cuGetExportTable
+      return to_cuda_error(operations::launch(stream, nullptr, false));
+    }
+    return call(&driver_entry_points::launch_host_func, stream, fn, userData);
   });
 }
 
