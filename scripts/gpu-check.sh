@@ -562,7 +562,7 @@ if want followed; then
     note "$probe (exit $status): $(tail -1 "$logs/$probe.out")"
     while read -r l; do note "    $l"; done < <(grep -E '^(WRONG|FAIL)' "$logs/$probe.out")
     note_stats "$logs/$probe.json" '"frees %d, in order %d" % (d["frees"], d["in_order_frees"])'
-    stopped=$(grep -h 'looked up the driver function' "$logs/$probe.log" 2>/dev/null | sed -E 's/.*function ([^ ]+ \([^)]*\)).*/\1/' | sort -u | tr '\n' ';')
+    stopped=$(grep -h -E 'looked up the driver function|CUDA runtime puts on streams' "$logs/$probe.log" 2>/dev/null | sed -E -e 's/.*function ([^ ]+ \([^)]*\)).*/\1/' -e 's/.*runtime puts on streams (\([^)]*\)).*/the runtime check \1/' | sort -u | tr '\n' ';')
     note "    followed submissions ended by: ${stopped:-nothing}"
   done
   if python3 -c 'import torch' 2>/dev/null; then
@@ -587,7 +587,7 @@ a, b = shim["reserved_high_water_bytes"], cached["reserved_high_water_bytes"]
 print(f"pool high-water {a >> 20} MiB, PyTorch cache {b >> 20} MiB ({a / b:.2f}x)")
 PY
 )
-      stopped=$(grep -h 'looked up the driver function' "$logs/followed-$model.log" 2>/dev/null | sed -E 's/.*function ([^ ]+ \([^)]*\)).*/\1/' | head -1)
+      stopped=$(grep -h -E 'looked up the driver function|CUDA runtime puts on streams' "$logs/followed-$model.log" 2>/dev/null | sed -E -e 's/.*function ([^ ]+ \([^)]*\)).*/\1/' -e 's/.*runtime puts on streams (\([^)]*\)).*/the runtime check \1/' | head -1)
       note "$model under the shim, uncached (exit $status): ${held:-no figures}; followed submissions ended: ${stopped:-no}"
       note_stats "$logs/followed-$model.json" '"frees %d, in order %d" % (d["frees"], d["in_order_frees"])'
     done

@@ -4,6 +4,7 @@
 // so memory from either can be freed through the other. The exports (abi/)
 // only forward here.
 #include "core/fenced_frees.hpp"
+#include "core/followed_submissions.hpp"
 #include "core/free_backlog.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
@@ -372,6 +373,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     return api.malloc(dev_ptr, size);
   }
   start_idle_release(s);  // with the process's first pool
+  if (!during_capture && s.settings.frees_in_order()) { check_runtime_submissions_followed(); }
   CUstream const own = s.pools.streams(timer.device).own;
   cudaStream_t stream = allocation_stream(s.settings);
   if (during_capture) {

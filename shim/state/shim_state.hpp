@@ -14,6 +14,7 @@
 #include "state/live_blocks.hpp"
 #include "state/reuse_cache.hpp"
 #include "state/statistics.hpp"
+#include "state/stream_tracker.hpp"
 
 #include <asyncshim/config/settings.hpp>
 
@@ -61,7 +62,7 @@ struct shim_state {
   ipc_imports imports;  // blocks opened from other processes' handles
   // What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
-  report_sources sources{settings, all_stats, pools};
+  report_sources sources{settings, all_stats, pools, &tracker()};
   // The program's live blocks for the leak report at exit; null unless one
   // was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
   std::unique_ptr<live_blocks> leaks =

@@ -2,6 +2,7 @@
 
 #include "cuda/calling_thread.hpp"
 #include "cuda/runtime.hpp"
+#include "state/stream_tracker.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
 
@@ -276,11 +277,13 @@ std::string stats_json(report_sources const& sources, long pid)
   std::string out = fmt::format(
     "{{\n  \"format\": \"asyncshim-stats\",\n  \"format_version\": {},\n  \"shim_version\": {},\n  \"pid\": {},\n"
     "  \"mode\": {},\n  \"settings\": {{\"initial_pool_size\": {}, \"release_threshold\": {}, "
-    "\"export_handle_type\": {}, \"stream\": {}, \"ordering\": {}}},\n  \"devices\": [",
+    "\"export_handle_type\": {}, \"stream\": {}, \"ordering\": {}}},\n  \"submissions_followed\": {},\n"
+    "  \"devices\": [",
     format_version, json_string(ASYNCSHIM_VERSION), pid, json_string(config::to_string(s.mode)),
     json_size(s.initial_pool_size), json_size(s.release_threshold),
     json_string(config::to_string(s.export_handle_type)), json_string(config::to_string(s.stream)),
-    json_string(config::to_string(s.ordering)));
+    json_string(config::to_string(s.ordering)),
+    s.frees_in_order() && sources.streams != nullptr && sources.streams->following_submissions());
   char const* separator = "\n";
   for (int d : used_devices(sources.stats)) {
     device_counters const& c = *sources.stats.device(d);

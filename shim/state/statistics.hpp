@@ -119,10 +119,13 @@ class timed_call {
 // The statistics report written at process exit: the JSON document of
 // ASYNCSHIM_STATS_FILE (format: docs/statistics-format.md, "format_version" 1) and
 // the table of ASYNCSHIM_SHOW_STATS.
+class stream_tracker;
+
 struct report_sources {
   config::settings const& settings;
   statistics const& stats;
   device_pools const& pools;
+  stream_tracker const* streams = nullptr;  // whether submissions were followed; none: they were not
 };
 
 // The JSON document for process `pid`.

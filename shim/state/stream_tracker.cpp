@@ -431,6 +431,16 @@ void stream_tracker::stop_following_submissions(char const* function, char const
   settle_on_host();
 }
 
+void stream_tracker::runtime_submissions_unseen(char const* why) noexcept
+{
+  if (!following_.exchange(false, std::memory_order_seq_cst)) { return; }
+  log::info("the shim cannot tell whether it sees the work the program's CUDA runtime puts on streams ({}): a free "
+            "under ASYNCSHIM_ORDERING=device is made in the legacy stream's order only while no non-blocking stream "
+            "(at most {}) has work in progress",
+            why, most_streams_for_in_order_frees);
+  settle_on_host();
+}
+
 CUresult stream_tracker::record_settle_point_locked() noexcept
 {
   if (!unsettled_.load(std::memory_order_relaxed)) { return CUDA_SUCCESS; }

@@ -145,6 +145,9 @@ class stream_tracker {
   // The program looked up `function`, whose submissions the shim would not
   // see (`why`): frees go as without followed submissions from now on.
   void stop_following_submissions(char const* function, char const* why) noexcept;
+  // The same when work the program's runtime submits may not reach the
+  // hooks (core/followed_submissions.hpp), `why` saying how that was found.
+  void runtime_submissions_unseen(char const* why) noexcept;
   // Runs `free_on_legacy(recorded)` (a free to the pool on the legacy stream
   // of the current context, the pool's; it returns 0 for success) and
   // returns true when frees may go in order now; returns false without

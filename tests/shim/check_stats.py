@@ -120,15 +120,27 @@ class InOrderFrees(unittest.TestCase):
     def test_frees_made_in_order_are_counted(self):
         with tempfile.TemporaryDirectory() as d:
             pids, err = run_probe("threads", d, ASYNCSHIM_SHOW_STATS="1")
-            device = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+            device = stats["devices"][0]
+        self.assertIs(stats["submissions_followed"], True)
         self.assertEqual(device["frees"], 16000)
         self.assertEqual(device["in_order_frees"], 16000)
         self.assertIn("device 0: 16000 of 16000 frees went to the pool at once in the legacy stream's order", err)
 
+    def test_a_runtime_that_submits_past_the_shim_ends_followed_submissions(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("threads", d, CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS="1")
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+        self.assertIs(stats["submissions_followed"], False)
+        # No non-blocking stream: the frees go in order all the same.
+        self.assertEqual(stats["devices"][0]["in_order_frees"], 16000)
+
     def test_none_with_them_off(self):
         with tempfile.TemporaryDirectory() as d:
             pids, err = run_probe("threads", d, ASYNCSHIM_IN_ORDER_FREES="off", ASYNCSHIM_SHOW_STATS="1")
-            device = load(os.path.join(d, f"stats-{pids['pid']}.json"))["devices"][0]
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+            device = stats["devices"][0]
+        self.assertIs(stats["submissions_followed"], False)
         self.assertEqual((device["frees"], device["in_order_frees"]), (16000, 0))
         self.assertNotIn("legacy stream's order", err)
 

@@ -858,6 +858,43 @@ TEST_F(ShimNewerDriver, ANewerAbiIsTheDriversAndEndsFollowedSubmissions)
   EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
 }
 
+// ---- ShimRuntimeSubmissionsUnseen: the runtime's host functions reach the
+// driver past the shim (CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS), as a runtime
+// that submits through private entry points would. The check made before the
+// first block is handed out finds it: no free relies on followed submissions.
+// (ShimInOrderFreesPastTheShim's first free, in order beside a busy stream,
+// shows the check passing where the runtime's work reaches the shim.)
+
+using ShimRuntimeSubmissionsUnseen = ShimTest;
+
+void CUDART_CB do_nothing(void* /*user_data*/) {}
+
+TEST_F(ShimRuntimeSubmissionsUnseen, TheCheckBeforeTheFirstBlockEndsFollowedSubmissions)
+{
+  std::size_t const logged_before = log_text().size();  // the log file is appended to
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(side, do_nothing, nullptr), cudaSuccess);  // past the shim
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 1), 1);
+  void* p = nullptr;
+  cuda_double_counters before{};
+  // The shim may not have seen the work in progress: queued, and fenced.
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  std::string const log = log_text();
+  EXPECT_NE(log.find("info: the shim cannot tell whether it sees the work the program's CUDA runtime puts on streams "
+                     "(a host function launched through it went past the shim): a free under "
+                     "ASYNCSHIM_ORDERING=device is made in the legacy stream's order only while no non-blocking "
+                     "stream (at most 4) has work in progress\n",
+                     logged_before),
+            std::string::npos)
+    << log;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the check leaves no error behind
+  ASSERT_EQ(cuda_double_set_stream_busy(side, 0), 1);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
 TEST_F(ShimInOrderFreesAfterRdma, SynchronousMemoryOperationsEndThemEvenWhenRefused)
 {
   void* p = nullptr;
