@@ -25,7 +25,7 @@
 //     access, pool access, exports and imports, legacy IPC (cudaStreamCreate*,
 //     cudaStreamDestroy,
 //     cudaStreamGetFlags, cudaStreamSynchronize, cudaStreamQuery,
-//     cudaLaunchHostFunc,
+//     cudaLaunchHostFunc, cudaGraphInstantiate, cudaGraphLaunch, cudaGraphExecDestroy,
 //     cudaStreamWaitEvent, cudaEvent*, cudaStreamBeginCapture/EndCapture/
 //     IsCapturing, cudaThreadExchangeStreamCaptureMode,
 //     cudaGraphDestroy/GetNodes, cudaDeviceSynchronize, cudaDeviceReset,
@@ -57,6 +57,7 @@
 //   cudaMemPoolGetAttribute cudaMemPoolTrimTo cudaMallocFromPoolAsync cudaMallocAsync
 //   cudaFreeAsync cudaStreamCreate cudaStreamCreateWithFlags
 //   cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamGetFlags cudaLaunchHostFunc
+//   cudaGraphInstantiate cudaGraphLaunch cudaGraphExecDestroy
 //   cudaStreamSynchronize cudaStreamQuery cudaStreamWaitEvent cudaEventCreate
 //   cudaEventCreateWithFlags cudaEventRecord cudaEventDestroy cudaEventQuery
 //   cudaEventSynchronize cudaStreamBeginCapture cudaStreamEndCapture
@@ -316,8 +317,9 @@
 //   cuEventSynchronize cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz
 //   cuStreamEndCapture cuStreamEndCapture_ptsz cuStreamIsCapturing
 //   cuStreamIsCapturing_ptsz cuLaunchKernel cuLaunchKernel_ptsz
-//   cuLaunchHostFunc cuLaunchHostFunc_ptsz (they run nothing: a stream's
-//   work is what cuda_double_set_stream_busy says)
+//   cuLaunchHostFunc cuLaunchHostFunc_ptsz cuGraphInstantiateWithFlags
+//   cuGraphLaunch cuGraphLaunch_ptsz cuGraphExecDestroy (they run nothing: a
+//   stream's work is what cuda_double_set_stream_busy says)
 //   cuDoubleFutureFunction cuThreadExchangeStreamCaptureMode cuGraphDestroy
 //   cuGraphGetNodes cuPointerGetAttribute cuGetErrorName
 //   cuGetErrorString cuGetProcAddress (CUDA 11.3 ABI, no symbolStatus)
@@ -746,9 +748,13 @@
 //     has work pending, is a use after reissue: reported on stderr (the
 //     seed, the task, both owners' histories; the first three in full) and
 //     counted (cuda_double_sim_get_summary).
-//   * Not modelled: graphs and captured work (a captured task is not run),
-//     host functions, memory contents (copies and fills act at the call), the
-//     driver's own timing.
+//   * Graphs: a launch of cuda_double_touch_kernel captured into a graph
+//     adds what it touches to the graph; a launch of its executable graph
+//     (cuGraphLaunch) is one task, touching all of that (owners resolved at
+//     the launch). A host function is a task that touches nothing.
+//   * Not modelled: other captured work (a captured copy, fill, record or
+//     stream-ordered allocation is not run at a graph's launch), memory
+//     contents (copies and fills act at the call), the driver's own timing.
 #pragma once
 
 #include <stdint.h>

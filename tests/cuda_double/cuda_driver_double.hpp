@@ -43,6 +43,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int 
                                                      unsigned int blockDimY, unsigned int blockDimZ,
                                                      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
                                                      void** extra);
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData);
 // A driver function no CUDA header declares (a newer driver's, as a lookup
 // sees it): found by cuGetProcAddress("cuDoubleFutureFunction"), does nothing.

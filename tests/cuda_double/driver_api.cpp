@@ -716,6 +716,31 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
   return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_graph(hGraph)); });
 }
 
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                             unsigned long long /*flags*/)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::instantiate_graph(hGraph, phGraphExec)); });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+  return run_driver(call_gate::context,
+                    [&] { return to_cu_result(operations::launch_graph(hGraphExec, hStream)); });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+  return run_driver(call_gate::context,
+                    [&] { return to_cu_result(operations::launch_graph(hGraphExec, per_thread(hStream))); });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+  return run_driver(call_gate::initialized,
+                    [&] { return to_cu_result(operations::destroy_graph_exec(hGraphExec)); });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes)
 {
   return run_driver(call_gate::initialized,

@@ -724,8 +724,21 @@ void* model_state::create_graph(capture_state const& capture)
   auto graph = std::make_unique<graph_state>();
   graph->capture = capture.id;
   graph->nodes.resize(static_cast<std::size_t>(capture.nodes));
+  graph->touched = capture.touched;
   graph_state* raw = graph.get();
   all_graphs_.push_back(std::move(graph));
+  live_graphs_.insert(raw);
+  return raw;
+}
+
+void* model_state::instantiate_graph(graph_state const& graph)
+{
+  auto exec = std::make_unique<graph_state>();
+  exec->nodes = graph.nodes;
+  exec->touched = graph.touched;
+  exec->executable = true;
+  graph_state* raw = exec.get();
+  all_graphs_.push_back(std::move(exec));
   live_graphs_.insert(raw);
   return raw;
 }
@@ -738,7 +751,7 @@ graph_state* model_state::find_graph(void const* handle)
 
 void model_state::destroy_graph(graph_state& graph)
 {
-  release_captured(graph.capture);
+  if (graph.capture != 0) { release_captured(graph.capture); }  // an executable graph has none
   live_graphs_.erase(&graph);
   std::vector<char>().swap(graph.nodes);
 }

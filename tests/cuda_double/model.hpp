@@ -164,6 +164,8 @@ struct capture_state {
   bool invalidated = false;
   std::uint64_t nodes = 0;         // operations captured
   std::set<device_address> freed;  // pointers freed by captured frees
+  // The memory its captured launches of cuda_double_touch_kernel touch.
+  std::vector<std::pair<void const*, std::size_t>> touched;
 };
 
 struct event_state {
@@ -179,9 +181,14 @@ struct event_state {
 
 // What cuStreamEndCapture hands out. Allocations captured in its capture
 // (tagged with capture) live until the graph is destroyed.
+// An executable graph (cuGraphInstantiateWithFlags) is one too, with no
+// capture of its own: its launch is one task touching what its graph's
+// captured launches touch.
 struct graph_state {
   std::uint64_t capture = 0;
   std::vector<char> nodes;  // one byte per node; the CUgraphNode tokens are their addresses
+  std::vector<std::pair<void const*, std::size_t>> touched;
+  bool executable = false;
 };
 
 // What cuda_double_pointer_kind reports. imported: cuMemPoolImportPointer's
@@ -407,6 +414,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
 
   // Graphs.
   void* create_graph(capture_state const& capture);
+  void* instantiate_graph(graph_state const& graph);
   graph_state* find_graph(void const* handle);  // live graphs only
   void destroy_graph(graph_state& graph);       // releases the allocations of its capture
 

@@ -389,25 +389,41 @@ operation_outcome fill(void* dst, unsigned char value, std::size_t count)
   return operation_outcome::ok;
 }
 
+// Work touching `ranges` put on `stream`: a task of the virtual GPU, or,
+// when the stream is capturing, what the capture's graph will touch.
+operation_outcome run_on(model_state& m, cudaStream_t stream, int device, char const* what,
+                         std::vector<std::pair<void const*, std::size_t>> const& ranges)
+{
+  if (capture_state* capture = m.capture_of(stream, device)) {
+    capture->touched.insert(capture->touched.end(), ranges.begin(), ranges.end());
+    return operation_outcome::ok;
+  }
+  if (!m.gpu.on()) { return operation_outcome::ok; }
+  m.gpu.progress();
+  std::vector<virtual_gpu::touch> touches;
+  for (auto const& [p, bytes] : ranges) {
+    m.gpu.add_touch(touches, p, bytes);
+  }
+  m.gpu.submit(queue_of(m, stream, device), what, std::move(touches));
+  return operation_outcome::ok;
+}
+
 operation_outcome launch(cudaStream_t stream, void** kernel_params, bool touching)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
   int device = 0;
   if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
-  if (!m.gpu.on() || m.capture_of(stream, device) != nullptr) { return operation_outcome::ok; }
-  m.gpu.progress();
-  std::vector<virtual_gpu::touch> touches;
+  std::vector<std::pair<void const*, std::size_t>> ranges;
   if (touching && kernel_params != nullptr) {
     auto const n = *static_cast<unsigned long long const*>(kernel_params[0]);
     for (unsigned long long i = 0; i < n; ++i) {
       auto const p = *static_cast<CUdeviceptr const*>(kernel_params[1 + 2 * i]);
       auto const bytes = *static_cast<std::size_t const*>(kernel_params[2 + 2 * i]);
-      m.gpu.add_touch(touches, reinterpret_cast<void const*>(p), bytes);
+      ranges.emplace_back(reinterpret_cast<void const*>(p), bytes);
     }
   }
-  m.gpu.submit(queue_of(m, stream, device), "kernel", std::move(touches));
-  return operation_outcome::ok;
+  return run_on(m, stream, device, "kernel", ranges);
 }
 
 operation_outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out)
@@ -680,12 +696,44 @@ operation_outcome exchange_capture_mode(int* mode)
   return operation_outcome::ok;
 }
 
+operation_outcome instantiate_graph(cudaGraph_t graph, cudaGraphExec_t* out)
+{
+  if (out == nullptr) { return operation_outcome::invalid_value; }
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  graph_state* g = m.find_graph(graph);
+  if (g == nullptr || g->executable) { return operation_outcome::invalid_value; }
+  *out = static_cast<cudaGraphExec_t>(m.instantiate_graph(*g));
+  return operation_outcome::ok;
+}
+
+operation_outcome launch_graph(cudaGraphExec_t exec, cudaStream_t stream)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  graph_state* g = m.find_graph(exec);
+  if (g == nullptr || !g->executable) { return operation_outcome::invalid_value; }
+  int device = 0;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  return run_on(m, stream, device, "graph launch", g->touched);
+}
+
+operation_outcome destroy_graph_exec(cudaGraphExec_t exec)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  graph_state* g = m.find_graph(exec);
+  if (g == nullptr || !g->executable) { return operation_outcome::invalid_value; }
+  m.destroy_graph(*g);
+  return operation_outcome::ok;
+}
+
 operation_outcome destroy_graph(cudaGraph_t graph)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
   graph_state* g = m.find_graph(graph);
-  if (g == nullptr) { return operation_outcome::invalid_value; }
+  if (g == nullptr || g->executable) { return operation_outcome::invalid_value; }
   m.destroy_graph(*g);
   return operation_outcome::ok;
 }

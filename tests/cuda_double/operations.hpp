@@ -163,6 +163,11 @@ CUDA_DOUBLE_INTERNAL operation_outcome end_capture(cudaStream_t stream, cudaGrap
 CUDA_DOUBLE_INTERNAL operation_outcome capture_status(cudaStream_t stream, int* status);
 CUDA_DOUBLE_INTERNAL operation_outcome exchange_capture_mode(int* mode);
 CUDA_DOUBLE_INTERNAL operation_outcome destroy_graph(cudaGraph_t graph);
+// Executable graphs: a launch is one task on the stream (captured: its
+// touches join the capture).
+CUDA_DOUBLE_INTERNAL operation_outcome instantiate_graph(cudaGraph_t graph, cudaGraphExec_t* out);
+CUDA_DOUBLE_INTERNAL operation_outcome launch_graph(cudaGraphExec_t exec, cudaStream_t stream);
+CUDA_DOUBLE_INTERNAL operation_outcome destroy_graph_exec(cudaGraphExec_t exec);
 CUDA_DOUBLE_INTERNAL operation_outcome graph_nodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* count);
 
 // ---- devices

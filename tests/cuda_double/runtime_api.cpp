@@ -245,6 +245,9 @@ struct driver_entry_points {
   decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
   decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
   decltype(&::cuLaunchHostFunc) launch_host_func = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) graph_instantiate = nullptr;
+  decltype(&::cuGraphLaunch) graph_launch = nullptr;
+  decltype(&::cuGraphExecDestroy) graph_exec_destroy = nullptr;
 };
 
 // The real CUDA 13 runtime fetches cuDevicePrimaryCtxReset as of CUDA 7.0,
@@ -308,6 +311,9 @@ driver_entry_points const& driver()
     fetch(get, "cuIpcOpenMemHandle", out.ipc_open_mem_handle);
     fetch(get, "cuIpcCloseMemHandle", out.ipc_close_mem_handle);
     fetch(get, "cuLaunchHostFunc", out.launch_host_func);
+    fetch(get, "cuGraphInstantiateWithFlags", out.graph_instantiate);
+    fetch(get, "cuGraphLaunch", out.graph_launch);
+    fetch(get, "cuGraphExecDestroy", out.graph_exec_destroy);
     return out;
   }();
   return d;
@@ -574,6 +580,25 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cu
     }
     return call(&driver_entry_points::launch_host_func, stream, fn, userData);
   });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                           unsigned long long flags)
+{
+  return run_api(gated_call, [&] { return call(&driver_entry_points::graph_instantiate, pGraphExec, graph, flags); });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    return call(&driver_entry_points::graph_launch, graphExec, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+  return run_api(gated_call, [&] { return call(&driver_entry_points::graph_exec_destroy, graphExec); });
 }
 
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags)

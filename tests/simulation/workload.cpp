@@ -10,7 +10,8 @@
 // operations on 1-4 threads: allocations, frees from any thread, kernels that
 // touch what they own on the legacy, per-thread and created streams (blocking
 // and non-blocking, created and destroyed mid-run), event records and waits
-// across streams, synchronous copies and fills, synchronizations. The program
+// across streams, host functions, graphs (captured, then launched as one
+// task), synchronous copies and fills, synchronizations. The program
 // is correct under native CUDA (cudaFree waits for the device), so every use
 // after reissue the virtual GPU reports is the shim's. Threads take turns
 // that S decides, so a run replays exactly.
@@ -78,6 +79,8 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_SYNCHRONIZE", {"rarely", "often", "never"}},
   // (New settings go last: each seed keeps the choices it had.)
   {"WORKLOAD_UNSEEN_STREAMS", {"off", "on"}},
+  {"WORKLOAD_HOST_FUNCTIONS", {"off", "on"}},
+  {"WORKLOAD_GRAPHS", {"off", "on"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -113,6 +116,8 @@ struct program {
   bool non_blocking = true;
   bool destroy_streams = true;
   bool unseen_streams = false;  // streams made past the shim (as through a private driver table)
+  bool host_functions = false;  // host functions among the work: tasks that touch no device memory
+  bool graphs = false;          // work captured into graphs and launched as one task
   bool events = true;
   unsigned synchronize_percent = 2;
   std::vector<buffer> buffers;        // owned by the program, any thread may use or free them
@@ -179,6 +184,34 @@ void launch_touching(program& p, cudaStream_t stream, std::vector<buffer const*>
   ++p.launches;
 }
 
+void CUDART_CB do_nothing(void* /*user_data*/) {}
+
+// Work captured into a graph on a stream of its own (thread-local mode),
+// launched once or twice on any stream as one task, then the graph and its
+// executable destroyed: the buffers stay the program's while it may run.
+void launch_graph(program& p, int device, std::vector<buffer const*> const& touched)
+{
+  cudaStream_t capturing = nullptr;
+  if (!check(p, cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) {
+    return;
+  }
+  cudaGraph_t graph = nullptr;
+  if (check(p, cudaStreamBeginCapture(capturing, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) {
+    launch_touching(p, capturing, touched);
+    check(p, cudaStreamEndCapture(capturing, &graph), "cudaStreamEndCapture");
+  }
+  check(p, cudaStreamDestroy(capturing), "cudaStreamDestroy");
+  if (graph == nullptr) { return; }
+  cudaGraphExec_t exec = nullptr;
+  if (check(p, cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate")) {
+    for (std::uint64_t i = 0, n = 1 + p.rng.below(2); i < n; ++i) {
+      check(p, cudaGraphLaunch(exec, pick_stream(p, device)), "cudaGraphLaunch");
+    }
+    check(p, cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  }
+  check(p, cudaGraphDestroy(graph), "cudaGraphDestroy");
+}
+
 void one_operation(program& p)
 {
   ++p.operations;
@@ -194,6 +227,12 @@ void one_operation(program& p)
     p.buffers.push_back(b);
     // A new owner usually writes first: on the legacy stream or any other.
     if (p.rng.percent(70)) { launch_touching(p, pick_stream(p, device), {&p.buffers.back()}); }
+  } else if (kind < 50 && p.host_functions && p.rng.percent(20)) {
+    check(p, cudaLaunchHostFunc(pick_stream(p, device), do_nothing, nullptr), "cudaLaunchHostFunc");
+  } else if (kind < 50 && p.graphs && p.rng.percent(15)) {
+    std::vector<buffer const*> touched{&p.buffers[p.rng.below(p.buffers.size())]};
+    if (p.rng.percent(30)) { touched.push_back(&p.buffers[p.rng.below(p.buffers.size())]); }
+    launch_graph(p, device, touched);
   } else if (kind < 50) {
     // Work on one or two buffers (a buffer of another device too, as over
     // peer access).
@@ -277,6 +316,8 @@ int run(std::uint64_t seed, unsigned long long operations)
   p.non_blocking = flag("WORKLOAD_NON_BLOCKING");
   p.destroy_streams = flag("WORKLOAD_DESTROY_STREAMS");
   p.unseen_streams = flag("WORKLOAD_UNSEEN_STREAMS");
+  p.host_functions = flag("WORKLOAD_HOST_FUNCTIONS");
+  p.graphs = flag("WORKLOAD_GRAPHS");
   p.events = flag("WORKLOAD_EVENTS");
   std::string const sync = setting_value("WORKLOAD_SYNCHRONIZE");
   p.synchronize_percent = sync == "often" ? 10 : sync == "never" ? 0 : 1;
