@@ -35,11 +35,27 @@ void for_each_accessor(int device, Each each)
   }
 }
 
+// The host waits for the contexts the program made on `device`: neither a
+// fence nor a synchronization of the device's primary context reaches their
+// legacy and blocking streams.
+cudaError_t synchronize_program_contexts(int device) noexcept
+{
+  cudaError_t result = cudaSuccess;
+  tracker().for_each_program_context(device, [&](CUcontext context) {
+    context_scope in_context{context};
+    cudaError_t const synchronized =
+      in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
+    if (result == cudaSuccess) { result = synchronized; }
+  });
+  return result;
+}
+
 }  // namespace
 
 cudaError_t synchronize_with_accessors(int device, api_level level) noexcept
 {
-  cudaError_t result = synchronize_device(level);
+  cudaError_t result = synchronize_program_contexts(device);
+  if (cudaError_t const synchronized = synchronize_device(level); result == cudaSuccess) { result = synchronized; }
   auto const& drv = driver();
   for_each_accessor(device, [&](int d) {
     CUcontext primary = nullptr;
@@ -60,6 +76,7 @@ cudaError_t synchronize_with_accessors(int device, api_level level) noexcept
 
 cudaError_t fence_or_synchronize(shim_state& s, int device, api_level level) noexcept
 {
+  if (cudaError_t const r = synchronize_program_contexts(device); r != cudaSuccess) { return r; }
   device_streams const& streams = s.pools.streams(device);
   // A device given access may use a block on its legacy, blocking and
   // per-thread streams: its legacy stream is fenced too, with the event of

@@ -22,12 +22,15 @@ namespace asyncshim::shim {
 // work submitted so far to the legacy stream of the current context (and so
 // to every blocking stream), to the legacy streams of the devices given
 // access to its memory, and to every non-blocking stream; where it cannot,
-// waits on the host instead, as native cudaFree does.
+// waits on the host instead, as native cudaFree does. The contexts the
+// program made on `device`, whose legacy and blocking streams no fence
+// reaches, are waited for on the host first.
 [[nodiscard]] cudaError_t fence_or_synchronize(shim_state& s, int device, api_level level) noexcept;
 
-// Waits on the host for the current context's work and for the work of every
-// device given access to `device`'s memory (it may use a block on its own
-// streams), as native cudaFree does.
+// Waits on the host for the current context's work, for the contexts the
+// program made on `device` and for the work of every device given access to
+// `device`'s memory (it may use a block on its own streams), as native
+// cudaFree does.
 [[nodiscard]] cudaError_t synchronize_with_accessors(int device, api_level level) noexcept;
 
 // Hands the frees queued for `device` to the pool, or to its reuse cache

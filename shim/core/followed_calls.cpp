@@ -158,11 +158,22 @@ CUresult stream_created(CUresult result, CUstream const* stream, unsigned flags)
 }
 
 // A context of the program's own: frees are not made in order any more
-// (state/stream_tracker.hpp), once the new context is there.
+// (state/stream_tracker.hpp), once the new context is there; a green
+// context has no legacy stream, and its streams are followed from their
+// first work.
 CUresult context_created(CUresult result) noexcept
 {
   if (result == CUDA_SUCCESS && tracking_active()) { tracker().end_in_order_frees("the program made a context"); }
   return result;
+}
+
+// A context with streams of its own that no fence reaches: fences wait for it.
+CUresult context_created(CUresult result, CUcontext const* context, CUdevice device) noexcept
+{
+  if (result == CUDA_SUCCESS && context != nullptr && tracking_active()) {
+    tracker().context_made(*context, static_cast<int>(device));
+  }
+  return context_created(result);
 }
 
 template <class Begin>
@@ -249,19 +260,19 @@ CUresult asyncshim_hook_stream_end_capture_ptsz(CUstream stream, CUgraph* graph)
 
 CUresult asyncshim_hook_ctx_create_v2(CUcontext* context, unsigned flags, CUdevice device) noexcept
 {
-  return context_created(call_real(driver().ctx_create_v2, context, flags, device));
+  return context_created(call_real(driver().ctx_create_v2, context, flags, device), context, device);
 }
 
 CUresult asyncshim_hook_ctx_create_v3(CUcontext* context, CUexecAffinityParam* params, int count, unsigned flags,
                                       CUdevice device) noexcept
 {
-  return context_created(call_real(driver().ctx_create_v3, context, params, count, flags, device));
+  return context_created(call_real(driver().ctx_create_v3, context, params, count, flags, device), context, device);
 }
 
 CUresult asyncshim_hook_ctx_create_v4(CUcontext* context, CUctxCreateParams* params, unsigned flags,
                                       CUdevice device) noexcept
 {
-  return context_created(call_real(driver().ctx_create_v4, context, params, flags, device));
+  return context_created(call_real(driver().ctx_create_v4, context, params, flags, device), context, device);
 }
 
 CUresult asyncshim_hook_green_ctx_create(CUgreenCtx* context, CUdevResourceDesc desc, CUdevice device,

@@ -208,8 +208,23 @@ void stream_tracker::recheck_captures() noexcept
   }
 }
 
+void stream_tracker::context_made(CUcontext context, int device) noexcept
+{
+  std::lock_guard lock{contexts_mutex_};
+  try {
+    program_contexts_.push_back({context, device});
+  } catch (...) {
+    log::error("out of host memory: frees will not wait for the context the program just made, so work on its "
+               "legacy and blocking streams may see freed blocks handed out again");
+  }
+}
+
 void stream_tracker::context_destroying(CUcontext context) noexcept
 {
+  {
+    std::lock_guard lock{contexts_mutex_};
+    std::erase_if(program_contexts_, [&](program_context const& c) { return c.context == context; });
+  }
   // The context takes its streams and events with it: only forget them.
   auto lock = exclusively(stream_mutex_);
   std::erase_if(streams_, [&](tracked_stream const& t) { return t.context == context; });

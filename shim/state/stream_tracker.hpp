@@ -95,6 +95,20 @@ class stream_tracker {
   }
   // Everything that lives in `context` (a context being destroyed or reset).
   void context_destroying(CUcontext context) noexcept;
+  // A context the program made on `device` (cuCtxCreate*): no fence reaches
+  // its legacy and blocking streams, so fences wait for it on the host
+  // (core/fenced_frees.hpp) until it is destroyed.
+  void context_made(CUcontext context, int device) noexcept;
+  // Calls each(context) for every context the program made on `device`,
+  // under a lock that context_made and context_destroying also take.
+  template <class Each>
+  void for_each_program_context(int device, Each each) noexcept
+  {
+    std::lock_guard lock{contexts_mutex_};
+    for (program_context const& c : program_contexts_) {
+      if (c.device == device) { each(c.context); }
+    }
+  }
   // Waits on the host until the work submitted before the last in-order
   // free has finished, so that every block handed out so far is idle: for
   // one block about to be used outside the legacy stream's order (a legacy
@@ -360,6 +374,12 @@ class stream_tracker {
   // in_order_context_).
   // Each on its own cache line: allocations, frees and submissions on
   // different threads write them.
+  struct program_context {
+    CUcontext context = nullptr;
+    int device = 0;
+  };
+  std::mutex contexts_mutex_;
+  std::vector<program_context> program_contexts_;
   alignas(64) std::atomic<bool> following_{true};
   alignas(64) std::atomic<std::uint64_t> handed_out_{0};
   alignas(64) std::atomic<std::uint64_t> in_order_epoch_{0};

@@ -940,8 +940,13 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
   ASSERT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
 
   ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
+  auto const queued = cuda_double_get_counters();
   issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  // No fence reaches the legacy and blocking streams of a context the program
+  // made: the host waited for it (the double's cuCtxCreate gives the primary
+  // context), beside the program's own synchronization.
+  EXPECT_EQ(cuda_double_get_counters().context_synchronizes, queued.context_synchronizes + 2);
 }
 
 // ---- ShimInOrderReuseCache: in-order frees (the default) with
