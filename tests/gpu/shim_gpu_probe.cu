@@ -6,6 +6,7 @@
 // Built with nvcc against the shared CUDA runtime (-cudart shared), as programs
 // that the shim can serve are. The driver library is opened at run time, only
 // to read pointer attributes, so the program also starts where none is installed.
+#include <cuda.h>  // the driver's types; its functions come through cudaGetDriverEntryPointByVersion
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -625,13 +626,98 @@ void freed_while_stream_busy()
   CUDA_OK(cudaFree(sum));
 }
 
+// A driver function as the program's runtime hands it out (through the
+// shim's lookups when it is loaded).
+template <class F>
+F driver_function(char const* name, int version)
+{
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status) != cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<F>(fn);
+}
+
+// A block freed while a kernel in a context the program made (cuCtxCreate)
+// still has to read it on that context's legacy stream, allocated again
+// 20 ms later in the primary context and written there. No fence reaches
+// that context's legacy stream: the shim waits for the context on the host,
+// and the kernel must read its own data.
+void freed_while_own_context_busy()
+{
+  using create_fn = CUresult (*)(CUcontext*, CUctxCreateParams*, unsigned, CUdevice);
+  using pop_fn = CUresult (*)(CUcontext*);
+  using push_fn = CUresult (*)(CUcontext);
+  using destroy_fn = CUresult (*)(CUcontext);
+  auto const create = driver_function<create_fn>("cuCtxCreate", 12050);
+  auto const pop = driver_function<pop_fn>("cuCtxPopCurrent", 4000);
+  auto const push = driver_function<push_fn>("cuCtxPushCurrent", 4000);
+  auto const destroy = driver_function<destroy_fn>("cuCtxDestroy", 4000);
+  if (create == nullptr || pop == nullptr || push == nullptr || destroy == nullptr) {
+    std::printf("FAIL: the runtime did not hand out cuCtxCreate, cuCtxPopCurrent, cuCtxPushCurrent, cuCtxDestroy\n");
+    ++failures;
+    return;
+  }
+  std::size_t const bytes = 64 * MiB;
+  std::size_t const n = bytes / sizeof(unsigned);
+  unsigned long long* sum = nullptr;
+  unsigned* scratch = nullptr;
+  unsigned* first = nullptr;
+  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
+  CUDA_OK(cudaMalloc(&scratch, sizeof *scratch));
+  CUDA_OK(cudaMalloc(&first, bytes));
+  fill_kernel<<<256, 256>>>(first, n, 7);
+  CUDA_OK(cudaDeviceSynchronize());
+  CUcontext own = nullptr;
+  if (create(&own, nullptr, 0, 0) != CUDA_SUCCESS) {  // current from now on
+    std::printf("FAIL: cuCtxCreate\n");
+    ++failures;
+    return;
+  }
+  load_kernels(scratch, sum);  // in this context too
+  cudaEvent_t read = nullptr;
+  CUDA_OK(cudaEventCreateWithFlags(&read, cudaEventDisableTiming));
+  spin<<<1, 1>>>(200'000'000ull);  // 200 ms before the read
+  checksum<<<256, 256>>>(first, n, sum);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaEventRecord(read, nullptr));
+  CUcontext popped = nullptr;
+  CHECK(pop(&popped) == CUDA_SUCCESS && popped == own);  // the primary context again
+  bool const busy_at_free = cudaEventQuery(read) == cudaErrorNotReady;  // else this proves nothing
+  auto const freeing = std::chrono::steady_clock::now();
+  CUDA_OK(cudaFree(first));
+  double const free_took = seconds_since(freeing);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  unsigned* second = nullptr;
+  CUDA_OK(cudaMalloc(&second, bytes));
+  fill_kernel<<<256, 256>>>(second, n, 9);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaEventSynchronize(read));
+  unsigned long long got = 0;
+  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  std::printf("own_context: the context's kernel %s busy at the free, which took %.3f s; the second allocation is %s "
+              "block; the kernel read %s\n",
+              busy_at_free ? "was" : "WAS NOT", free_took, second == first ? "the same" : "another",
+              got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
+  if (expect_pool()) { CHECK(busy_at_free); }
+  CHECK(got == expected_checksum(n, 7));
+  CUDA_OK(cudaEventDestroy(read));
+  CHECK(push(own) == CUDA_SUCCESS && destroy(own) == CUDA_SUCCESS);
+  CUDA_OK(cudaFree(second));
+  CUDA_OK(cudaFree(scratch));
+  CUDA_OK(cudaFree(sum));
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
   if (argc != 2) {
     std::fprintf(stderr, "usage: shim_gpu_probe first-call|kernels|attributes|oom|threads|second-device|every-device|"
-                         "free-backlog|late-stream|idle-stream|busy-stream|destroyed-stream\n");
+                         "free-backlog|late-stream|idle-stream|busy-stream|own-context|destroyed-stream\n");
     return 2;
   }
   std::string const check = argv[1];
@@ -667,6 +753,8 @@ int main(int argc, char** argv)
     freed_in_order_then_non_blocking(true);
   } else if (check == "busy-stream") {
     freed_while_stream_busy();
+  } else if (check == "own-context") {
+    freed_while_own_context_busy();
   } else if (check == "destroyed-stream") {
     destroyed_stream();
   } else {
