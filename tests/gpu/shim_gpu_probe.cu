@@ -415,6 +415,49 @@ void load_kernels(unsigned* word, unsigned long long* sum)
   CUDA_OK(cudaDeviceSynchronize());
 }
 
+// A 64 MiB block filled with seed 7, and its checksum read into `sum` on
+// `stream` behind a 200 ms spin: the block a check frees while it is read.
+struct slow_read {
+  static constexpr std::size_t bytes = 64 * MiB;
+  static constexpr std::size_t n = bytes / sizeof(unsigned);
+  unsigned long long* sum = nullptr;
+  unsigned* block = nullptr;
+  [[nodiscard]] bool read_its_own_data() const;
+};
+
+slow_read allocate_slow_read()
+{
+  slow_read r;
+  CUDA_OK(cudaMalloc(&r.sum, sizeof *r.sum));
+  CUDA_OK(cudaMemset(r.sum, 0, sizeof *r.sum));
+  CUDA_OK(cudaMalloc(&r.block, slow_read::bytes));
+  return r;
+}
+
+// `scratch`: a word load_kernels may write (the block, by default).
+void read_slowly(slow_read const& r, cudaStream_t stream, unsigned* scratch = nullptr)
+{
+  load_kernels(scratch != nullptr ? scratch : r.block, r.sum);
+  fill_kernel<<<256, 256, 0, stream>>>(r.block, slow_read::n, 7);
+  spin<<<1, 1, 0, stream>>>(200'000'000ull);  // 200 ms before the read
+  checksum<<<256, 256, 0, stream>>>(r.block, slow_read::n, r.sum);
+  CUDA_OK(cudaGetLastError());
+}
+
+slow_read fill_then_read_slowly(cudaStream_t stream)
+{
+  slow_read const r = allocate_slow_read();
+  read_slowly(r, stream);
+  return r;
+}
+
+bool slow_read::read_its_own_data() const
+{
+  unsigned long long got = 0;
+  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  return got == expected_checksum(n, 7);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start)
 {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -535,35 +578,23 @@ void freed_in_order_then_non_blocking(bool stream_made_before)
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaStreamSynchronize(side));  // idle from now on
   }
-  std::size_t const bytes = 64 * MiB;
-  std::size_t const n = bytes / sizeof(unsigned);
-  unsigned long long* sum = nullptr;
-  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
-  CUDA_OK(cudaMemset(sum, 0, sizeof *sum));
-  unsigned* first = nullptr;
-  CUDA_OK(cudaMalloc(&first, bytes));
-  load_kernels(first, sum);
-  fill_kernel<<<256, 256>>>(first, n, 7);
-  spin<<<1, 1>>>(200'000'000ull);  // 200 ms before the read
-  checksum<<<256, 256>>>(first, n, sum);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaFree(first));
+  slow_read const read = fill_then_read_slowly(nullptr);
+  CUDA_OK(cudaFree(read.block));
   unsigned* second = nullptr;
-  CUDA_OK(cudaMalloc(&second, bytes));
+  CUDA_OK(cudaMalloc(&second, slow_read::bytes));
   if (!stream_made_before) { CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking)); }
-  fill_kernel<<<256, 256, 0, side>>>(second, n, 9);
+  fill_kernel<<<256, 256, 0, side>>>(second, slow_read::n, 9);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  unsigned long long got = 0;
-  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  bool const own_data = read.read_its_own_data();
   std::printf("%s: the second allocation is %s block; the legacy-stream kernel read %s\n",
-              stream_made_before ? "idle_stream" : "late_stream", second == first ? "the same" : "another",
-              got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
-  CHECK(got == expected_checksum(n, 7));
-  if (same_expected) { CHECK(second == first); }
+              stream_made_before ? "idle_stream" : "late_stream", second == read.block ? "the same" : "another",
+              own_data ? "its own data" : "OTHER DATA");
+  CHECK(own_data);
+  if (same_expected) { CHECK(second == read.block); }
   CUDA_OK(cudaStreamDestroy(side));
   CUDA_OK(cudaFree(second));
-  CUDA_OK(cudaFree(sum));
+  CUDA_OK(cudaFree(read.sum));
   if (used_before != nullptr) { CUDA_OK(cudaFree(used_before)); }
 }
 
@@ -580,26 +611,15 @@ void freed_while_stream_busy()
   cudaStream_t other = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
   CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
-  std::size_t const bytes = 64 * MiB;
-  std::size_t const n = bytes / sizeof(unsigned);
-  unsigned long long* sum = nullptr;
-  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
-  CUDA_OK(cudaMemset(sum, 0, sizeof *sum));
-  unsigned* first = nullptr;
-  CUDA_OK(cudaMalloc(&first, bytes));
-  load_kernels(first, sum);
-  fill_kernel<<<256, 256, 0, busy>>>(first, n, 7);
-  spin<<<1, 1, 0, busy>>>(200'000'000ull);  // 200 ms before the read
-  checksum<<<256, 256, 0, busy>>>(first, n, sum);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaFree(first));
+  slow_read const read = fill_then_read_slowly(busy);
+  CUDA_OK(cudaFree(read.block));
   bool const busy_at_free = cudaStreamQuery(busy) == cudaErrorNotReady;  // else this proves nothing
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   unsigned* second = nullptr;
-  CUDA_OK(cudaMalloc(&second, bytes));
+  CUDA_OK(cudaMalloc(&second, slow_read::bytes));
   cudaEvent_t filled = nullptr;
   CUDA_OK(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming));
-  fill_kernel<<<256, 256, 0, other>>>(second, n, 9);
+  fill_kernel<<<256, 256, 0, other>>>(second, slow_read::n, 9);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaEventRecord(filled, other));
   bool filled_beside = false;  // the other stream's fill ended while the busy stream still ran
@@ -610,20 +630,18 @@ void freed_while_stream_busy()
     }
   }
   CUDA_OK(cudaDeviceSynchronize());
-  unsigned long long got = 0;
-  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  bool const own_data = read.read_its_own_data();
   std::printf("busy_stream: the stream %s busy at the free; the second allocation is %s block, filled %s; the "
               "kernel on the busy stream read %s\n",
-              busy_at_free ? "was" : "WAS NOT", second == first ? "the same" : "another",
-              filled_beside ? "beside the busy stream" : "after it",
-              got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
+              busy_at_free ? "was" : "WAS NOT", second == read.block ? "the same" : "another",
+              filled_beside ? "beside the busy stream" : "after it", own_data ? "its own data" : "OTHER DATA");
   if (expect_pool()) { CHECK(busy_at_free); }
   CUDA_OK(cudaEventDestroy(filled));
-  CHECK(got == expected_checksum(n, 7));
+  CHECK(own_data);
   CUDA_OK(cudaStreamDestroy(busy));
   CUDA_OK(cudaStreamDestroy(other));
   CUDA_OK(cudaFree(second));
-  CUDA_OK(cudaFree(sum));
+  CUDA_OK(cudaFree(read.sum));
 }
 
 // A driver function as the program's runtime hands it out (through the
@@ -660,55 +678,44 @@ void freed_while_own_context_busy()
     ++failures;
     return;
   }
-  std::size_t const bytes = 64 * MiB;
-  std::size_t const n = bytes / sizeof(unsigned);
-  unsigned long long* sum = nullptr;
   unsigned* scratch = nullptr;
-  unsigned* first = nullptr;
-  CUDA_OK(cudaMalloc(&sum, sizeof *sum));
   CUDA_OK(cudaMalloc(&scratch, sizeof *scratch));
-  CUDA_OK(cudaMalloc(&first, bytes));
-  fill_kernel<<<256, 256>>>(first, n, 7);
-  CUDA_OK(cudaDeviceSynchronize());
+  slow_read const read = allocate_slow_read();  // in the primary context, the pool's
   CUcontext own = nullptr;
   if (create(&own, nullptr, 0, 0) != CUDA_SUCCESS) {  // current from now on
     std::printf("FAIL: cuCtxCreate\n");
     ++failures;
     return;
   }
-  load_kernels(scratch, sum);  // in this context too
-  cudaEvent_t read = nullptr;
-  CUDA_OK(cudaEventCreateWithFlags(&read, cudaEventDisableTiming));
-  spin<<<1, 1>>>(200'000'000ull);  // 200 ms before the read
-  checksum<<<256, 256>>>(first, n, sum);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaEventRecord(read, nullptr));
+  read_slowly(read, nullptr, scratch);  // in the context made: the runtime works in the current one
+  cudaEvent_t read_done = nullptr;
+  CUDA_OK(cudaEventCreateWithFlags(&read_done, cudaEventDisableTiming));
+  CUDA_OK(cudaEventRecord(read_done, nullptr));
   CUcontext popped = nullptr;
   CHECK(pop(&popped) == CUDA_SUCCESS && popped == own);  // the primary context again
-  bool const busy_at_free = cudaEventQuery(read) == cudaErrorNotReady;  // else this proves nothing
+  bool const busy_at_free = cudaEventQuery(read_done) == cudaErrorNotReady;  // else this proves nothing
   auto const freeing = std::chrono::steady_clock::now();
-  CUDA_OK(cudaFree(first));
+  CUDA_OK(cudaFree(read.block));
   double const free_took = seconds_since(freeing);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   unsigned* second = nullptr;
-  CUDA_OK(cudaMalloc(&second, bytes));
-  fill_kernel<<<256, 256>>>(second, n, 9);
+  CUDA_OK(cudaMalloc(&second, slow_read::bytes));
+  fill_kernel<<<256, 256>>>(second, slow_read::n, 9);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaEventSynchronize(read));
-  unsigned long long got = 0;
-  CUDA_OK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaEventSynchronize(read_done));
+  bool const own_data = read.read_its_own_data();
   std::printf("own_context: the context's kernel %s busy at the free, which took %.3f s; the second allocation is %s "
               "block; the kernel read %s\n",
-              busy_at_free ? "was" : "WAS NOT", free_took, second == first ? "the same" : "another",
-              got == expected_checksum(n, 7) ? "its own data" : "OTHER DATA");
-  if (expect_pool()) { CHECK(busy_at_free); }
-  CHECK(got == expected_checksum(n, 7));
-  CUDA_OK(cudaEventDestroy(read));
+              busy_at_free ? "was" : "WAS NOT", free_took, second == read.block ? "the same" : "another",
+              own_data ? "its own data" : "OTHER DATA");
+  CHECK(busy_at_free);
+  CHECK(own_data);
+  CUDA_OK(cudaEventDestroy(read_done));
   CHECK(push(own) == CUDA_SUCCESS && destroy(own) == CUDA_SUCCESS);
   CUDA_OK(cudaFree(second));
   CUDA_OK(cudaFree(scratch));
-  CUDA_OK(cudaFree(sum));
+  CUDA_OK(cudaFree(read.sum));
 }
 
 }  // namespace
