@@ -46,7 +46,9 @@ char const* why_runtime_submissions_unseen() noexcept
   }
   // A failure below leaves an error of the shim's own to clear; the
   // program's pending one would go with it.
-  if (rt.peek_at_last_error() != cudaSuccess) { return "the check was not made: an error of the program's was pending"; }
+  if (rt.peek_at_last_error() != cudaSuccess) {
+    return "the check was not made: an error of the program's was pending";
+  }
   cudaStream_t stream = nullptr;
   if (rt.stream_create_with_flags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     (void)rt.get_last_error();

@@ -725,8 +725,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGrap
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-  return run_driver(call_gate::context,
-                    [&] { return to_cu_result(operations::launch_graph(hGraphExec, hStream)); });
+  return run_driver(call_gate::context, [&] { return to_cu_result(operations::launch_graph(hGraphExec, hStream)); });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
@@ -737,8 +736,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUst
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-  return run_driver(call_gate::initialized,
-                    [&] { return to_cu_result(operations::destroy_graph_exec(hGraphExec)); });
+  return run_driver(call_gate::initialized, [&] { return to_cu_result(operations::destroy_graph_exec(hGraphExec)); });
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes)

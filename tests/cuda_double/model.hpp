@@ -74,12 +74,12 @@ struct configuration {
   std::uint64_t memory = default_memory;
   bool no_pools = false;
   unsigned pool_handle_types = default_pool_handle_types;
-  bool no_peer = false;                 // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
-  bool fabric_ok = false;               // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
-  std::string shared_memory;            // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
-  std::vector<std::string> newer_abis;  // CUDA_DOUBLE_NEWER_ABI: names with an ABI newer than the headers
+  bool no_peer = false;                      // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
+  bool fabric_ok = false;                    // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)
+  std::string shared_memory;                 // CUDA_DOUBLE_SHARED_MEMORY: the file the processes of one "GPU" share
+  std::vector<std::string> newer_abis;       // CUDA_DOUBLE_NEWER_ABI: names with an ABI newer than the headers
   bool runtime_private_submissions = false;  // CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS
-  bool simulate = false;                // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
+  bool simulate = false;                     // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
   std::uint64_t simulate_seed = 0;
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();

@@ -692,7 +692,7 @@ void freed_while_own_context_busy()
   CUDA_OK(cudaEventCreateWithFlags(&read_done, cudaEventDisableTiming));
   CUDA_OK(cudaEventRecord(read_done, nullptr));
   CUcontext popped = nullptr;
-  CHECK(pop(&popped) == CUDA_SUCCESS && popped == own);  // the primary context again
+  CHECK(pop(&popped) == CUDA_SUCCESS && popped == own);                      // the primary context again
   bool const busy_at_free = cudaEventQuery(read_done) == cudaErrorNotReady;  // else this proves nothing
   auto const freeing = std::chrono::steady_clock::now();
   CUDA_OK(cudaFree(read.block));

@@ -192,9 +192,7 @@ void CUDART_CB do_nothing(void* /*user_data*/) {}
 void launch_graph(program& p, int device, std::vector<buffer const*> const& touched)
 {
   cudaStream_t capturing = nullptr;
-  if (!check(p, cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) {
-    return;
-  }
+  if (!check(p, cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) { return; }
   cudaGraph_t graph = nullptr;
   if (check(p, cudaStreamBeginCapture(capturing, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) {
     launch_touching(p, capturing, touched);
