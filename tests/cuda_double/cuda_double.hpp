@@ -147,7 +147,10 @@
 //     cudaGetLastError returns and clears it, cudaPeekAtLastError returns it.
 //   * Contexts, as the real runtime uses them: each device has one primary
 //     context, and each thread a stack of current contexts (the driver's, see
-//     below). cudaSetDevice(d) makes device d the runtime device and d's
+//     below). cuCtxCreate_v4 makes a context of its own on the device (never
+//     destroyed) and pushes it: memory and pools are the device's, but its
+//     legacy and per-thread streams and the streams made while it is current
+//     are its own on the virtual GPU, and cuCtxSynchronize waits for them only. cudaSetDevice(d) makes device d the runtime device and d's
 //     primary context current (replacing the top of the stack). cudaMalloc,
 //     cudaFree (also of nullptr), cudaMemGetInfo, cudaDeviceSynchronize,
 //     cudaMemcpy, cudaMemset, cudaPointerGetAttributes, cudaIpcGetMemHandle,

@@ -323,11 +323,21 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdev
 // The double has no contexts but the primary ones: a context "created" is
 // the device's primary context, retained and made current. Enough for a
 // program that only needs a context of its own to have been made.
+// A context of its own: its legacy stream and the streams made in it are
+// its own on the virtual GPU; everything else (memory, pools) is the
+// device's. It is never destroyed.
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/, unsigned int /*flags*/,
                                                 CUdevice dev)
 {
-  CUresult const retained = cuDevicePrimaryCtxRetain(pctx, dev);
-  if (retained != CUDA_SUCCESS) { return retained; }
+  if (pctx == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+  CUresult const made = run_driver(call_gate::initialized, [&] {
+    model_state& m = model();
+    if (!m.valid_device(dev)) { return CUDA_ERROR_INVALID_DEVICE; }
+    mutex_lock lock(m.mu);
+    *pctx = reinterpret_cast<CUcontext>(m.create_context(dev));
+    return CUDA_SUCCESS;
+  });
+  if (made != CUDA_SUCCESS) { return made; }
   return cuCtxPushCurrent_v2(*pctx);
 }
 
@@ -399,7 +409,8 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx)
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize(void)
 {
   return run_driver(call_gate::context, [&] {
-    return to_cu_result(operations::synchronize_device(cuda_double::current_context()->device));
+    context_state const* c = cuda_double::current_context();
+    return to_cu_result(operations::synchronize_device(c->device, c->domain));
   });
 }
 
@@ -409,7 +420,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
   return run_driver(ctx == nullptr ? call_gate::context : call_gate::initialized, [&] {
     context_state const* c = ctx == nullptr ? cuda_double::current_context() : model().find_context(ctx);
     if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
-    return to_cu_result(operations::synchronize_device(c->device));
+    return to_cu_result(operations::synchronize_device(c->device, c->domain));
   });
 }
 

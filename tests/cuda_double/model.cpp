@@ -123,6 +123,7 @@ model_state::model_state(configuration const& c)
   if (c.simulate) { gpu.start(c.simulate_seed); }
   for (int d = 0; d < c.devices; ++d) {
     contexts_[static_cast<std::size_t>(d)].device = d;
+    contexts_[static_cast<std::size_t>(d)].domain = d;
   }
   if (!c.no_pools && !c.no_driver) {
     for (int d = 0; d < c.devices; ++d) {
@@ -138,7 +139,20 @@ context_state* model_state::find_context(void const* handle)
   for (context_state& c : contexts_) {
     if (&c == handle) { return &c; }
   }
+  std::lock_guard lock{made_contexts_mu_};
+  for (context_state& c : made_contexts_) {
+    if (&c == handle) { return &c; }
+  }
   return nullptr;
+}
+
+context_state* model_state::create_context(int d)
+{
+  std::lock_guard lock{made_contexts_mu_};
+  context_state& c = made_contexts_.emplace_back();
+  c.device = d;
+  c.domain = max_devices + static_cast<int>(made_contexts_.size());
+  return &c;
 }
 
 std::uint64_t model_state::free_bytes(int d)
@@ -629,6 +643,8 @@ cudaStream_t model_state::create_stream(int d, unsigned flags, int priority)
 {
   auto stream = std::make_unique<stream_state>();
   stream->device = d;
+  context_state const* const current = current_context();
+  stream->domain = current != nullptr && current->device == d ? current->domain : d;
   stream->flags = flags;
   stream->priority = std::clamp(priority, greatest_stream_priority, least_stream_priority);
   stream_state* raw = stream.get();

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,6 +138,7 @@ struct pool_state {
 
 struct stream_state {
   int device = 0;
+  int domain = 0;  // the virtual GPU's legacy stream it synchronizes with: its context's (context_state::domain)
   unsigned flags = 0;
   int priority = 0;
   std::uint64_t capture = 0;     // id of its ongoing capture, 0 if none
@@ -208,6 +210,10 @@ struct allocation_record {
 // are never destroyed (not even when the retain count drops to 0).
 struct context_state {
   int device = 0;
+  // The virtual GPU's device for its legacy, per-thread and blocking
+  // streams: the device for a primary context, a number of its own for a
+  // context made with cuCtxCreate (whose legacy stream is its own).
+  int domain = 0;
   int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by model_state::mu
   std::set<context_state const*>
     peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by model_state::mu
@@ -313,7 +319,8 @@ class CUDA_DOUBLE_INTERNAL model_state {
 
   // Contexts: one primary context per device, at a fixed address.
   context_state* primary_context(int device);       // device must be valid
-  context_state* find_context(void const* handle);  // nullptr unless a primary context
+  context_state* find_context(void const* handle);  // nullptr unless a primary or made context
+  context_state* create_context(int device);         // cuCtxCreate: never destroyed
 
   // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor
   // reserved by a pool, of this process or (CUDA_DOUBLE_SHARED_MEMORY) of the
@@ -426,6 +433,8 @@ class CUDA_DOUBLE_INTERNAL model_state {
  private:
   std::vector<device_state> devices_;
   std::vector<context_state> contexts_;  // one per device, never resized
+  std::deque<context_state> made_contexts_;  // cuCtxCreate's (a deque: their addresses stay)
+  std::mutex made_contexts_mu_;              // guards made_contexts_ (find_context runs without mu)
   std::map<std::uintptr_t, allocation_record> allocations_;
   std::unordered_set<pool_state*> live_pools_;
   std::unordered_set<stream_state*> live_streams_;

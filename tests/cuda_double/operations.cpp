@@ -38,15 +38,23 @@ operation_outcome stream_device(model_state const& m, cudaStream_t stream, int& 
 }
 
 // The virtual GPU's queue of a valid stream of `device`. m.mu must be held.
+// The default streams are the current context's: a context made with
+// cuCtxCreate has its own (context_state::domain).
+int current_domain(int device)
+{
+  context_state const* c = current_context();
+  return c != nullptr && c->device == device ? c->domain : device;
+}
+
 virtual_gpu::queue_key queue_of(model_state& m, cudaStream_t stream, int device)
 {
-  if (model_state::is_legacy_stream(stream)) { return m.gpu.legacy_queue(device); }
-  if (stream == cudaStreamPerThread) { return m.gpu.per_thread_queue(thread_token(), device); }
+  if (model_state::is_legacy_stream(stream)) { return m.gpu.legacy_queue(current_domain(device)); }
+  if (stream == cudaStreamPerThread) { return m.gpu.per_thread_queue(thread_token(), current_domain(device)); }
   stream_state const* s = m.find_stream_ever(stream);
   char name[64];
   std::snprintf(name, sizeof name, "stream %p (%s)", static_cast<void*>(stream),
                 (s->flags & cudaStreamNonBlocking) != 0 ? "non-blocking" : "blocking");
-  return m.gpu.stream_queue(s, s->device, (s->flags & cudaStreamNonBlocking) == 0, name);
+  return m.gpu.stream_queue(s, s->domain, (s->flags & cudaStreamNonBlocking) == 0, name);
 }
 
 // The "potentially unsafe call" rule of stream capture, for the calling
@@ -494,12 +502,12 @@ operation_outcome synchronize_stream(cudaStream_t stream) { return finish_stream
 
 operation_outcome query_stream(cudaStream_t stream) { return finish_stream(stream, /*synchronize=*/false); }
 
-operation_outcome synchronize_device(int device)
+operation_outcome synchronize_device(int device, int domain)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
-  m.gpu.wait_device(device);
+  m.gpu.wait_device(domain);
   m.trim_pools(device);
   m.counters.context_synchronizes.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;

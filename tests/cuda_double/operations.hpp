@@ -144,7 +144,8 @@ CUDA_DOUBLE_INTERNAL operation_outcome synchronize_stream(cudaStream_t stream);
 // As synchronize_stream, without the trimming (everything is complete).
 CUDA_DOUBLE_INTERNAL operation_outcome query_stream(cudaStream_t stream);
 // cuCtxSynchronize: the synchronization event of the device. Potentially unsafe.
-CUDA_DOUBLE_INTERNAL operation_outcome synchronize_device(int device);
+// The work of a context of `device`: `domain`, its context_state::domain.
+CUDA_DOUBLE_INTERNAL operation_outcome synchronize_device(int device, int domain);
 
 // ---- events
 

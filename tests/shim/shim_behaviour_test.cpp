@@ -944,8 +944,7 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
   issue_queued_frees();
   EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
   // No fence reaches the legacy and blocking streams of a context the program
-  // made: the host waited for it (the double's cuCtxCreate gives the primary
-  // context), beside the program's own synchronization.
+  // made: the host waited for it, beside the program's own synchronization.
   EXPECT_EQ(cuda_double_get_counters().context_synchronizes, queued.context_synchronizes + 2);
 }
 

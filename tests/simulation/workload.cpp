@@ -11,7 +11,8 @@
 // touch what they own on the legacy, per-thread and created streams (blocking
 // and non-blocking, created and destroyed mid-run), event records and waits
 // across streams, host functions, graphs (captured, then launched as one
-// task), synchronous copies and fills, synchronizations. The program
+// task), work in a context of the program's own, synchronous copies and
+// fills, synchronizations. The program
 // is correct under native CUDA (cudaFree waits for the device), so every use
 // after reissue the virtual GPU reports is the shim's. Threads take turns
 // that S decides, so a run replays exactly.
@@ -81,6 +82,7 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_UNSEEN_STREAMS", {"off", "on"}},
   {"WORKLOAD_HOST_FUNCTIONS", {"off", "on"}},
   {"WORKLOAD_GRAPHS", {"off", "on"}},
+  {"WORKLOAD_CONTEXTS", {"off", "on"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -118,6 +120,10 @@ struct program {
   bool unseen_streams = false;  // streams made past the shim (as through a private driver table)
   bool host_functions = false;  // host functions among the work: tasks that touch no device memory
   bool graphs = false;          // work captured into graphs and launched as one task
+  // A context the program made on device 0 (WORKLOAD_CONTEXTS), with a
+  // blocking stream of its own: work there reads device-0 buffers.
+  CUcontext own_context = nullptr;
+  CUstream own_blocking = nullptr;
   bool events = true;
   unsigned synchronize_percent = 2;
   std::vector<buffer> buffers;        // owned by the program, any thread may use or free them
@@ -227,6 +233,13 @@ void one_operation(program& p)
     if (p.rng.percent(70)) { launch_touching(p, pick_stream(p, device), {&p.buffers.back()}); }
   } else if (kind < 50 && p.host_functions && p.rng.percent(20)) {
     check(p, cudaLaunchHostFunc(pick_stream(p, device), do_nothing, nullptr), "cudaLaunchHostFunc");
+  } else if (kind < 50 && p.own_context != nullptr && p.rng.percent(15)) {
+    buffer const* b = &p.buffers[p.rng.below(p.buffers.size())];
+    if (b->device != 0) { return; }
+    if (!check_cu(p, cuCtxPushCurrent(p.own_context), "cuCtxPushCurrent")) { return; }
+    launch_touching(p, p.rng.percent(50) ? nullptr : reinterpret_cast<cudaStream_t>(p.own_blocking), {b});
+    CUcontext popped = nullptr;
+    check_cu(p, cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
   } else if (kind < 50 && p.graphs && p.rng.percent(15)) {
     std::vector<buffer const*> touched{&p.buffers[p.rng.below(p.buffers.size())]};
     if (p.rng.percent(30)) { touched.push_back(&p.buffers[p.rng.below(p.buffers.size())]); }
@@ -316,6 +329,15 @@ int run(std::uint64_t seed, unsigned long long operations)
   p.unseen_streams = flag("WORKLOAD_UNSEEN_STREAMS");
   p.host_functions = flag("WORKLOAD_HOST_FUNCTIONS");
   p.graphs = flag("WORKLOAD_GRAPHS");
+  if (flag("WORKLOAD_CONTEXTS")) {
+    check(p, cudaSetDevice(0), "cudaSetDevice");
+    check(p, cudaFree(nullptr), "cudaFree");  // the primary context first, as the runtime makes it
+    if (check_cu(p, cuCtxCreate(&p.own_context, nullptr, 0, 0), "cuCtxCreate")) {
+      check_cu(p, cuStreamCreate(&p.own_blocking, CU_STREAM_DEFAULT), "cuStreamCreate");
+      CUcontext popped = nullptr;
+      check_cu(p, cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+    }
+  }
   p.events = flag("WORKLOAD_EVENTS");
   std::string const sync = setting_value("WORKLOAD_SYNCHRONIZE");
   p.synchronize_percent = sync == "often" ? 10 : sync == "never" ? 0 : 1;
