@@ -150,11 +150,10 @@
 //     below). cuCtxCreate_v4 makes a context of its own on the device (never
 //     destroyed) and pushes it: memory and pools are the device's, but its
 //     legacy and per-thread streams and the streams made while it is current
-//     are its own on the virtual GPU, and cuCtxSynchronize waits for them only. cudaSetDevice(d) makes device d the runtime device and d's
-//     primary context current (replacing the top of the stack). cudaMalloc,
-//     cudaFree (also of nullptr), cudaMemGetInfo, cudaDeviceSynchronize,
-//     cudaMemcpy, cudaMemset, cudaPointerGetAttributes, cudaIpcGetMemHandle,
-//     cudaIpcOpenMemHandle, cudaIpcCloseMemHandle, cudaDeviceEnablePeerAccess,
+//     are its own on the virtual GPU, and cuCtxSynchronize waits for them only. cudaSetDevice(d) makes device d the
+//     runtime device and d's primary context current (replacing the top of the stack). cudaMalloc, cudaFree (also of
+//     nullptr), cudaMemGetInfo, cudaDeviceSynchronize, cudaMemcpy, cudaMemset, cudaPointerGetAttributes,
+//     cudaIpcGetMemHandle, cudaIpcOpenMemHandle, cudaIpcCloseMemHandle, cudaDeviceEnablePeerAccess,
 //     cudaDeviceDisablePeerAccess and the stream, event, capture, graph, pool
 //     (access and exports included) and stream-ordered calls first make the
 //     runtime device's primary context current if no context is (after the

@@ -320,7 +320,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // Contexts: one primary context per device, at a fixed address.
   context_state* primary_context(int device);       // device must be valid
   context_state* find_context(void const* handle);  // nullptr unless a primary or made context
-  context_state* create_context(int device);         // cuCtxCreate: never destroyed
+  context_state* create_context(int device);        // cuCtxCreate: never destroyed
 
   // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor
   // reserved by a pool, of this process or (CUDA_DOUBLE_SHARED_MEMORY) of the
@@ -432,7 +432,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
 
  private:
   std::vector<device_state> devices_;
-  std::vector<context_state> contexts_;  // one per device, never resized
+  std::vector<context_state> contexts_;      // one per device, never resized
   std::deque<context_state> made_contexts_;  // cuCtxCreate's (a deque: their addresses stay)
   std::mutex made_contexts_mu_;              // guards made_contexts_ (find_context runs without mu)
   std::map<std::uintptr_t, allocation_record> allocations_;
