@@ -213,6 +213,7 @@ void stream_tracker::context_made(CUcontext context, int device) noexcept
   std::lock_guard lock{contexts_mutex_};
   try {
     program_contexts_.push_back({context, device});
+    program_context_count_.store(program_contexts_.size(), std::memory_order_release);
   } catch (...) {
     log::error("out of host memory: frees will not wait for the context the program just made, so work on its "
                "legacy and blocking streams may see freed blocks handed out again");
@@ -224,6 +225,7 @@ void stream_tracker::context_destroying(CUcontext context) noexcept
   {
     std::lock_guard lock{contexts_mutex_};
     std::erase_if(program_contexts_, [&](program_context const& c) { return c.context == context; });
+    program_context_count_.store(program_contexts_.size(), std::memory_order_release);
   }
   // The context takes its streams and events with it: only forget them.
   auto lock = exclusively(stream_mutex_);

@@ -104,6 +104,8 @@ class stream_tracker {
   template <class Each>
   void for_each_program_context(int device, Each each) noexcept
   {
+    // Nearly every program makes none: no lock for them at each fence.
+    if (program_context_count_.load(std::memory_order_acquire) == 0) { return; }
     std::lock_guard lock{contexts_mutex_};
     for (program_context const& c : program_contexts_) {
       if (c.device == device) { each(c.context); }
@@ -380,6 +382,7 @@ class stream_tracker {
   };
   std::mutex contexts_mutex_;
   std::vector<program_context> program_contexts_;
+  std::atomic<std::size_t> program_context_count_{0};  // program_contexts_.size(), read without the lock
   alignas(64) std::atomic<bool> following_{true};
   alignas(64) std::atomic<std::uint64_t> handed_out_{0};
   alignas(64) std::atomic<std::uint64_t> in_order_epoch_{0};
