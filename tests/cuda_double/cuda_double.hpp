@@ -25,7 +25,8 @@
 //     access, pool access, exports and imports, legacy IPC (cudaStreamCreate*,
 //     cudaStreamDestroy,
 //     cudaStreamGetFlags, cudaStreamSynchronize, cudaStreamQuery,
-//     cudaLaunchHostFunc, cudaGraphInstantiate, cudaGraphLaunch, cudaGraphExecDestroy,
+//     cudaLaunchHostFunc, cudaMemcpyAsync, cudaMemsetAsync (through cuMemcpyAsync and
+//     cuMemsetD8Async), cudaGraphInstantiate, cudaGraphLaunch, cudaGraphExecDestroy,
 //     cudaStreamWaitEvent, cudaEvent*, cudaStreamBeginCapture/EndCapture/
 //     IsCapturing, cudaThreadExchangeStreamCaptureMode,
 //     cudaGraphDestroy/GetNodes, cudaDeviceSynchronize, cudaDeviceReset,
@@ -57,6 +58,7 @@
 //   cudaMemPoolGetAttribute cudaMemPoolTrimTo cudaMallocFromPoolAsync cudaMallocAsync
 //   cudaFreeAsync cudaStreamCreate cudaStreamCreateWithFlags
 //   cudaStreamCreateWithPriority cudaStreamDestroy cudaStreamGetFlags cudaLaunchHostFunc
+//   cudaMemcpyAsync cudaMemsetAsync
 //   cudaGraphInstantiate cudaGraphLaunch cudaGraphExecDestroy
 //   cudaStreamSynchronize cudaStreamQuery cudaStreamWaitEvent cudaEventCreate
 //   cudaEventCreateWithFlags cudaEventRecord cudaEventDestroy cudaEventQuery
@@ -147,8 +149,8 @@
 //     cudaGetLastError returns and clears it, cudaPeekAtLastError returns it.
 //   * Contexts, as the real runtime uses them: each device has one primary
 //     context, and each thread a stack of current contexts (the driver's, see
-//     below). cuCtxCreate_v4 makes a context of its own on the device (never
-//     destroyed) and pushes it: memory and pools are the device's, but its
+//     below). cuCtxCreate_v4 makes a context of its own on the device (until
+//     cuCtxDestroy_v2) and pushes it: memory and pools are the device's, but its
 //     legacy and per-thread streams and the streams made while it is current
 //     are its own on the virtual GPU, and cuCtxSynchronize waits for them only. cudaSetDevice(d) makes device d the
 //     runtime device and d's primary context current (replacing the top of the stack). cudaMalloc, cudaFree (also of
@@ -319,7 +321,8 @@
 //   cuEventSynchronize cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz
 //   cuStreamEndCapture cuStreamEndCapture_ptsz cuStreamIsCapturing
 //   cuStreamIsCapturing_ptsz cuLaunchKernel cuLaunchKernel_ptsz
-//   cuLaunchHostFunc cuLaunchHostFunc_ptsz cuGraphInstantiateWithFlags
+//   cuLaunchHostFunc cuLaunchHostFunc_ptsz cuMemcpyAsync cuMemcpyAsync_ptsz
+//   cuMemsetD8Async cuMemsetD8Async_ptsz cuGraphInstantiateWithFlags
 //   cuGraphLaunch cuGraphLaunch_ptsz cuGraphExecDestroy (they run nothing: a
 //   stream's work is what cuda_double_set_stream_busy says)
 //   cuDoubleFutureFunction cuThreadExchangeStreamCaptureMode cuGraphDestroy
@@ -330,7 +333,8 @@
 //   cuMemPoolExportToShareableHandle cuMemPoolExportPointer cuIpcGetMemHandle
 //   cuMemPoolImportFromShareableHandle cuMemPoolImportPointer
 //   cuIpcOpenMemHandle (CUDA 4.1 ABI) cuIpcOpenMemHandle_v2 cuIpcCloseMemHandle
-//   cuMemGetAddressRange_v2 cuCtxCreate_v4 cuPointerSetAttribute (SYNC_MEMOPS
+//   cuMemGetAddressRange_v2 cuCtxCreate_v4 cuCtxDestroy_v2 (of a made context:
+//   its work finishes first) cuPointerSetAttribute (SYNC_MEMOPS
 //   only: accepted on the double's memory, and changes nothing)
 // cuda_driver_double.hpp declares those cuda.h does not (the _ptsz ones,
 // cuGetProcAddress as cuGetProcAddress_v1, cuStreamDestroy as
@@ -364,11 +368,12 @@
 //     (pctx may be NULL; empty stack: CUDA_ERROR_INVALID_CONTEXT).
 //     cuDevicePrimaryCtxRetain counts up and gives the device's primary
 //     context; cuDevicePrimaryCtxRelease_v2 counts down
-//     (CUDA_ERROR_INVALID_CONTEXT below zero). A context is never destroyed,
+//     (CUDA_ERROR_INVALID_CONTEXT below zero). A primary context is never destroyed,
 //     not even at zero retains: its memory stays until a reset.
-//     cuCtxCreate_v4(pctx, params, flags, dev) makes no context of its own:
-//     it retains the device's primary context and pushes it (params and
-//     flags are ignored).
+//     cuCtxCreate_v4(pctx, params, flags, dev) makes a context of its own
+//     and pushes it (params and flags are ignored); cuCtxDestroy_v2 waits
+//     for its work, pops it when it is current and ends it (a primary or
+//     unknown context: CUDA_ERROR_INVALID_CONTEXT).
 //   * cuDevicePrimaryCtxReset_v2(dev) (bad dev: CUDA_ERROR_INVALID_DEVICE;
 //     needs no context): destroys every live allocation of the device,
 //     whatever made it (its pointers become unknown: frees fail with

@@ -45,6 +45,10 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int 
                                                      void** extra);
 CUDA_DOUBLE_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData);
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                                    CUstream hStream);
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                                      CUstream hStream);
 // A driver function no CUDA header declares (a newer driver's, as a lookup
 // sees it): found by cuGetProcAddress("cuDoubleFutureFunction"), does nothing.
 CUDA_DOUBLE_API CUresult CUDAAPI cuDoubleFutureFunction(CUstream hStream);

@@ -325,7 +325,7 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdev
 // program that only needs a context of its own to have been made.
 // A context of its own: its legacy stream and the streams made in it are
 // its own on the virtual GPU; everything else (memory, pools) is the
-// device's. It is never destroyed.
+// device's. cuCtxDestroy_v2 ends it.
 CUDA_DOUBLE_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/, unsigned int /*flags*/,
                                                 CUdevice dev)
 {
@@ -403,6 +403,18 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx)
     if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
     if (pctx != nullptr) { *pctx = reinterpret_cast<CUcontext>(c); }
     return CUDA_SUCCESS;
+  });
+}
+
+// A made context only; popped when it is the calling thread's current one.
+CUDA_DOUBLE_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+{
+  return run_driver(call_gate::initialized, [&] {
+    context_state* c = ctx == nullptr ? nullptr : model().find_context(ctx);
+    if (c == nullptr) { return CUDA_ERROR_INVALID_CONTEXT; }
+    CUresult const r = to_cu_result(operations::destroy_context(*c));
+    if (r == CUDA_SUCCESS && cuda_double::current_context() == c) { cuda_double::pop_context(); }
+    return r;
   });
 }
 
@@ -641,6 +653,45 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn /*f
 CUDA_DOUBLE_API CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn /*fn*/, void* /*userData*/)
 {
   return launch_kernel(nullptr, per_thread(hStream), nullptr);
+}
+
+namespace {
+CUresult copy_on(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+{
+  return run_driver(call_gate::initialized, [&] {
+    return to_cu_result(operations::copy_async(stream, reinterpret_cast<void*>(dst),
+                                               reinterpret_cast<void const*>(src), bytes));
+  });
+}
+
+CUresult set_on(CUstream stream, CUdeviceptr dst, unsigned char value, size_t bytes)
+{
+  return run_driver(call_gate::initialized, [&] {
+    return to_cu_result(operations::fill_async(stream, reinterpret_cast<void*>(dst), value, bytes));
+  });
+}
+}  // namespace
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+  return copy_on(hStream, dst, src, ByteCount);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                                    CUstream hStream)
+{
+  return copy_on(per_thread(hStream), dst, src, ByteCount);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+  return set_on(hStream, dstDevice, uc, N);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                                      CUstream hStream)
+{
+  return set_on(per_thread(hStream), dstDevice, uc, N);
 }
 
 CUDA_DOUBLE_API CUresult CUDAAPI cuDoubleFutureFunction(CUstream /*hStream*/) { return CUDA_SUCCESS; }

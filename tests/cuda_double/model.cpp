@@ -141,9 +141,21 @@ context_state* model_state::find_context(void const* handle)
   }
   std::lock_guard lock{made_contexts_mu_};
   for (context_state& c : made_contexts_) {
-    if (&c == handle) { return &c; }
+    if (&c == handle) { return c.destroyed ? nullptr : &c; }
   }
   return nullptr;
+}
+
+bool model_state::destroy_context(context_state* context)
+{
+  std::lock_guard lock{made_contexts_mu_};
+  for (context_state& c : made_contexts_) {
+    if (&c == context && !c.destroyed) {
+      c.destroyed = true;
+      return true;
+    }
+  }
+  return false;
 }
 
 context_state* model_state::create_context(int d)

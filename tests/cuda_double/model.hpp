@@ -206,8 +206,9 @@ struct allocation_record {
   std::uint64_t serial = 0;   // 1, 2, ... in order of allocation, never reused (even for a reused address)
 };
 
-// A device's primary context; CUcontext is a pointer to one of these. Contexts
-// are never destroyed (not even when the retain count drops to 0).
+// A context; CUcontext is a pointer to one of these. Primary contexts are
+// never destroyed (not even when the retain count drops to 0); a context made
+// with cuCtxCreate is marked destroyed by cuCtxDestroy, its address kept.
 struct context_state {
   int device = 0;
   // The virtual GPU's device for its legacy, per-thread and blocking
@@ -215,6 +216,7 @@ struct context_state {
   // context made with cuCtxCreate (whose legacy stream is its own).
   int domain = 0;
   int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by model_state::mu
+  bool destroyed = false;  // cuCtxDestroy'ed (a made context only); guarded by made_contexts_mu_
   std::set<context_state const*>
     peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by model_state::mu
 };
@@ -319,8 +321,10 @@ class CUDA_DOUBLE_INTERNAL model_state {
 
   // Contexts: one primary context per device, at a fixed address.
   context_state* primary_context(int device);       // device must be valid
-  context_state* find_context(void const* handle);  // nullptr unless a primary or made context
-  context_state* create_context(int device);        // cuCtxCreate: never destroyed
+  context_state* find_context(void const* handle);  // nullptr unless a primary or made, live context
+  context_state* create_context(int device);        // cuCtxCreate
+  // cuCtxDestroy of a made context: false for a primary one or one unknown.
+  bool destroy_context(context_state* context);
 
   // Bytes of the device neither in cudaMalloc/cuMemAlloc allocations nor
   // reserved by a pool, of this process or (CUDA_DOUBLE_SHARED_MEMORY) of the

@@ -434,6 +434,47 @@ operation_outcome launch(cudaStream_t stream, void** kernel_params, bool touchin
   return run_on(m, stream, device, "kernel", ranges);
 }
 
+namespace {
+// The device memory among `ranges`: what a copy or set on a stream touches.
+std::vector<std::pair<void const*, std::size_t>> device_ranges(
+  model_state const& m, std::initializer_list<std::pair<void const*, std::size_t>> ranges)
+{
+  std::vector<std::pair<void const*, std::size_t>> out;
+  for (auto const& r : ranges) {
+    if (m.allocation_containing(r.first).second != nullptr) { out.push_back(r); }
+  }
+  return out;
+}
+}  // namespace
+
+operation_outcome copy_async(cudaStream_t stream, void* dst, void const* src, std::size_t count)
+{
+  if (count == 0) { return operation_outcome::ok; }
+  if (dst == nullptr || src == nullptr) { return operation_outcome::invalid_value; }
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  int device = 0;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  if (!range_usable(m, dst, count, false) || !range_usable(m, src, count, false)) {
+    return operation_outcome::invalid_value;
+  }
+  if (m.capture_of(stream, device) == nullptr) { std::memmove(dst, src, count); }  // a capture copies at launch
+  return run_on(m, stream, device, "copy", device_ranges(m, {{dst, count}, {src, count}}));
+}
+
+operation_outcome fill_async(cudaStream_t stream, void* dst, unsigned char value, std::size_t count)
+{
+  if (count == 0) { return operation_outcome::ok; }
+  if (dst == nullptr) { return operation_outcome::invalid_value; }
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  int device = 0;
+  if (operation_outcome o = stream_device(m, stream, device); o != operation_outcome::ok) { return o; }
+  if (!range_usable(m, dst, count, /*on_device=*/true)) { return operation_outcome::invalid_value; }
+  if (m.capture_of(stream, device) == nullptr) { std::memset(dst, value, count); }
+  return run_on(m, stream, device, "set", device_ranges(m, {{dst, count}}));
+}
+
 operation_outcome create_stream(int device, unsigned flags, int priority, cudaStream_t* out)
 {
   if (out == nullptr) { return operation_outcome::invalid_value; }
@@ -501,6 +542,15 @@ operation_outcome finish_stream(cudaStream_t stream, bool synchronize)
 operation_outcome synchronize_stream(cudaStream_t stream) { return finish_stream(stream, /*synchronize=*/true); }
 
 operation_outcome query_stream(cudaStream_t stream) { return finish_stream(stream, /*synchronize=*/false); }
+
+operation_outcome destroy_context(context_state& context)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  if (context.domain < max_devices) { return operation_outcome::invalid_context; }  // a primary context
+  m.gpu.wait_device(context.domain);
+  return m.destroy_context(&context) ? operation_outcome::ok : operation_outcome::invalid_context;
+}
 
 operation_outcome synchronize_device(int device, int domain)
 {

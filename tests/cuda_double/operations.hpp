@@ -130,6 +130,11 @@ CUDA_DOUBLE_INTERNAL operation_outcome fill(void* dst, unsigned char value, std:
 // that touches the ranges its parameters name when `touching` (the layout of
 // cuda_double_touch_kernel).
 CUDA_DOUBLE_INTERNAL operation_outcome launch(cudaStream_t stream, void** kernel_params, bool touching);
+// cuMemcpyAsync / cuMemsetD8Async: work on the stream touching the device
+// memory among its ranges (the bytes move at once; in a capture, not at all).
+CUDA_DOUBLE_INTERNAL operation_outcome copy_async(cudaStream_t stream, void* dst, void const* src, std::size_t count);
+CUDA_DOUBLE_INTERNAL operation_outcome fill_async(cudaStream_t stream, void* dst, unsigned char value,
+                                                  std::size_t count);
 
 // ---- streams
 
@@ -146,6 +151,9 @@ CUDA_DOUBLE_INTERNAL operation_outcome query_stream(cudaStream_t stream);
 // cuCtxSynchronize: the synchronization event of the device. Potentially unsafe.
 // The work of a context of `device`: `domain`, its context_state::domain.
 CUDA_DOUBLE_INTERNAL operation_outcome synchronize_device(int device, int domain);
+// cuCtxDestroy of a context made with cuCtxCreate: its work finishes first
+// (as teardown waits for it), then the handle is no context any more.
+CUDA_DOUBLE_INTERNAL operation_outcome destroy_context(context_state& context);
 
 // ---- events
 

@@ -245,6 +245,8 @@ struct driver_entry_points {
   decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
   decltype(&::cuMemGetInfo_v2) mem_get_info = nullptr;
   decltype(&::cuLaunchHostFunc) launch_host_func = nullptr;
+  decltype(&::cuMemcpyAsync) memcpy_async = nullptr;
+  decltype(&::cuMemsetD8Async) memset_d8_async = nullptr;
   decltype(&::cuGraphInstantiateWithFlags) graph_instantiate = nullptr;
   decltype(&::cuGraphLaunch) graph_launch = nullptr;
   decltype(&::cuGraphExecDestroy) graph_exec_destroy = nullptr;
@@ -311,6 +313,8 @@ driver_entry_points const& driver()
     fetch(get, "cuIpcOpenMemHandle", out.ipc_open_mem_handle);
     fetch(get, "cuIpcCloseMemHandle", out.ipc_close_mem_handle);
     fetch(get, "cuLaunchHostFunc", out.launch_host_func);
+    fetch(get, "cuMemcpyAsync", out.memcpy_async);
+    fetch(get, "cuMemsetD8Async", out.memset_d8_async);
     fetch(get, "cuGraphInstantiateWithFlags", out.graph_instantiate);
     fetch(get, "cuGraphLaunch", out.graph_launch);
     fetch(get, "cuGraphExecDestroy", out.graph_exec_destroy);
@@ -501,6 +505,30 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t
     context_device();
     // memset's conversion: only the low byte of value is written.
     return to_cuda_error(operations::fill(devPtr, static_cast<unsigned char>(value), count));
+  });
+}
+
+// Work on the stream, through the driver's entry points (as the real
+// runtime's reach the driver).
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                                                      cudaStream_t stream)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (static_cast<unsigned>(kind) > static_cast<unsigned>(cudaMemcpyDefault)) {
+      return cudaErrorInvalidMemcpyDirection;
+    }
+    return call(&driver_entry_points::memcpy_async, reinterpret_cast<CUdeviceptr>(dst),
+                reinterpret_cast<CUdeviceptr>(src), count, stream);
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    return call(&driver_entry_points::memset_d8_async, reinterpret_cast<CUdeviceptr>(devPtr),
+                static_cast<unsigned char>(value), count, stream);
   });
 }
 

@@ -181,6 +181,30 @@ TEST_F(CudaDouble, DriverContextStackIsPerThread)
   EXPECT_EQ(current_context(), primary_context(0));
 }
 
+// A made context ends with cuCtxDestroy_v2 (popped when current); a primary
+// context and an ended one are no contexts to it.
+TEST_F(CudaDouble, DriverMadeContextIsDestroyed)
+{
+  CUcontext primary = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxPushCurrent_v2(primary), CUDA_SUCCESS);
+  CUcontext own = nullptr;
+  ASSERT_EQ(cuCtxCreate_v4(&own, nullptr, 0, 0), CUDA_SUCCESS);
+  ASSERT_NE(own, primary);
+  EXPECT_EQ(current_context(), own);
+  EXPECT_EQ(cuCtxDestroy_v2(own), CUDA_SUCCESS);
+  EXPECT_EQ(current_context(), primary);
+  EXPECT_EQ(cuCtxDestroy_v2(own), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxPushCurrent_v2(own), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxSynchronize_v2(own), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxDestroy_v2(primary), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuCtxDestroy_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+  CUcontext popped = nullptr;
+  EXPECT_EQ(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, primary);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
 TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent)
 {
   std::thread([this] {

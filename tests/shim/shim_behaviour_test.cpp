@@ -810,7 +810,7 @@ TEST_F(ShimInOrderFreesPastTheShim, AStreamWithWorkInProgressHoldsThemUpAgain)
 
 // ---- ShimNewerDriver: a driver newer than the headers (CUDA_DOUBLE_NEWER_ABI:
 // it reports 13010 and hands out newer ABIs of cuMemAlloc, cuStreamDestroy
-// and cuCtxDestroy from that version on; the double has no cuCtxDestroy_v2).
+// and cuCtxDestroy from that version on).
 
 using ShimNewerDriver = ShimTest;
 
@@ -848,7 +848,7 @@ TEST_F(ShimNewerDriver, ANewerAbiIsTheDriversAndEndsFollowedSubmissions)
   EXPECT_FALSE(in_the_driver(looked_up("cuDevicePrimaryCtxReset", 7000)));
   EXPECT_TRUE(in_the_driver(looked_up("cuMemAlloc", 13010)));
   EXPECT_TRUE(in_the_driver(looked_up("cuStreamDestroy", 13010)));
-  // Without the symbol the shim's replacement would call, the driver's answers.
+  // The newer ABI does nothing here: calling it shows whose it is.
   void* const newer_destroy = looked_up("cuCtxDestroy", 13010);
   EXPECT_TRUE(in_the_driver(newer_destroy));
   EXPECT_EQ(reinterpret_cast<CUresult (*)()>(newer_destroy)(), CUDA_ERROR_NOT_SUPPORTED);
@@ -946,6 +946,14 @@ TEST_F(ShimInOrderFreesAfterAContext, AContextOfTheProgramsOwnEndsThem)
   // No fence reaches the legacy and blocking streams of a context the program
   // made: the host waited for it, beside the program's own synchronization.
   EXPECT_EQ(cuda_double_get_counters().context_synchronizes, queued.context_synchronizes + 2);
+
+  // Once destroyed (its work finished), the context is waited for no more.
+  ASSERT_EQ(cuCtxDestroy_v2(own), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(free_expecting_queued(p, before));
+  auto const queued_again = cuda_double_get_counters();
+  issue_queued_frees();
+  EXPECT_EQ(cuda_double_pointer_kind(p), unknown);
+  EXPECT_EQ(cuda_double_get_counters().context_synchronizes, queued_again.context_synchronizes + 1);
 }
 
 // ---- ShimInOrderReuseCache: in-order frees (the default) with

@@ -83,6 +83,7 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_HOST_FUNCTIONS", {"off", "on"}},
   {"WORKLOAD_GRAPHS", {"off", "on"}},
   {"WORKLOAD_CONTEXTS", {"off", "on"}},
+  {"WORKLOAD_ASYNC_COPIES", {"off", "on"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -120,6 +121,7 @@ struct program {
   bool unseen_streams = false;  // streams made past the shim (as through a private driver table)
   bool host_functions = false;  // host functions among the work: tasks that touch no device memory
   bool graphs = false;          // work captured into graphs and launched as one task
+  bool async_copies = false;    // copies and sets on streams (and in graphs) beside kernels
   // A context the program made on device 0 (WORKLOAD_CONTEXTS), with a
   // blocking stream of its own: work there reads device-0 buffers.
   CUcontext own_context = nullptr;
@@ -190,7 +192,45 @@ void launch_touching(program& p, cudaStream_t stream, std::vector<buffer const*>
   ++p.launches;
 }
 
+// A copy between two buffers, or a set of one, on `stream`.
+void copy_or_set(program& p, cudaStream_t stream, std::vector<buffer const*> const& touched)
+{
+  if (touched.size() >= 2) {
+    std::size_t const bytes = std::min(touched[0]->size, touched[1]->size);
+    check(p, cudaMemcpyAsync(touched[0]->p, touched[1]->p, bytes, cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpyAsync");
+  } else {
+    check(p, cudaMemsetAsync(touched[0]->p, 0x3c, touched[0]->size, stream), "cudaMemsetAsync");
+  }
+  ++p.launches;
+}
+
+// A kernel, or (WORKLOAD_ASYNC_COPIES) as often a copy or a set.
+void work_on(program& p, cudaStream_t stream, std::vector<buffer const*> const& touched)
+{
+  if (p.async_copies && p.rng.percent(50)) {
+    copy_or_set(p, stream, touched);
+  } else {
+    launch_touching(p, stream, touched);
+  }
+}
+
 void CUDART_CB do_nothing(void* /*user_data*/) {}
+
+// A context of the program's own on device 0, with a blocking stream of its
+// own; none current after.
+void make_own_context(program& p)
+{
+  p.own_context = nullptr;
+  p.own_blocking = nullptr;
+  if (!check_cu(p, cuCtxCreate(&p.own_context, nullptr, 0, 0), "cuCtxCreate")) {
+    p.own_context = nullptr;
+    return;
+  }
+  check_cu(p, cuStreamCreate(&p.own_blocking, CU_STREAM_DEFAULT), "cuStreamCreate");
+  CUcontext popped = nullptr;
+  check_cu(p, cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+}
 
 // Work captured into a graph on a stream of its own (thread-local mode),
 // launched once or twice on any stream as one task, then the graph and its
@@ -201,7 +241,7 @@ void launch_graph(program& p, int device, std::vector<buffer const*> const& touc
   if (!check(p, cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) { return; }
   cudaGraph_t graph = nullptr;
   if (check(p, cudaStreamBeginCapture(capturing, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) {
-    launch_touching(p, capturing, touched);
+    work_on(p, capturing, touched);
     check(p, cudaStreamEndCapture(capturing, &graph), "cudaStreamEndCapture");
   }
   check(p, cudaStreamDestroy(capturing), "cudaStreamDestroy");
@@ -234,6 +274,12 @@ void one_operation(program& p)
   } else if (kind < 50 && p.host_functions && p.rng.percent(20)) {
     check(p, cudaLaunchHostFunc(pick_stream(p, device), do_nothing, nullptr), "cudaLaunchHostFunc");
   } else if (kind < 50 && p.own_context != nullptr && p.rng.percent(15)) {
+    if (p.rng.percent(10)) {
+      // Destroyed with its work pending, and a new one made.
+      check_cu(p, cuCtxDestroy(p.own_context), "cuCtxDestroy");
+      make_own_context(p);
+      return;
+    }
     buffer const* b = &p.buffers[p.rng.below(p.buffers.size())];
     if (b->device != 0) { return; }
     if (!check_cu(p, cuCtxPushCurrent(p.own_context), "cuCtxPushCurrent")) { return; }
@@ -249,7 +295,7 @@ void one_operation(program& p)
     // peer access).
     std::vector<buffer const*> touched{&p.buffers[p.rng.below(p.buffers.size())]};
     if (p.rng.percent(30)) { touched.push_back(&p.buffers[p.rng.below(p.buffers.size())]); }
-    launch_touching(p, pick_stream(p, device), touched);
+    work_on(p, pick_stream(p, device), touched);
   } else if (kind < 66) {
     std::size_t const i = p.rng.below(p.buffers.size());
     buffer const b = p.buffers[i];
@@ -329,14 +375,11 @@ int run(std::uint64_t seed, unsigned long long operations)
   p.unseen_streams = flag("WORKLOAD_UNSEEN_STREAMS");
   p.host_functions = flag("WORKLOAD_HOST_FUNCTIONS");
   p.graphs = flag("WORKLOAD_GRAPHS");
+  p.async_copies = flag("WORKLOAD_ASYNC_COPIES");
   if (flag("WORKLOAD_CONTEXTS")) {
     check(p, cudaSetDevice(0), "cudaSetDevice");
     check(p, cudaFree(nullptr), "cudaFree");  // the primary context first, as the runtime makes it
-    if (check_cu(p, cuCtxCreate(&p.own_context, nullptr, 0, 0), "cuCtxCreate")) {
-      check_cu(p, cuStreamCreate(&p.own_blocking, CU_STREAM_DEFAULT), "cuStreamCreate");
-      CUcontext popped = nullptr;
-      check_cu(p, cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
-    }
+    make_own_context(p);
   }
   p.events = flag("WORKLOAD_EVENTS");
   std::string const sync = setting_value("WORKLOAD_SYNCHRONIZE");
