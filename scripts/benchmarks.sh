@@ -2,6 +2,8 @@
 # All benchmarks in one command, on a machine with a CUDA GPU, and the results
 # page regenerated from them:
 #   scripts/benchmarks.sh [--quick] [--skip-torch] [--baseline LIB [--baseline-label TEXT]]
+#   scripts/benchmarks.sh --cpu [OPTIONS]   (no GPU: the shim's own cost per
+#     pair on the CUDA test doubles; scripts/cpu-bench.sh, whose options follow)
 # Builds the shim and alloc_bench (using .deps/ from
 # scripts/prepare-device-deps.sh where the Debian -dev packages are missing),
 # then runs, each configuration in a process of its own (the shim reads its
@@ -52,6 +54,7 @@ baseline=""
 baseline_label=""
 while (($# > 0)); do
   case $1 in
+    --cpu) shift; exec "$(dirname "$0")/cpu-bench.sh" "$@" ;;
     --quick) quick=1 ;;
     --skip-torch) skip_torch=1 ;;
     --baseline | --baseline-label)
@@ -59,7 +62,7 @@ while (($# > 0)); do
       if [[ $1 == --baseline ]]; then baseline=$2; else baseline_label=$2; fi
       shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "benchmarks.sh: unknown argument $1 (--quick, --skip-torch, --baseline LIB, --baseline-label TEXT)" >&2
+    *) echo "benchmarks.sh: unknown argument $1 (--cpu, --quick, --skip-torch, --baseline LIB, --baseline-label TEXT)" >&2
       exit 2 ;;
   esac
   shift
