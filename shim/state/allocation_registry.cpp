@@ -161,7 +161,7 @@ auto allocation_registry::with_shard(void const* ptr, F&& f, bool program_operat
   auto const address = reinterpret_cast<std::uintptr_t>(ptr);
   if (address == 0) { return result(); }
   shard& s = shards_[shard_of(address)];
-  std::lock_guard lock{s.mutex};
+  std::lock_guard held{s.lock};
   if (program_operation) { s.count_change(); }
   return f(s.records, address);
 }
@@ -259,7 +259,7 @@ std::vector<std::pair<void*, allocation_record>> allocation_registry::take_devic
 {
   std::vector<std::pair<void*, allocation_record>> taken;
   for (shard& s : shards_) {
-    std::lock_guard lock{s.mutex};
+    std::lock_guard held{s.lock};
     s.records.take_device(device, taken);
   }
   return taken;

@@ -15,10 +15,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "support/spin_lock.hpp"
 
 namespace asyncshim::shim {
 
@@ -116,9 +117,9 @@ class allocation_registry {
   // A cache line each, so that threads working on different shards do not
   // share one, and an operation touches one line only.
   struct alignas(64) shard {
-    std::mutex mutex;
+    spin_lock lock;  // held for a probe and an update, nothing else
     record_table records;
-    // Inserts and claims, written only under the mutex (so a plain load and
+    // Inserts and claims, written only under the lock (so a plain load and
     // store, never a locked increment), read by activity() without it.
     std::atomic<std::uint64_t> changes{0};
     void count_change() noexcept

@@ -214,7 +214,8 @@ int device_pools::device_of_context(CUcontext context) const noexcept
 {
   if (context == nullptr) { return -1; }
   // The device this thread found last, checked again; else every device.
-  thread_local int last = 0;
+  // Initial-exec: one load at every allocation, no call to find it.
+  __attribute__((tls_model("initial-exec"))) static thread_local int last = 0;
   auto const holds = [&](int device) {
     slot const& s = slots_[static_cast<std::size_t>(device)];
     return s.current.load(std::memory_order_acquire) == state::ready && s.streams.context == context;
