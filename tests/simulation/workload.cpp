@@ -84,6 +84,7 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_GRAPHS", {"off", "on"}},
   {"WORKLOAD_CONTEXTS", {"off", "on"}},
   {"WORKLOAD_ASYNC_COPIES", {"off", "on"}},
+  {"WORKLOAD_IPC", {"off", "on"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -122,6 +123,7 @@ struct program {
   bool host_functions = false;  // host functions among the work: tasks that touch no device memory
   bool graphs = false;          // work captured into graphs and launched as one task
   bool async_copies = false;    // copies and sets on streams (and in graphs) beside kernels
+  bool ipc = false;             // legacy IPC handles of buffers: an exported block's free is never in order
   // A context the program made on device 0 (WORKLOAD_CONTEXTS), with a
   // blocking stream of its own: work there reads device-0 buffers.
   CUcontext own_context = nullptr;
@@ -286,6 +288,12 @@ void one_operation(program& p)
     launch_touching(p, p.rng.percent(50) ? nullptr : reinterpret_cast<cudaStream_t>(p.own_blocking), {b});
     CUcontext popped = nullptr;
     check_cu(p, cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+  } else if (kind < 50 && p.ipc && p.rng.percent(10)) {
+    // Another process could open it (none does here); the handle may be
+    // refused (a pool that cannot export): that changes nothing.
+    cudaIpcMemHandle_t handle{};
+    (void)cudaIpcGetMemHandle(&handle, p.buffers[p.rng.below(p.buffers.size())].p);
+    (void)cudaGetLastError();
   } else if (kind < 50 && p.graphs && p.rng.percent(15)) {
     std::vector<buffer const*> touched{&p.buffers[p.rng.below(p.buffers.size())]};
     if (p.rng.percent(30)) { touched.push_back(&p.buffers[p.rng.below(p.buffers.size())]); }
@@ -376,6 +384,7 @@ int run(std::uint64_t seed, unsigned long long operations)
   p.host_functions = flag("WORKLOAD_HOST_FUNCTIONS");
   p.graphs = flag("WORKLOAD_GRAPHS");
   p.async_copies = flag("WORKLOAD_ASYNC_COPIES");
+  p.ipc = flag("WORKLOAD_IPC");
   if (flag("WORKLOAD_CONTEXTS")) {
     check(p, cudaSetDevice(0), "cudaSetDevice");
     check(p, cudaFree(nullptr), "cudaFree");  // the primary context first, as the runtime makes it
