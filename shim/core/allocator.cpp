@@ -173,10 +173,10 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
 // otherwise to the pool on the legacy stream. A kept block still has an
 // action on the legacy stream, as the pool's free would be: an event record
 // there waits for the blocking streams' work before it, and their later
-// work waits for it (blocking streams are ordered only through the legacy
-// stream; without it, the ordering stress found blocks in use by another
-// thread's blocking stream). `barrier_recorded`: the tracker has just
-// recorded the pool's barrier there, which is that action.
+// work waits for it: blocking streams are ordered only through the legacy
+// stream, so a kept block with no action there could be handed to a new
+// owner while a blocking stream still uses it. `barrier_recorded`: the
+// tracker has just recorded the pool's barrier there, which is that action.
 cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
                                  allocation_record const& record, bool barrier_recorded, bool* record_kept) noexcept
 {
