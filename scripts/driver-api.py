@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the CUDA toolkit's headers say about the driver API, for the shim's
-followed submissions (docs/followed-submissions.md).
+followed submissions (docs/design.md#followed-submissions).
 
   scripts/driver-api.py rows  [INCLUDE_DIR]   the api_table.def rows of the
                                              functions that put work on a stream

@@ -537,7 +537,7 @@ echo "$ipc_out" >"$logs/torch-ipc.log"
 [[ $ipc_status -eq 0 ]] || failed=1
 note "PyTorch tensor sharing, torch.multiprocessing (exit $ipc_status):"
 while read -r l; do note "    $l"; done < <(echo "$ipc_out" | grep -E '^(torch ipc|SKIP)')
-# Which streams a ResNet-18 step puts work on (docs/followed-submissions.md),
+# Which streams a ResNet-18 step puts work on (docs/design.md#followed-submissions),
 # uncached, natively and under the shim: what it counts is the program's.
 for arm in native shim; do
   as_arm $arm env PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 180 python3 tests/bench/torch_streams.py --model resnet18 \
@@ -547,7 +547,7 @@ for arm in native shim; do
 done
 fi
 
-# Followed submissions (docs/followed-submissions.md): each kind of work on a
+# Followed submissions (docs/design.md#followed-submissions): each kind of work on a
 # non-blocking stream is seen (both probe builds); PyTorch's lookups leave
 # them on; ResNet-18 uncached under the shim, and its pool's high-water mark
 # against PyTorch's own cache.

@@ -2,7 +2,7 @@
 // (cuda/api_table.def, ASYNCSHIM_DRIVER_SUBMISSION): each tells the stream
 // tracker which stream gets work, before the real call, so that a free under
 // `device` ordering knows which non-blocking streams may still be using a
-// block (docs/followed-submissions.md). The real function always runs, with
+// block (docs/design.md#followed-submissions). The real function always runs, with
 // the caller's arguments, and its result is returned as it is. Nothing here
 // throws.
 #include "core/followed_submissions.hpp"

@@ -1,5 +1,5 @@
 // Whether the shim may rely on its submission hooks
-// (docs/followed-submissions.md): a runtime that put work on streams through
+// (docs/design.md#followed-submissions): a runtime that put work on streams through
 // entry points of its own, not the driver functions the hooks replace, would
 // leave that work unseen, and a block freed in order could be handed out
 // while it runs.

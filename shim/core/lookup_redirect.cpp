@@ -277,7 +277,7 @@ bool in_the_shim(void* fn) noexcept
 }
 
 // A lookup of `name`: followed submissions end when the caller may now
-// submit work the shim does not see (docs/followed-submissions.md, "Failing
+// submit work the shim does not see (docs/design.md#followed-submissions, "Failing
 // safe"): `name` is a driver function the shim does not know, or one that
 // submits work and the caller got the driver's own (`driver_function`, for
 // the reason `got_it`).

@@ -15,7 +15,7 @@ namespace asyncshim::shim {
 [[nodiscard]] void* replacement_for_pointer(void* found) noexcept;
 // A dlsym of `name` with RTLD_NEXT (`next`) or RTLD_DEFAULT, whose answer the
 // shim does not see: followed submissions end when it may be a driver
-// function the shim does not follow (docs/followed-submissions.md).
+// function the shim does not follow (docs/design.md#followed-submissions).
 void global_lookup(char const* name, bool next) noexcept;
 
 // Whether driver-level calls are intercepted now (ASYNCSHIM_INTERCEPT, not

@@ -18,7 +18,7 @@
 //    device) for an event recorded on the legacy stream before the free. A
 //    non-blocking stream made later waits for the legacy stream's work up to
 //    the last such free, its *settle point*; a context made later, on the host.
-//  - with followed submissions (docs/followed-submissions.md): which streams
+//  - with followed submissions (docs/design.md#followed-submissions): which streams
 //    have been given work since each block was handed out. Then a free goes in
 //    order when every non-blocking stream given work since its block was
 //    handed out has none in progress, for any number of streams and with no
@@ -139,7 +139,7 @@ class stream_tracker {
            in_order_possible();
   }
 
-  // ---- Followed submissions (docs/followed-submissions.md).
+  // ---- Followed submissions (docs/design.md#followed-submissions).
   // A block is handed out to the program: its number, kept in its record
   // (allocation_record::handed_out) for free_in_order().
   [[nodiscard]] std::uint64_t block_handed_out() noexcept

@@ -1,6 +1,6 @@
 """Which CUDA streams a PyTorch training step puts work on: the kernels, copies
 and sets of a few profiled steps of torch_bench.py's models, counted per
-stream (torch.profiler's trace). For docs/followed-submissions.md: cuDNN makes
+stream (torch.profiler's trace). For docs/design.md#followed-submissions: cuDNN makes
 32 non-blocking streams at a program's first convolution, and frees can go in
 the legacy stream's order only while those streams get no work.
 

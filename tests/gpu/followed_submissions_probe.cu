@@ -1,5 +1,5 @@
 // Whether the shim sees each kind of work a program can submit to a
-// non-blocking stream (docs/followed-submissions.md), under the shim with
+// non-blocking stream (docs/design.md#followed-submissions), under the shim with
 // `device` ordering: a stream kept busy by work submitted before a block was
 // allocated, then given work of one kind that uses the block, then the block
 // freed. A free the shim knows may still be in use is fenced: the next
