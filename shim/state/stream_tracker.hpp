@@ -1,43 +1,22 @@
 // What the shim knows about the program's streams and stream captures, from
-// the driver calls it follows (core/followed_calls.cpp):
-//  - the live non-blocking streams, each with an event of the shim's: the
-//    `device` ordering fences a free behind the work already submitted to
-//    them (blocking streams are covered by one event on the legacy stream);
-//  - the captures in progress, with their mode and thread: while any is in
-//    progress the shim issues no stream work of its own that a capture could
-//    absorb or that the capture rules forbid (docs/design.md, "Stream capture").
-//  - whether frees may go to the pool at once in the legacy stream's order
-//    (docs/design.md, "In-order frees"): only while no capture is in
-//    progress, the process sees one device and has made no context of its
-//    own, and every known non-blocking stream (at most
-//    most_streams_for_in_order_frees of them) has no work in progress. A
-//    block freed so comes back to the next allocation on the legacy stream
-//    before the work before its free has finished; that is safe on the
-//    legacy and every blocking stream, which order themselves after the
-//    free, and on the known non-blocking streams, each made to wait (on the
-//    device) for an event recorded on the legacy stream before the free. A
-//    non-blocking stream made later waits for the legacy stream's work up to
-//    the last such free, its *settle point*; a context made later, on the host.
-//  - with followed submissions (docs/design.md#followed-submissions): which streams
-//    have been given work since each block was handed out. Then a free goes in
-//    order when every non-blocking stream given work since its block was
-//    handed out has none in progress, for any number of streams and with no
-//    event or wait at the free; a non-blocking stream is made to wait for the
-//    legacy stream when it next gets work after such frees.
+// the driver calls it follows (core/followed_calls.cpp): the live
+// non-blocking streams, each with an event of the shim's for fences; the
+// captures in progress; whether frees may go to the pool at once in the
+// legacy stream's order; and, with followed submissions, which streams were
+// given work since each block was handed out.
 //
-// Two reader-writer locks (readers never wait for each other):
-//  - the capture lock: the shim's own stream work holds it shared (access()),
-//    a capture beginning holds it exclusively, so no capture begins in the
-//    middle of an allocation or a free;
-//  - the stream lock: a fence holds it shared while it records and waits
-//    (driver calls only), and so does an in-order free while it checks the
-//    tracked streams, orders them after the legacy stream and frees (driver
-//    calls only); a stream created or
-//    destroyed holds it exclusively, so no fenced stream disappears under a
-//    fence and none appears in the middle of an in-order free; fences
-//    themselves take turns (the fence lock, taken before the stream lock).
-// Split so that a runtime call the shim makes while holding access() (which
-// may create streams of the runtime's own) never waits for itself.
+// Invariant: a free goes in order only when no work that may use its block
+// can run after the next owner's work without being ordered before it: no
+// capture in progress, one device, no context of the program's own, and
+// every non-blocking stream that may use the block idle (with followed
+// submissions, only those given work since the block was handed out). The
+// free goes on the legacy stream, after the legacy and blocking streams'
+// work; a non-blocking stream waits (on the device) for the legacy stream
+// before it can use the block again: at the free, or, with followed
+// submissions, when it next gets work; one made later, from the last such
+// free on (its settle point). Everything else is fenced. The locks and why there are two: docs/design.md, "Thread
+// safety"; the mechanism: docs/design.md, "In-order frees" and "Followed
+// submissions".
 #pragma once
 
 #include "cuda/calling_thread.hpp"

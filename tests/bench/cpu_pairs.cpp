@@ -33,9 +33,8 @@ struct options {
 
 int usage(char const* why)
 {
-  std::fprintf(stderr,
-               "cpu_pairs: %s\nusage: cpu_pairs --api malloc|pool [--threads 1,4,16] [--size BYTES] [--pairs N]\n",
-               why);
+  std::fprintf(
+    stderr, "cpu_pairs: %s\nusage: cpu_pairs --api malloc|pool [--threads 1,4,16] [--size BYTES] [--pairs N]\n", why);
   return 2;
 }
 
@@ -83,13 +82,17 @@ bool run(options const& o, int threads, double& seconds)
         if (!pair(o)) { failed = true; }
       }
       ready.fetch_add(1);
-      while (!go.load()) { std::this_thread::yield(); }
+      while (!go.load()) {
+        std::this_thread::yield();
+      }
       for (unsigned long long i = 0; i < o.pairs && !failed.load(std::memory_order_relaxed); ++i) {
         if (!pair(o)) { failed = true; }
       }
     });
   }
-  while (ready.load() != threads) { std::this_thread::yield(); }
+  while (ready.load() != threads) {
+    std::this_thread::yield();
+  }
   auto const start = std::chrono::steady_clock::now();
   go = true;
   for (std::thread& w : workers) {
@@ -110,9 +113,7 @@ int main(int argc, char** argv)
     if (i + 1 >= argc) { return usage(("'" + a + "' needs a value").c_str()); }
     char const* v = argv[++i];
     if (a == "--api") {
-      if (std::strcmp(v, "pool") != 0 && std::strcmp(v, "malloc") != 0) {
-        return usage("--api takes malloc or pool");
-      }
+      if (std::strcmp(v, "pool") != 0 && std::strcmp(v, "malloc") != 0) { return usage("--api takes malloc or pool"); }
       o.pool = std::strcmp(v, "pool") == 0;
       have_api = true;
     } else if (a == "--threads") {

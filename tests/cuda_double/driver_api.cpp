@@ -659,8 +659,8 @@ namespace {
 CUresult copy_on(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes)
 {
   return run_driver(call_gate::initialized, [&] {
-    return to_cu_result(operations::copy_async(stream, reinterpret_cast<void*>(dst),
-                                               reinterpret_cast<void const*>(src), bytes));
+    return to_cu_result(
+      operations::copy_async(stream, reinterpret_cast<void*>(dst), reinterpret_cast<void const*>(src), bytes));
   });
 }
 

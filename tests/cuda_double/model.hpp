@@ -215,7 +215,7 @@ struct context_state {
   // streams: the device for a primary context, a number of its own for a
   // context made with cuCtxCreate (whose legacy stream is its own).
   int domain = 0;
-  int retains = 0;  // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by model_state::mu
+  int retains = 0;         // cuDevicePrimaryCtxRetain - cuDevicePrimaryCtxRelease; guarded by model_state::mu
   bool destroyed = false;  // cuCtxDestroy'ed (a made context only); guarded by made_contexts_mu_
   std::set<context_state const*>
     peers;  // contexts whose memory it may access (cuCtxEnablePeerAccess); guarded by model_state::mu

@@ -199,8 +199,7 @@ void copy_or_set(program& p, cudaStream_t stream, std::vector<buffer const*> con
 {
   if (touched.size() >= 2) {
     std::size_t const bytes = std::min(touched[0]->size, touched[1]->size);
-    check(p, cudaMemcpyAsync(touched[0]->p, touched[1]->p, bytes, cudaMemcpyDeviceToDevice, stream),
-          "cudaMemcpyAsync");
+    check(p, cudaMemcpyAsync(touched[0]->p, touched[1]->p, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
   } else {
     check(p, cudaMemsetAsync(touched[0]->p, 0x3c, touched[0]->size, stream), "cudaMemsetAsync");
   }
