@@ -190,7 +190,7 @@ trap 'rm -rf "$event_logs"' EXIT
 # each configuration once per round, and the page takes the median of the
 # rounds (of pairs, and of each side of the before/after table, the fastest
 # round: a process's pair runs at one of two speeds on the H200, the raw
-# pool's too, with the CPU it runs on; tests/bench/RESULTS.md, 2026-12-04).
+# pool's too, with the CPU it runs on: tests/bench/RESULTS.md).
 # The first round has every configuration; rounds 2 and 3 the headline
 # comparisons (raw pool, the shim's default, the baseline); rounds 4 to 7
 # only the headline pairs, so that every configuration has fast rounds. The
