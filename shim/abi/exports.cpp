@@ -11,6 +11,16 @@
 // Each exported name is given as an assembler label: cuda.h maps some names
 // to others with macros (cuGetProcAddress to cuGetProcAddress_v2), and the
 // label is the name as written in the table.
+//
+// Where the allocation entry points land (asyncshim_hook_<field>):
+//   cudaMalloc   -> asyncshim_hook_malloc        (core/allocator.cpp)
+//   cudaFree     -> asyncshim_hook_free          (core/allocator.cpp)
+//   cuMemAlloc_v2 -> asyncshim_hook_mem_alloc    (core/allocator.cpp)
+//   cuMemFree_v2 -> asyncshim_hook_mem_free      (core/allocator.cpp)
+//   cuGetProcAddress, cuGetProcAddress_v2 -> core/lookup_redirect.cpp
+//   every other row of cuda/api_table.def -> core/followed_calls.cpp,
+//   core/followed_submissions.cpp, core/ipc_export.cpp, core/ipc_import.cpp,
+//   core/memory_info.cpp
 #include "abi/export.hpp"
 #include "core/hooks.hpp"
 
