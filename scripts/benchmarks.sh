@@ -28,11 +28,13 @@
 #     with the reuse cache on, and with ASYNCSHIM_IN_ORDER_FREES=off).
 # Every shim run: LD_PRELOAD=<build>/shim/libasyncshim.so and
 # ASYNCSHIM_INITIAL_POOL_SIZE=1GiB. Results go to ${OUT:-bench-results}/:
-# PERFORMANCE.md (the page), results.json (everything) and raw/ (each run's
+# PERFORMANCE.md (the page: this run's tables and targets), RESULTS-entry.md
+# (a section for tests/bench/RESULTS.md: the command, the before/after
+# comparison and every run), results.json (everything) and raw/ (each run's
 # output, runs.tsv with the exact commands, meta.tsv); with $OUT set (the
 # device machine) raw/ is packed as raw.tgz. A short summary is printed last.
 # The allocator runs come in three rounds (the headline pairs in seven: the
-# page takes each pair's fastest round, the rest medians; its before/after
+# page takes each pair's fastest round, the rest medians; the before/after
 # table takes each side's fastest round) and PyTorch's headline
 # configurations in two.
 # Whole run: about 8 minutes on an H200 with --baseline, build included
@@ -43,8 +45,8 @@
 # --quick: a few iterations of everything (does it work?); --skip-torch: no
 # PyTorch runs; --baseline LIB: also runs the shim's default configuration
 # (pairs, churn, threads, PyTorch) with LIB, an earlier build of
-# libasyncshim.so, in the same run, and the page compares before and after
-# (--baseline-label names it, e.g. the commit it was built from).
+# libasyncshim.so, in the same run, and RESULTS-entry.md compares before and
+# after (--baseline-label names it, e.g. the commit it was built from).
 # Without a GPU everything still builds and the page says what was skipped.
 set -uo pipefail
 command_args=$(printf ' %q' "$@")

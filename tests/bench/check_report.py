@@ -1,7 +1,9 @@
 """The results page from a made-up run (no GPU needed): report.py must turn
 what scripts/benchmarks.sh collects into the targets and sections the
 performance and observing issues ask for, with each target met or missed as
-the figures say.
+the figures say; the page holds this run's figures only, and the before/after
+comparison with the earlier build and the runs log go to the entry for
+tests/bench/RESULTS.md written beside it (RESULTS-entry.md).
 
     python3 check_report.py REPORT_PY
 
@@ -51,6 +53,14 @@ def load_time(label, without_us, with_us, spread_us, runs):
             "cost_us": with_us - without_us}
 
 
+def growth(label, first_us):
+    """alloc_bench's growth record of one process."""
+    return {"bench": "growth", "api": "runtime", "allocator": "shim:device", "path": "runtime", "label": label,
+            "size": 2 << 20, "blocks": 1024, "first_us": first_us, "reserved_after_first": 32 << 20,
+            "grow_median_us": 1.5, "grow_us_per_gib": 2000.0, "reuse_median_us": 1.2, "trim_us": 2000.0,
+            "regrow_us_per_gib": 1800.0}
+
+
 def make_raw(raw):
     runs = {
         # 370 µs ± 2·0.49·sqrt(2)·300/sqrt(300) ≈ ±24 µs: met. 1500 µs ± 2·0.49·sqrt(2)·25000/sqrt(40)
@@ -83,6 +93,9 @@ def make_raw(raw):
         "threads-shim-device-runtime-r1": threads("shim:device", {1: 840e3, 16: 200e3}),
         "threads-shim-device-runtime-r2": threads("shim:device", {1: 540e3, 16: 190e3}),
         "threads-shim-device-runtime-r3": threads("shim:device", {1: 500e3, 16: 180e3}),
+        # The first allocation and growth, this build's and the earlier build's (its row goes to the entry).
+        "growth-shim-2M": [growth("shim, defaults", 8890.0)],
+        "before-growth-2M": [growth("0123abc, its defaults", 7890.0)],
         "torch-resnet18-caching-r1": [torch("resnet18", "caching", 10.0, reserved=2 * GiB)],
         "torch-resnet18-uncached-shim-device-r1": [torch("resnet18", "uncached+shim:device", 11.0)],
         "torch-resnet18-uncached-shim-reuse": [torch("resnet18", "uncached+shim:device+reuse", 9.5)],
@@ -106,7 +119,9 @@ def make_raw(raw):
                               "(more than 1048576 were waiting to be written, or there was no host memory for them)\n")
         tsv.write("torch-mlp-caching-r1\t\t\tnot run: the time limit of 480 s was reached\n")
     with open(os.path.join(raw, "meta.tsv"), "w") as meta:
-        meta.write("date\t2026-12-01 12:00 UTC\nGPU\tnone (a made-up run)\n")
+        meta.write("date\t2026-12-01 12:00 UTC\nGPU\tnone (a made-up run)\ncommit\tabc1234\n"
+                   "command\tscripts/benchmarks.sh --baseline old/libasyncshim.so --baseline-label 0123abc\n"
+                   "baseline\t0123abc (`old/libasyncshim.so`)\n")
 
 
 def main():
@@ -125,6 +140,12 @@ def main():
             page = f.read()
         with open(json_path) as f:
             document = json.load(f)
+        entry_path = os.path.join(tmp, "RESULTS-entry.md")
+        expect(os.path.exists(entry_path), "report.py writes RESULTS-entry.md beside the page")
+        entry = ""
+        if os.path.exists(entry_path):
+            with open(entry_path) as f:
+                entry = f.read()
         targets = {t["target"]: t for t in document["targets"]}
         reuse = {t["target"]: t for t in document["reuse_cache_targets"]}
 
@@ -155,7 +176,11 @@ def main():
     expect(regression.get("met") is False and abs(regression.get("value", 0) - 1.25) < 1e-9
            and "16 threads" in regression.get("measured", ""),
            f"the worst change is 16 threads, 250 k/s at best before against 200 k/s after (1.25x): {regression}")
-    section = page.split("## Before and after", 1)[-1].split("\n## ", 1)[0]
+    expect("### Before and after" in entry, "the entry has the before/after section")
+    section = entry.split("### Before and after", 1)[-1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    expect("| no regressions: every before/after measurement" in section
+           and "**MISSED, 14% over the limit**" in section,
+           "the entry's before/after section has the no-regressions verdict")
     expect("| 1 thread, pairs/s | 870.0 k/s | 840.0 k/s | **0.97×** | 860.0 k/s, 660.0 k/s, 870.0 k/s "
            "| 840.0 k/s, 540.0 k/s, 500.0 k/s |" in section,
            "one thread: the best round of each side compared (0.97x, not the medians' 0.63x), every round listed")
@@ -192,7 +217,44 @@ def main():
            .split("\n## ", 1)[0], "the event log's target is in the targets table")
     expect("shim, device ordering, event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)" in page,
            "every pair measurement names the observing setting it ran with")
-    expect("not run: the time limit of 480 s was reached" in page, "a run not started is listed with its reason")
+    # The page: this run only. No before/after table, no verdict against the earlier build, no runs log; one line
+    # that sends the reader to RESULTS.md.
+    expect("Before and after" not in page and "| before | after |" not in page and "rounds before" not in page,
+           "the page has no before/after table")
+    expect("no regressions" not in page, "the page's targets leave out the comparison with the earlier build")
+    expect("## Runs" not in page and "| run | result | time | command |" not in page
+           and "alloc_bench pairs`" not in page and "before-" not in page, "the page has no runs log")
+    expect("| command |" not in page and "| baseline |" not in page and "old/libasyncshim.so" not in page,
+           "the page's table of the run leaves the command and the baseline to the entry")
+    expect("| date | 2026-12-01 12:00 UTC |" in page and "| commit | abc1234 |" in page,
+           "the page keeps the run's date, machine and commit")
+    mentions = [line for line in page.splitlines() if "RESULTS.md" in line and ("before" in line.lower())]
+    expect(len(mentions) == 1 and "Before/after figures of this run" in mentions[0]
+           and "(../tests/bench/RESULTS.md)" in mentions[0],
+           f"one line of the page sends the before/after figures to tests/bench/RESULTS.md: {mentions}")
+    expect(sum("before/after" in line.lower() for line in page.splitlines()) == 1,
+           "no other line of the page speaks of before/after")
+    section = page.split("## First allocation and growth", 1)[-1].split("\n## ", 1)[0]
+    expect("| shim, defaults | 2 MiB × 1024 | **8.89 ms** |" in section and "its defaults" not in section,
+           "the page's growth table has this build's runs only")
+    # The entry: a RESULTS.md section with the date, the machine, the commit and the command, the runs log.
+    head = entry.splitlines()[0] if entry else ""
+    day = "2026-12-01"  # meta.tsv's date
+    expect(head.startswith(f"## {day} — ") and "none (a made-up run)" in head,
+           f"the entry is a dated RESULTS.md section naming the machine: {head!r}")
+    expect("| date | 2026-12-01 12:00 UTC |" in entry and "| GPU | none (a made-up run) |" in entry
+           and "| commit | abc1234 |" in entry and "`scripts/benchmarks.sh --baseline old/libasyncshim.so" in entry
+           and "| baseline | 0123abc (`old/libasyncshim.so`) |" in entry,
+           "the entry has the run's date, machine, commit, command and baseline")
+    expect("abc1234: before/after against 0123abc" in head, f"the entry's title names both builds: {head!r}")
+    section = entry.split("### Before and after", 1)[-1].split("\n### ", 1)[0]
+    expect("| shim, defaults | 2 MiB × 1024 | **8.89 ms** |" in section
+           and "| 0123abc, its defaults | 2 MiB × 1024 | **7.89 ms** |" in section,
+           "the entry's before/after section has the growth runs of both builds")
+    expect("### Runs" in entry and "| run | result | time | command |" in entry
+           and "| before-threads-runtime-r3 | ok | 1.0 s | `env LD_PRELOAD=... alloc_bench pairs` |" in entry,
+           "the entry has the runs log, the earlier build's runs included")
+    expect("not run: the time limit of 480 s was reached" in entry, "a run not started is listed with its reason")
     return finish("check_report")
 
 

@@ -1,13 +1,18 @@
 """Turns what scripts/benchmarks.sh collected into the results page.
 
-    python3 report.py --raw DIR --markdown PERFORMANCE.md --json results.json
+    python3 report.py --raw DIR --markdown PERFORMANCE.md --json results.json [--entry RESULTS-entry.md]
 
 DIR holds, per run NAME, NAME.out (standard output: the JSON lines of
 alloc_bench and torch_bench, the human lines, or a "SKIP: ..." line) and
 NAME.err; runs.tsv (one line per run: name, exit status, seconds, the exact
 command) and meta.tsv (key, value: date, GPU, driver, ...). Writes a Markdown
-page (targets first, then tables of ratios to the raw pool, then every figure)
-and one JSON document with everything; prints a short summary.
+page of this run (targets first, then tables of ratios to the raw pool, then
+every figure), one JSON document with everything, and, beside the page
+(--entry, by default RESULTS-entry.md in the page's folder), a section ready to
+paste into tests/bench/RESULTS.md: the run's date, machine, commit and command,
+its before/after comparison with an earlier build (--baseline of
+benchmarks.sh) and the runs log (every run's exact command), none of which is
+on the page; prints a short summary.
 
 Only the standard library; runs with the Python of any machine.
 """
@@ -303,8 +308,11 @@ def evaluate_targets(records, before=None):
     changes = before_after_changes(before or [], records)
     if changes:
         worst = max(changes, key=lambda c: c[1])
-        out.append(target(f"no regressions: every before/after measurement ≤ {NOISE:.2f}× the previous commit's "
-                          f"(within the noise)", f"worst {worst[1]:.2f}× ({worst[0]})", worst[1], NOISE, True))
+        regression = target(f"no regressions: every before/after measurement ≤ {NOISE:.2f}× the previous commit's "
+                            f"(within the noise)", f"worst {worst[1]:.2f}× ({worst[0]})", worst[1], NOISE, True)
+        # A comparison with the earlier build: in the RESULTS.md entry, not on the page.
+        regression["before_after"] = True
+        out.append(regression)
 
     for r in records:
         if r.get("bench") == "load-time":
@@ -346,7 +354,7 @@ def pairs_section(records):
     pairs = collect_pairs(records)
     sizes = sorted({k[2] for k in pairs})
     if not sizes:
-        return ["No pair measurements (no GPU, or the runs failed: see Runs)."]
+        return ["No pair measurements (no GPU, or the runs failed: see the runs log)."]
     lines = []
     views = (
         ("Runtime path (`alloc_bench`, shared runtime): ratio of the median pair to the raw pool's "
@@ -412,9 +420,8 @@ def observing_section(records, runs):
     lost = [(run["name"], w) for run in runs for w in run.get("event_log_warnings", [])]
     notes = [f"- `{name}`: {w}" for name, w in lost] or ["- Every event-log run wrote every event (no loss reported)."]
     return (["The pair of the shim's default configuration with each observing setting on, against the same pair "
-             "with all of them off (the default: one branch each on the hot path; the before/after table compares "
-             "that with a build without them, where a baseline ran). In parentheses the median pair (the fastest "
-             "round's, as above). The event log "
+             "with all of them off (the default: one branch each on the hot path). In parentheses the median pair (the "
+             "fastest round's, as above). The event log "
              "writes RMM's CSV from a background thread; the leak report keeps one record per live block; with call "
              "stacks it also records 8 return addresses per allocation (named only at exit).", ""]
             + lines + notes)
@@ -505,26 +512,30 @@ def load_section(records):
             table(["program", "without the shim", "with the shim", "cost", "runs per arm"], rows)]
 
 
-def growth_section(records, before):
-    growth = [r for r in records + before if r.get("bench") == "growth"]
+GROWTH_HEADER = ["configuration", "blocks", "first", "reserved after first", "growing, each", "growing, per GiB",
+                 "steady state, each", "trim", "growing again, per GiB"]
+
+
+def growth_row(r):
+    return [r.get("label") or config_name(r["allocator"], r["path"]), f"{size_text(r['size'])} × {r['blocks']}",
+            f"**{r['first_us'] / 1e3:.2f} ms**", size_text(r["reserved_after_first"]),
+            f"{r['grow_median_us']:.1f} µs", f"{r['grow_us_per_gib'] / 1e3:.2f} ms",
+            f"{r['reuse_median_us']:.1f} µs", f"{r['trim_us'] / 1e3:.1f} ms", f"{r['regrow_us_per_gib'] / 1e3:.2f} ms"]
+
+
+def growth_section(records):
+    """This build's growth runs (the earlier build's are in the RESULTS.md entry)."""
+    growth = [r for r in records if r.get("bench") == "growth"]
     if not growth:
         return ["No growth measurements."]
-    rows = []
-    for r in growth:
-        rows.append([r.get("label") or config_name(r["allocator"], r["path"]),
-                     f"{size_text(r['size'])} × {r['blocks']}",
-                     f"**{r['first_us'] / 1e3:.2f} ms**", size_text(r["reserved_after_first"]),
-                     f"{r['grow_median_us']:.1f} µs", f"{r['grow_us_per_gib'] / 1e3:.2f} ms",
-                     f"{r['reuse_median_us']:.1f} µs", f"{r['trim_us'] / 1e3:.1f} ms",
-                     f"{r['regrow_us_per_gib'] / 1e3:.2f} ms"])
+    rows = [growth_row(r) for r in growth]
     return ["One process each. *First*: the process's first allocation of the size (the shim makes its pool then; "
             "the context exists already). *Growing*: blocks of that size until the total is live, each allocation "
             "followed by a synchronization, so a pool that must grow pays for it there. *Steady state*: the same "
             "blocks again once the pool holds them. *Trim*: `cuMemPoolTrimTo(pool, 0)` after all are freed, as the "
             "shim's idle release does; *growing again*: what the next burst then pays. Native `cudaMalloc` has no "
             "pool: every phase is its own allocation.", "",
-            table(["configuration", "blocks", "first", "reserved after first", "growing, each", "growing, per GiB",
-                   "steady state, each", "trim", "growing again, per GiB"], rows)]
+            table(GROWTH_HEADER, rows)]
 
 
 TORCH_CONFIGS = (("caching", "caching allocator"), ("cudaMallocAsync", "backend:cudaMallocAsync"),
@@ -537,7 +548,7 @@ def torch_section(records):
     torch = median_records([r for r in timed_torch(records) if r.get("bench") == "torch"], ("model", "config"),
                            ("median_step_ms", "p10_step_ms", "p90_step_ms", "mean_step_ms"))
     if not torch:
-        return ["No PyTorch measurements (no torch or no GPU there, or the runs failed: see Runs)."]
+        return ["No PyTorch measurements (no torch or no GPU there, or the runs failed: see the runs log)."]
     by_model = {}
     for r in torch:
         by_model.setdefault(r["model"], {})[r["config"]] = r
@@ -644,9 +655,10 @@ def before_after_changes(before, records):
             for what, old, new, _, lower, _, _ in before_after_pairs(before, records)]
 
 
-def before_after_section(before, records, label):
+def before_after_section(before, records, label, targets):
     """The shim's default configuration run with an earlier build (runs named
-    before-*) next to the same measurement with this build."""
+    before-*) next to the same measurement with this build: the no-regressions
+    target, the table of changes, and the growth runs of both builds."""
     if not before:
         return []
     rows = []
@@ -655,14 +667,36 @@ def before_after_section(before, records, label):
         better = change < 1 if lower_is_better else change > 1
         rows.append([what, unit(old), unit(new), f"**{times(change)}**" + (" (better)" if better else ""),
                      ", ".join(map(unit, old_rounds)), ", ".join(map(unit, new_rounds))])
-    if not rows:
+    growth = growth_before_after(before, records)
+    if not rows and not growth:
         return []
-    return ["## Before and after", "",
-            f"The shim's default configuration (device ordering) with {label} and with this build, in this run "
-            "(runs named `before-*` below). Change = after / before, each side its fastest round (a process runs at "
-            "one of two speeds on the H200 whatever the build, `tests/bench/RESULTS.md`: a median of a few rounds "
-            "would compare one build's fast processes with the other's slow ones); every round is listed.", "",
-            table(["measurement", "before", "after", "change", "rounds before", "rounds after"], rows), ""]
+    lines = ["### Before and after", "",
+             f"The shim's default configuration (device ordering) with {label} and with this build, in this run "
+             "(runs named `before-*` below). Change = after / before, each side its fastest round (a process runs at "
+             "one of two speeds on the H200 whatever the build, 2026-12-04 in this file: a median of a few rounds "
+             "would compare one build's fast processes with the other's slow ones); every round is listed.", ""]
+    verdicts = [t for t in targets if t.get("before_after")]
+    if verdicts:
+        lines += [table(["target", "measured", "result"],
+                        [[t["target"], t["measured"], f"**{t['result']}**"] for t in verdicts]), ""]
+    if rows:
+        lines += [table(["measurement", "before", "after", "change", "rounds before", "rounds after"], rows), ""]
+    if growth:
+        lines += ["First allocation and growth of a pool that starts empty, each build's defaults (one process each; "
+                  "the columns as on the page):", "", table(GROWTH_HEADER, growth), ""]
+    return lines
+
+
+def growth_before_after(before, records):
+    """Rows of the growth table: each growth run of the earlier build (before-growth-SIZE) after this build's run
+    with the same size and its defaults (growth-shim-SIZE)."""
+    rows = []
+    for old in (r for r in before if r.get("bench") == "growth"):
+        name = old.get("run", "")
+        twin = "growth-shim-" + name[len("before-growth-"):] if name.startswith("before-growth-") else None
+        rows += [growth_row(r) for r in records if r.get("bench") == "growth" and twin and r.get("run") == twin]
+        rows.append(growth_row(old))
+    return rows
 
 
 def details_section(records):
@@ -681,12 +715,22 @@ def details_section(records):
             ""]
 
 
+# What the RESULTS.md entry has and the page has not: how the run was made and what it was compared with.
+ENTRY_ONLY_META = ("command", "baseline")
+RESULTS_LINK = "[tests/bench/RESULTS.md](../tests/bench/RESULTS.md)"  # from docs/, where the page is committed
+
+
 def page(meta, runs, records, targets, before):
+    """This run's figures and targets: nothing of the earlier build, no runs log (results_entry has them)."""
     get = dict(meta)
     lines = ["# asyncshim performance", "",
              f"Generated by `scripts/benchmarks.sh` on {get.get('date', '?')}; do not edit by hand. "
              "Machines are noisy: compare only figures from one run (this page is one run).", ""]
-    lines += [table(["", ""], [[k, v] for k, v in meta]), ""]
+    lines += [table(["", ""], [[k, v] for k, v in meta if k not in ENTRY_ONLY_META]), ""]
+    if before:
+        lines += [f"Before/after figures of this run, its command and every run's: see {RESULTS_LINK}.", ""]
+    else:
+        lines += [f"This run's command and every run's: see {RESULTS_LINK}.", ""]
     lines += ["Every run under the shim has `LD_PRELOAD=<build>/shim/libasyncshim.so` and "
               "`ASYNCSHIM_INITIAL_POOL_SIZE=1GiB` (plus `ASYNCSHIM_ORDERING` where named; the default is `device`), "
               "except the growth runs, which have the settings their label names; "
@@ -695,7 +739,8 @@ def page(meta, runs, records, targets, before):
 
     lines += ["## Targets", ""]
     lines += [table(["target", "measured", "result"],
-                    [[t["target"], t["measured"], f"**{t['result']}**"] for t in targets]), ""]
+                    [[t["target"], t["measured"], f"**{t['result']}**"] for t in targets
+                     if not t.get("before_after")]), ""]
 
     reuse = reuse_cache_targets(records)
     if reuse:
@@ -717,10 +762,9 @@ def page(meta, runs, records, targets, before):
     lines += ["", "## Observing: the leak report and the event log", ""] + observing_section(records, runs)
     lines += ["", "## Churn: a live set with kernels", ""] + churn_section(records)
     lines += ["", "## Threads", ""] + threads_section(records)
-    lines += ["", "## First allocation and growth", ""] + growth_section(records, before)
+    lines += ["", "## First allocation and growth", ""] + growth_section(records)
     lines += ["", "## Load-time cost for a program without CUDA", ""] + load_section(records)
     lines += ["", "## PyTorch training loops", ""] + torch_section(records)
-    lines += [""] + before_after_section(before, records, get.get("baseline", "an earlier build"))
     lines += ["", "## Method", "",
               "- `alloc_bench` (tests/bench/alloc_bench.cu): warm-up first, then the timed loop in batches of 100 "
               "pairs or steps; each batch's time / 100 is one sample; median, p10, p90 over the samples "
@@ -734,14 +778,19 @@ def page(meta, runs, records, targets, before):
               "- The shim reads its settings once per process: every configuration is a process of its own.",
               "- The machine's speed drifts over minutes, so the allocator benchmarks run in rounds (each "
               "configuration once per round; the later rounds only the headline comparisons) and PyTorch's headline "
-              "configurations twice: every figure above is the median over the rounds (the runs are listed below, "
-              "`-rN` = round N).",
+              "configurations twice: every figure above is the median over the rounds, the pairs' the fastest round "
+              "(each round a run of its own, `-rN` = round N).",
               "- The driver-path measurement of an unmodified program is `alloc_bench_static`: the same source linked "
               "with the static CUDA runtime, whose `cudaMalloc` reaches the shim as `cuMemAlloc_v2` through "
               "`cuGetProcAddress`.", ""]
     lines += details_section(records)
+    return "\n".join(lines) + "\n"
 
-    lines += ["## Runs", "", "Each run's exact command, run from the repository root (paths shown relative to it; raw output in the `raw/` logs).", ""]
+
+def runs_section(runs):
+    """The runs log: every run, its result, time and exact command."""
+    lines = ["### Runs", "", "Each run's exact command, run from the repository root (paths shown relative to it; "
+             "raw output in the `raw/` logs).", ""]
     rows = []
     for run in runs:
         status = run["exit"]
@@ -754,6 +803,23 @@ def page(meta, runs, records, targets, before):
         seconds = f"{run['seconds']:.1f} s" if run["seconds"] is not None else "—"
         rows.append([run["name"], result, seconds, "`" + run["command"].replace("|", "\\|") + "`"])
     lines += [table(["run", "result", "time", "command"], rows), ""]
+    return lines
+
+
+def results_entry(meta, runs, records, targets, before):
+    """A section for tests/bench/RESULTS.md, ready to paste: what the page leaves out (the run's command, the
+    before/after comparison with an earlier build, the runs log), with the run's date, machine and commit."""
+    get = dict(meta)
+    day = get.get("date", "?").split(" ")[0]
+    what = (f"before/after against {get.get('baseline', 'an earlier build')}, and the runs" if before
+            else "the runs")
+    machine = ", ".join(v for v in (get.get("GPU"), f"driver {get['driver']}" if get.get("driver") else None) if v)
+    lines = [f"## {day} — the benchmark run of {get.get('commit', '?')}: {what}; {machine or 'machine unknown'}", "",
+             f"`{get.get('command', 'scripts/benchmarks.sh')}`. Its tables and targets are the page it wrote, "
+             "[docs/PERFORMANCE.md](../../docs/PERFORMANCE.md) when committed; this is what the page leaves out.",
+             "", table(["", ""], [[k, v] for k, v in meta]), ""]
+    lines += before_after_section(before, records, get.get("baseline", "an earlier build"), targets)
+    lines += runs_section(runs)
     return "\n".join(lines) + "\n"
 
 
@@ -762,7 +828,10 @@ def main():
     parser.add_argument("--raw", required=True, help="folder with NAME.out, runs.tsv and meta.tsv")
     parser.add_argument("--markdown", required=True)
     parser.add_argument("--json", required=True)
+    parser.add_argument("--entry", help="the section for tests/bench/RESULTS.md (before/after, runs log); "
+                        "default: RESULTS-entry.md beside the page")
     args = parser.parse_args()
+    entry = args.entry or os.path.join(os.path.dirname(os.path.abspath(args.markdown)), "RESULTS-entry.md")
 
     meta = [tuple((row + [""])[:2]) for row in read_tsv(os.path.join(args.raw, "meta.tsv"))]
     runs = read_runs(args.raw)
@@ -774,6 +843,8 @@ def main():
 
     with open(args.markdown, "w") as f:
         f.write(page(meta, runs, records, targets, before))
+    with open(entry, "w") as f:
+        f.write(results_entry(meta, runs, records, targets, before))
     document = {"format": "asyncshim-bench", "format_version": 1, "meta": dict(meta), "targets": targets,
                 "reuse_cache_targets": reuse_cache_targets(records),
                 "runs": [{k: v for k, v in run.items() if k != "records"} for run in runs], "records": records,
@@ -782,6 +853,7 @@ def main():
         json.dump(document, f, indent=1)
         f.write("\n")
 
+    print(f"for tests/bench/RESULTS.md (the command, before/after, the runs log): {entry}")
     failed = [run for run in runs if run["exit"] not in (0, None)]
     skipped = [run for run in runs if run["skip"]]
     not_run = [run for run in runs if run["exit"] is None]
