@@ -12,11 +12,11 @@
 
 namespace asyncshim::config::detail {
 
-// `accepted` is the variable's description of the values it accepts (its entry
-// in the table of variables); each message ends with "expected <accepted>".
+/// `accepted` is the variable's description of the values it accepts (its entry
+/// in the table of variables); each message ends with "expected <accepted>".
 [[nodiscard]] std::string invalid_size_message(std::string_view name, std::string_view value, size_parse const& why,
                                                std::string_view accepted);
-// "half-free" given to a size other than the initial pool size.
+/// "half-free" given to a size other than the initial pool size.
 [[nodiscard]] std::string half_free_not_allowed_message(std::string_view name, std::string_view value,
                                                         std::string_view accepted,
                                                         std::string_view initial_pool_size_name);
@@ -24,8 +24,8 @@ namespace asyncshim::config::detail {
                                                 std::string_view accepted);
 [[nodiscard]] std::string invalid_duration_message(std::string_view name, std::string_view value,
                                                    std::string_view accepted);
-// "NAME='value' is not a valid <what>: expected one of <accepted>": the
-// message of every setting that takes one of a few words.
+/// "NAME='value' is not a valid <what>: expected one of <accepted>": the
+/// message of every setting that takes one of a few words.
 [[nodiscard]] std::string invalid_choice_message(std::string_view name, std::string_view value, std::string_view what,
                                                  std::string_view accepted);
 

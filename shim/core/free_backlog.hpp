@@ -17,42 +17,42 @@
 
 namespace asyncshim::shim {
 
-// Whether `device` has a backlog limit. Without the setting this is one
-// branch on a flag of the settings, and nothing else is called.
+/// Whether `device` has a backlog limit. Without the setting this is one
+/// branch on a flag of the settings, and nothing else is called.
 [[nodiscard]] inline bool limits_backlog(shim_state& s, int device) noexcept
 {
   return s.backlog_limited && s.pools.backlog_limit(device) != device_pools::no_backlog_limit;
 }
 
-// Whether more than the limit of `device` waits now (queued and issued); the
-// device has a limit.
+/// Whether more than the limit of `device` waits now (queued and issued); the
+/// device has a limit.
 [[nodiscard]] bool waiting_over_limit(shim_state& s, int device) noexcept;
-// The same for any device, for every free: without the setting, one branch
-// here and no call.
+/// The same for any device, for every free: without the setting, one branch
+/// here and no call.
 [[nodiscard]] inline bool backlog_over_limit(shim_state& s, int device) noexcept
 {
   return limits_backlog(s, device) && waiting_over_limit(s, device);
 }
 
-// A batch of `bytes` was just issued on the shim's stream `own` of `device`,
-// in the pool's context: remembered behind an event recorded there, when the
-// device has a backlog limit.
+/// A batch of `bytes` was just issued on the shim's stream `own` of `device`,
+/// in the pool's context: remembered behind an event recorded there, when the
+/// device has a backlog limit.
 void note_issued_batch(shim_state& s, int device, CUstream own, std::uint64_t bytes) noexcept;
 
-// After the program's free was queued and the queue issued: waits for the
-// oldest issued frees of `device` until at most half its limit waits, or
-// nothing issued is left to wait for. Not while a capture is in progress (the
-// shim then touches no stream), and holding the tracker's access meanwhile,
-// so that none begins. The calling thread holds no lock of the shim's.
+/// After the program's free was queued and the queue issued: waits for the
+/// oldest issued frees of `device` until at most half its limit waits, or
+/// nothing issued is left to wait for. Not while a capture is in progress (the
+/// shim then touches no stream), and holding the tracker's access meanwhile,
+/// so that none begins. The calling thread holds no lock of the shim's.
 void wait_for_backlog(shim_state& s, int device) noexcept;
 
-// After the device (or the shim's stream) was synchronized: every issued
-// batch has completed and is forgotten. In the pool's context, or any: only
-// events are asked.
+/// After the device (or the shim's stream) was synchronized: every issued
+/// batch has completed and is forgotten. In the pool's context, or any: only
+/// events are asked.
 void forget_completed_batches(shim_state& s, int device) noexcept;
 
-// A device reset: the events of its issued batches go with its context. The
-// caller holds the tracker's access exclusively.
+/// A device reset: the events of its issued batches go with its context. The
+/// caller holds the tracker's access exclusively.
 void forget_issued_at_reset(shim_state& s, int device) noexcept;
 
 }  // namespace asyncshim::shim

@@ -11,9 +11,9 @@
 
 namespace asyncshim::shim {
 
-inline constexpr std::uint32_t ipc_request_magic = 0x51524841;  // "AHRQ"
+inline constexpr std::uint32_t ipc_request_magic = 0x51524841;  ///< "AHRQ"
 inline constexpr std::uint32_t ipc_protocol_version = 1;
-// How long either side waits for the other, in milliseconds.
+/// How long either side waits for the other, in milliseconds.
 inline constexpr int ipc_timeout_ms = 10000;
 
 struct ipc_request {
@@ -24,21 +24,21 @@ struct ipc_request {
 
 enum class ipc_status : std::uint32_t {
   ok = 0,
-  unknown_block = 1,  // freed by the program (or never exported): a handle of freed memory
-  other_user = 2,     // the importer is not of the exporter's user
-  failed = 3,         // the exporter cannot share the block (no pool descriptor)
-  bad_request = 4,    // another version or a malformed message
+  unknown_block = 1,  ///< freed by the program (or never exported): a handle of freed memory
+  other_user = 2,     ///< the importer is not of the exporter's user
+  failed = 3,         ///< the exporter cannot share the block (no pool descriptor)
+  bad_request = 4,    ///< another version or a malformed message
 };
 
 struct ipc_reply {
   ipc_status status = ipc_status::failed;
-  std::int32_t device = 0;            // the exporter's device ordinal
-  std::uint64_t size = 0;             // the block's size
-  std::uint64_t pool_generation = 0;  // changes with the exporter's pool (pool_share)
+  std::int32_t device = 0;            ///< the exporter's device ordinal
+  std::uint64_t size = 0;             ///< the block's size
+  std::uint64_t pool_generation = 0;  ///< changes with the exporter's pool (pool_share)
   pool_export_data data{};
 };
 
-// The exporting process's channel id (0 until it has exported a block).
+/// The exporting process's channel id (0 until it has exported a block).
 [[nodiscard]] std::uint64_t own_channel_id() noexcept;
 
 }  // namespace asyncshim::shim

@@ -20,31 +20,33 @@
 
 namespace asyncshim::shim {
 
-// Below this much unused memory a pool is never released early (the device's
-// free memory, which costs about 6 us to read on an H200, is not even asked).
+/// Below this much unused memory a pool is never released early (the device's
+/// free memory, which costs about 6 us to read on an H200, is not even asked).
 inline constexpr std::uint64_t short_device_floor = std::uint64_t{256} << 20;
 
-// What a pool has reserved, and how much of that it holds unused (frees
-// queued by the shim are still in use for the pool; frees in flight on the
-// device are not).
+/// What a pool has reserved, and how much of that it holds unused (frees
+/// queued by the shim are still in use for the pool; frees in flight on the
+/// device are not).
+/// @{
 struct pool_usage {
   std::uint64_t reserved = 0;
   std::uint64_t unused = 0;
 };
 [[nodiscard]] pool_usage usage_of(cuda_async_memory_resource const& pool) noexcept;
+/// @}
 
-// The program freed `bytes` of `device`'s pool memory, now handed to the pool
-// on `stream` (a free at once, or a batch of queued frees). The calling
-// thread holds the tracker's access and no capture is in progress.
+/// The program freed `bytes` of `device`'s pool memory, now handed to the pool
+/// on `stream` (a free at once, or a batch of queued frees). The calling
+/// thread holds the tracker's access and no capture is in progress.
 void note_freed(shim_state& s, int device, std::size_t bytes, CUstream stream) noexcept;
 
-// What the pool of `device` holds unused beyond what it keeps (0 without a pool).
+/// What the pool of `device` holds unused beyond what it keeps (0 without a pool).
 [[nodiscard]] std::uint64_t releasable_bytes(shim_state& s, int device) noexcept;
 
-// Gives back what the pool of `device` holds unused beyond what it keeps;
-// memory whose frees are still in flight on the device stays. The caller
-// holds the tracker's access and no capture is in progress. Returns the bytes
-// given back.
+/// Gives back what the pool of `device` holds unused beyond what it keeps;
+/// memory whose frees are still in flight on the device stays. The caller
+/// holds the tracker's access and no capture is in progress. Returns the bytes
+/// given back.
 std::uint64_t release_unused(shim_state& s, int device) noexcept;
 
 // The idle release (README, "Sharing a GPU"): once the program has allocated
@@ -56,17 +58,19 @@ std::uint64_t release_unused(shim_state& s, int device) noexcept;
 // progress, and stops before the process's exit handlers tear CUDA down. Its
 // signals are blocked; a forked child has no such thread.
 
-// Starts the thread, once per process, unless ASYNCSHIM_IDLE_RELEASE is off
-// (cheap once started: one atomic load, for the allocation path).
+/// Starts the thread, once per process, unless ASYNCSHIM_IDLE_RELEASE is off
+/// (cheap once started: one atomic load, for the allocation path).
+/// @{
 void start_idle_release_thread(shim_state& s) noexcept;
 inline void start_idle_release(shim_state& s) noexcept
 {
   if (!s.idle_release_started.load(std::memory_order_relaxed)) { start_idle_release_thread(s); }
 }
+/// @}
 
-// One period's work, when the program has done nothing for a whole period:
-// queued frees are issued and every pool gives back what it holds unused
-// beyond what it keeps. (What the thread runs; a test calls it directly.)
+/// One period's work, when the program has done nothing for a whole period:
+/// queued frees are issued and every pool gives back what it holds unused
+/// beyond what it keeps. (What the thread runs; a test calls it directly.)
 void release_when_idle(shim_state& s) noexcept;
 
 }  // namespace asyncshim::shim

@@ -35,16 +35,16 @@ class api_level_scope {
   api_level previous_;
 };
 
-// The calling thread's current context; null when there is none (or no driver).
+/// The calling thread's current context; null when there is none (or no driver).
 [[nodiscard]] CUcontext current_context() noexcept;
 [[nodiscard]] inline bool context_is_current() noexcept { return current_context() != nullptr; }
 
-// Waits for the current context's device, as native cudaFree does, at the
-// caller's API level.
+/// Waits for the current context's device, as native cudaFree does, at the
+/// caller's API level.
 [[nodiscard]] cudaError_t synchronize_device(api_level level) noexcept;
 
-// Makes `context` current for the scope (pushed, then popped), unless it is
-// current already.
+/// Makes `context` current for the scope (pushed, then popped), unless it is
+/// current already.
 class context_scope {
  public:
   explicit context_scope(CUcontext context) noexcept;
@@ -53,7 +53,7 @@ class context_scope {
   context_scope& operator=(context_scope const&) = delete;
 
   [[nodiscard]] bool current() const noexcept { return status_ == CUDA_SUCCESS; }
-  // Why `context` could not be made current, or CUDA_SUCCESS.
+  /// Why `context` could not be made current, or CUDA_SUCCESS.
   [[nodiscard]] CUresult status() const noexcept { return status_; }
 
  private:
@@ -61,11 +61,11 @@ class context_scope {
   CUresult status_ = CUDA_ERROR_NOT_INITIALIZED;
 };
 
-// Makes the device that owns a block current for its free, then puts back
-// what was current: the runtime's device, or at the driver level the exact
-// context (which may be one the program made itself). At the driver level
-// with no context current, nothing is switched (the free then fails as
-// natively).
+/// Makes the device that owns a block current for its free, then puts back
+/// what was current: the runtime's device, or at the driver level the exact
+/// context (which may be one the program made itself). At the driver level
+/// with no context current, nothing is switched (the free then fails as
+/// natively).
 class owner_device_scope {
  public:
   owner_device_scope(api_level level, int owner) noexcept;
@@ -76,12 +76,16 @@ class owner_device_scope {
   [[nodiscard]] cudaError_t status() const noexcept { return status_; }
 
  private:
-  // Driver level: the owner's primary context, retained for the scope and current in it.
+  /// Driver level: the owner's primary context, retained for the scope and current in it.
+  /// @{
   int retained_device_ = -1;
   std::optional<context_scope> owner_context_;
-  // Runtime level: the device to set back.
+  /// @}
+  /// Runtime level: the device to set back.
+  /// @{
   int previous_device_ = 0;
   bool device_switched_ = false;
+  /// @}
   cudaError_t status_ = cudaSuccess;
 };
 

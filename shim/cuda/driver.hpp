@@ -31,12 +31,12 @@ struct driver_functions {
   static_assert(std::is_same_v<abi, CUresult(*) params>, #symbol ": the parameters differ from " #abi);
 #include "cuda/api_table.def"
 
-// The process's driver; every pointer is null while none is loaded (looked
-// for again on the next call).
+/// The process's driver; every pointer is null while none is loaded (looked
+/// for again on the next call).
 [[nodiscard]] driver_functions const& driver() noexcept;
 
-// Calls a bound driver function; where the driver lacks it, the error a call
-// without a driver gives. For the hooks that forward to the real function.
+/// Calls a bound driver function; where the driver lacks it, the error a call
+/// without a driver gives. For the hooks that forward to the real function.
 template <class Fn, class... Args>
 CUresult call_real(Fn real, Args... args) noexcept
 {

@@ -23,13 +23,15 @@ struct cuda_status {
   }
 };
 
-// The driver's name and description of `code`; empty where the driver has none
-// (or is not loaded).
+/// The driver's name and description of `code`; empty where the driver has none
+/// (or is not loaded).
+/// @{
 struct cuda_status_words {
   std::string_view name;
   std::string_view text;
 };
 [[nodiscard]] cuda_status_words words_for(cuda_status error) noexcept;
+/// @}
 
 }  // namespace asyncshim::shim
 

@@ -24,7 +24,7 @@ struct runtime_functions {
 #define ASYNCSHIM_RUNTIME_HOOK(field, symbol, params, hook_params, args) decltype(&::symbol) field = nullptr;
 #include "cuda/api_table.def"
 
-  // False when no CUDA runtime could be found (every pointer is then null).
+  /// False when no CUDA runtime could be found (every pointer is then null).
   [[nodiscard]] bool found() const noexcept { return malloc != nullptr && free != nullptr; }
 };
 
@@ -35,12 +35,12 @@ struct runtime_functions {
                 #symbol ": the parameters differ from the runtime's");
 #include "cuda/api_table.def"
 
-// The program's runtime, located on the first call that finds one (a failed
-// search is tried again on the next call). `caller` is the return address of
-// the interposed call, used by lookup step 2 above.
+/// The program's runtime, located on the first call that finds one (a failed
+/// search is tried again on the next call). `caller` is the return address of
+/// the interposed call, used by lookup step 2 above.
 [[nodiscard]] runtime_functions const& runtime(void const* caller = nullptr) noexcept;
 
-// The error an interposed call returns when no runtime can be found at all.
+/// The error an interposed call returns when no runtime can be found at all.
 inline constexpr cudaError_t runtime_missing_error = cudaErrorInitializationError;
 
 }  // namespace asyncshim::shim

@@ -26,20 +26,20 @@
 
 namespace asyncshim::shim {
 
-// The shim's own stream work on one device. All three live in the context
-// that was current when the pool was made (the device's primary context for
-// the runtime).
+/// The shim's own stream work on one device. All three live in the context
+/// that was current when the pool was made (the device's primary context for
+/// the runtime).
 struct device_streams {
   CUcontext context = nullptr;
-  // Where the shim frees (device and sync ordering), and allocates while a
-  // stream capture is in progress. The program never sees it, so no capture
-  // can absorb its work.
+  /// Where the shim frees (device and sync ordering), and allocates while a
+  /// stream capture is in progress. The program never sees it, so no capture
+  /// can absorb its work.
   CUstream own = nullptr;
-  CUevent legacy_fence = nullptr;  // recorded on the legacy stream by each fenced free
-  // Recorded on the legacy stream by each in-order free: for the program's
-  // idle non-blocking streams to wait for (stream_tracker::free_in_order),
-  // and as the action there of a block the reuse cache keeps. Not the
-  // fence's event, whose record and wait take turns under the fence lock.
+  CUevent legacy_fence = nullptr;  ///< recorded on the legacy stream by each fenced free
+  /// Recorded on the legacy stream by each in-order free: for the program's
+  /// idle non-blocking streams to wait for (stream_tracker::free_in_order),
+  /// and as the action there of a block the reuse cache keeps. Not the
+  /// fence's event, whose record and wait take turns under the fence lock.
   CUevent in_order_barrier = nullptr;
 };
 
@@ -49,37 +49,39 @@ class device_pools {
 
   explicit device_pools(config::settings const& settings) : settings_{settings} {}
 
-  // The pool of `device`, which must be the calling thread's current device;
-  // nullptr when that device's allocations go to the native allocator.
+  /// The pool of `device`, which must be the calling thread's current device;
+  /// nullptr when that device's allocations go to the native allocator.
   [[nodiscard]] cuda_async_memory_resource* get(int device) noexcept;
-  // The pool of `device` if it has been created, without creating it.
+  /// The pool of `device` if it has been created, without creating it.
   [[nodiscard]] cuda_async_memory_resource* existing(int device) const noexcept;
-  // The shim's streams on `device`, which has a pool (get/existing returned one).
+  /// The shim's streams on `device`, which has a pool (get/existing returned one).
   [[nodiscard]] device_streams const& streams(int device) const noexcept;
-  // The device whose pool lives in `context`, or -1 (no pool there, or not
-  // yet made). Lets an allocation find its device without asking the
-  // runtime: a thread inside the runtime when another forks leaves the
-  // runtime's lock held in the child, whose exit then hangs.
+  /// The device whose pool lives in `context`, or -1 (no pool there, or not
+  /// yet made). Lets an allocation find its device without asking the
+  /// runtime: a thread inside the runtime when another forks leaves the
+  /// runtime's lock held in the child, whose exit then hangs.
   [[nodiscard]] int device_of_context(CUcontext context) const noexcept;
-  // What the pool of `device` keeps when it gives unused memory back
-  // (core/memory_release.hpp): the release threshold or the initial size the user
-  // set, resolved for the device, else 0.
+  /// What the pool of `device` keeps when it gives unused memory back
+  /// (core/memory_release.hpp): the release threshold or the initial size the user
+  /// set, resolved for the device, else 0.
   [[nodiscard]] std::uint64_t kept_bytes(int device) const noexcept;
-  // The most the reuse cache of `device` keeps idle (ASYNCSHIM_REUSE_CACHE,
-  // resolved for the device; 0 unless the ordering is device, and without a pool).
+  /// The most the reuse cache of `device` keeps idle (ASYNCSHIM_REUSE_CACHE,
+  /// resolved for the device; 0 unless the ordering is device, and without a pool).
   [[nodiscard]] std::uint64_t reuse_limit(int device) const noexcept;
-  // The most freed memory of `device` that may wait for the device to catch
-  // up (ASYNCSHIM_FREE_BACKLOG, resolved for the device); no_backlog_limit
-  // unless it was set and the ordering is device, and without a pool.
+  /// The most freed memory of `device` that may wait for the device to catch
+  /// up (ASYNCSHIM_FREE_BACKLOG, resolved for the device); no_backlog_limit
+  /// unless it was set and the ordering is device, and without a pool.
+  /// @{
   static constexpr std::uint64_t no_backlog_limit = ~std::uint64_t{0};
   [[nodiscard]] std::uint64_t backlog_limit(int device) const noexcept;
+  /// @}
 
-  // The handle type the pool of `device` was made with (ASYNCSHIM_EXPORT_HANDLE_TYPE,
-  // auto resolved for the device); none for a device without a pool.
+  /// The handle type the pool of `device` was made with (ASYNCSHIM_EXPORT_HANDLE_TYPE,
+  /// auto resolved for the device); none for a device without a pool.
   [[nodiscard]] config::handle_type export_handle_type(int device) const noexcept;
 
-  // The device is being reset: its pool (whose memory the caller has freed)
-  // is destroyed and forgotten, with the shim's stream and event there.
+  /// The device is being reset: its pool (whose memory the caller has freed)
+  /// is destroyed and forgotten, with the shim's stream and event there.
   void retire(int device) noexcept;
 
  private:
@@ -93,8 +95,8 @@ class device_pools {
     std::uint64_t reuse_limit = 0;
     std::uint64_t backlog_limit = no_backlog_limit;
     config::handle_type export_type = config::handle_type::none;
-    // Pools of earlier lives of the device (before a reset); kept, never
-    // used: a thread may still hold a pointer to one.
+    /// Pools of earlier lives of the device (before a reset); kept, never
+    /// used: a thread may still hold a pointer to one.
     std::vector<std::unique_ptr<cuda_async_memory_resource>> retired;
   };
 

@@ -23,16 +23,16 @@ namespace asyncshim::shim {
 
 class event_log;
 
-// Opens the log at `pattern` ("%p": the process id), writes its header and
-// starts the writer; null (after an error message) when the file cannot be
-// written. Made once per process: later calls return the same log.
+/// Opens the log at `pattern` ("%p": the process id), writes its header and
+/// starts the writer; null (after an error message) when the file cannot be
+/// written. Made once per process: later calls return the same log.
 [[nodiscard]] event_log* start_event_log(std::string const& pattern) noexcept;
 
-// Writes what is still buffered, if a log was started, in the process that
-// started it. Run by the shim's last exit handler (core/exit_reports.cpp).
+/// Writes what is still buffered, if a log was started, in the process that
+/// started it. Run by the shim's last exit handler (core/exit_reports.cpp).
 void flush_event_log_at_exit() noexcept;
 
-// Appends one event of the calling thread.
+/// Appends one event of the calling thread.
 void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes,
                std::uintptr_t stream) noexcept;
 

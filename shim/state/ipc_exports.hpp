@@ -19,20 +19,20 @@
 
 namespace asyncshim::shim {
 
-inline constexpr std::size_t pool_export_data_size = 64;  // sizeof(CUmemPoolPtrExportData)
+inline constexpr std::size_t pool_export_data_size = 64;  ///< sizeof(CUmemPoolPtrExportData)
 using pool_export_data = std::array<unsigned char, pool_export_data_size>;
 
 struct exported_block {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   int device = 0;
-  pool_export_data data{};  // cuMemPoolExportPointer's, made once per block
+  pool_export_data data{};  ///< cuMemPoolExportPointer's, made once per block
   ipc_handle_bytes handle{};
 };
 
-// The pool descriptor (cuMemPoolExportToShareableHandle) that importers of a
-// device's blocks get, made once per pool; the generation changes with the
-// pool (a device reset makes a new one), so that importers import it anew.
+/// The pool descriptor (cuMemPoolExportToShareableHandle) that importers of a
+/// device's blocks get, made once per pool; the generation changes with the
+/// pool (a device reset makes a new one), so that importers import it anew.
 struct pool_share {
   int fd = -1;
   std::uint64_t generation = 0;
@@ -40,32 +40,34 @@ struct pool_share {
 
 class ipc_exports {
  public:
-  // The handle already made for the block at `address`.
+  /// The handle already made for the block at `address`.
   [[nodiscard]] std::optional<ipc_handle_bytes> handle_of(std::uintptr_t address) const;
-  // Records a block and makes its handle (the one recorded first, should
-  // another thread have recorded it meanwhile). Throws std::bad_alloc.
+  /// Records a block and makes its handle (the one recorded first, should
+  /// another thread have recorded it meanwhile). Throws std::bad_alloc.
   ipc_handle_bytes add(exported_block block, ipc_handle const& identity);
-  // The block a handle's serial names, while the program has not freed it.
+  /// The block a handle's serial names, while the program has not freed it.
   [[nodiscard]] std::optional<exported_block> find(std::uint64_t serial) const;
-  // The program freed the block at `address` (one atomic load when nothing
-  // was ever exported); whether it had been exported.
+  /// The program freed the block at `address` (one atomic load when nothing
+  /// was ever exported); whether it had been exported.
   bool forget(std::uintptr_t address) noexcept;
-  // A device reset freed every block of `device`.
+  /// A device reset freed every block of `device`.
   void forget_device(int device) noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return count_.load(std::memory_order_acquire); }
 
   [[nodiscard]] std::optional<pool_share> pool_share_of(int device) const;
-  // The same with a duplicate of the descriptor (close-on-exec, the caller's
-  // to close), made under the lock so that a reset closing the original
-  // meanwhile cannot hand out whatever reuses its number.
+  /// The same with a duplicate of the descriptor (close-on-exec, the caller's
+  /// to close), made under the lock so that a reset closing the original
+  /// meanwhile cannot hand out whatever reuses its number.
   [[nodiscard]] std::optional<pool_share> pool_share_copy(int device) const;
-  // Keeps `fd` as the device's pool descriptor (closing one made meanwhile by
-  // another thread, whose descriptor stays); returns the one kept. Throws std::bad_alloc.
+  /// Keeps `fd` as the device's pool descriptor (closing one made meanwhile by
+  /// another thread, whose descriptor stays); returns the one kept. Throws std::bad_alloc.
   pool_share keep_pool_share(int device, int fd);
-  // Whether any importer has asked for a block (for the exit message).
+  /// Whether any importer has asked for a block (for the exit message).
+  /// @{
   void note_request() noexcept { requested_.store(true, std::memory_order_relaxed); }
   [[nodiscard]] bool requested() const noexcept { return requested_.load(std::memory_order_relaxed); }
-  // How many blocks were ever given a handle.
+  /// @}
+  /// How many blocks were ever given a handle.
   [[nodiscard]] std::uint64_t ever_exported() const noexcept { return ever_.load(std::memory_order_relaxed); }
 
  private:

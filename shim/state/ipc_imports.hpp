@@ -19,18 +19,18 @@ enum class import_close { not_imported, still_open, last_close };
 
 class ipc_imports {
  public:
-  // The address of an open block (one more open counted).
+  /// The address of an open block (one more open counted).
   [[nodiscard]] std::optional<std::uintptr_t> reopen(std::uint64_t exporter, std::uint64_t block) noexcept;
-  // A block just imported (the import gives the same address for the same
-  // block: a second add counts a second open). Throws std::bad_alloc.
+  /// A block just imported (the import gives the same address for the same
+  /// block: a second add counts a second open). Throws std::bad_alloc.
   void add(std::uint64_t exporter, std::uint64_t block, std::uintptr_t address);
   [[nodiscard]] import_close close(std::uintptr_t address) noexcept;
-  // Whether `address` is an open block (one atomic load when none is).
+  /// Whether `address` is an open block (one atomic load when none is).
   [[nodiscard]] bool contains(std::uintptr_t address) const noexcept;
 
-  // The pool imported for an exporter's device pool (its descriptor's generation).
+  /// The pool imported for an exporter's device pool (its descriptor's generation).
   [[nodiscard]] std::optional<void*> pool(std::uint64_t exporter, int device, std::uint64_t generation) const;
-  // Keeps an imported pool; false (the caller's is not kept) when there is no host memory for it.
+  /// Keeps an imported pool; false (the caller's is not kept) when there is no host memory for it.
   [[nodiscard]] bool keep_pool(std::uint64_t exporter, int device, std::uint64_t generation, void* pool) noexcept;
 
  private:

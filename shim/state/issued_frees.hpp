@@ -31,37 +31,39 @@ class issued_frees {
  public:
   static constexpr int max_devices = shim::max_devices;
 
-  // A batch of `bytes` issued on the shim's stream of `device`, whose frees
-  // have completed when `done` has. False when there is no host memory to
-  // remember it (the caller then destroys or keeps the event; the batch is
-  // not waited for).
+  /// A batch of `bytes` issued on the shim's stream of `device`, whose frees
+  /// have completed when `done` has. False when there is no host memory to
+  /// remember it (the caller then destroys or keeps the event; the batch is
+  /// not waited for).
   [[nodiscard]] bool add(int device, CUevent done, std::uint64_t bytes) noexcept;
 
-  // The oldest batch not yet seen to complete, named by its serial number
-  // (its event is recorded again for a later batch once it is done).
+  /// The oldest batch not yet seen to complete, named by its serial number
+  /// (its event is recorded again for a later batch once it is done).
+  /// @{
   struct batch_name {
-    CUevent done = nullptr;  // null: none
+    CUevent done = nullptr;  ///< null: none
     std::uint64_t serial = 0;
   };
   [[nodiscard]] batch_name oldest(int device) noexcept;
-  // Batch `serial` has completed: forgotten, its event kept for a later
-  // batch. False when it is no longer the oldest (another thread saw it
-  // complete first, or a reset took it).
+  /// @}
+  /// Batch `serial` has completed: forgotten, its event kept for a later
+  /// batch. False when it is no longer the oldest (another thread saw it
+  /// complete first, or a reset took it).
   bool completed(int device, std::uint64_t serial) noexcept;
 
-  // An event of a completed batch, for the next batch of `device`; null when none.
+  /// An event of a completed batch, for the next batch of `device`; null when none.
   [[nodiscard]] CUevent spare_event(int device) noexcept;
-  // An event that could not be used for a batch, kept for a later one (left
-  // to its context when there is no room).
+  /// An event that could not be used for a batch, kept for a later one (left
+  /// to its context when there is no room).
   void keep_spare_event(int device, CUevent event) noexcept;
 
-  // The bytes of the batches of `device` not yet seen to complete.
+  /// The bytes of the batches of `device` not yet seen to complete.
   [[nodiscard]] std::uint64_t bytes(int device) const noexcept;
 
-  // A device reset: every event of `device` (batches' and spare ones) goes to
-  // `events` for the caller to destroy, and everything is forgotten. Without
-  // host memory for the list the events are forgotten without it (their
-  // context goes anyway).
+  /// A device reset: every event of `device` (batches' and spare ones) goes to
+  /// `events` for the caller to destroy, and everything is forgotten. Without
+  /// host memory for the list the events are forgotten without it (their
+  /// context goes anyway).
   void take_all(int device, std::vector<CUevent>& events) noexcept;
 
  private:
@@ -75,7 +77,7 @@ class issued_frees {
     std::deque<batch> batches;
     std::vector<CUevent> spare_events;
     std::uint64_t next_serial = 1;
-    std::atomic<std::uint64_t> bytes{0};  // read without the lock
+    std::atomic<std::uint64_t> bytes{0};  ///< read without the lock
   };
   [[nodiscard]] device_batches* of(int device) noexcept;
 

@@ -19,30 +19,30 @@ namespace asyncshim::shim {
 inline constexpr std::size_t leak_report_lines_listed = 20;
 inline constexpr std::size_t leak_report_json_listed = 100000;
 
-// Sorts `blocks` into the report's order.
+/// Sorts `blocks` into the report's order.
 void order_for_leak_report(std::vector<live_block>& blocks);
 
-// The log's lines for `ordered` (in the report's order), `now_ns` being the
-// time of exit on the records' clock.
-// What the report says besides the blocks.
+/// What the report says besides the blocks.
 struct leak_report_notes {
-  std::uint64_t untracked = 0;       // allocations that could not be recorded
-  std::uint64_t passed_through = 0;  // allocations the native allocator served unrecorded
+  std::uint64_t untracked = 0;       ///< allocations that could not be recorded
+  std::uint64_t passed_through = 0;  ///< allocations the native allocator served unrecorded
 };
 
+/// The log's lines for `ordered` (in the report's order), `now_ns` being the
+/// time of exit on the records' clock.
 [[nodiscard]] std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordered,
                                                          leak_report_notes const& notes, std::int64_t now_ns);
 
-// The JSON document of the file.
+/// The JSON document of the file.
 [[nodiscard]] std::string leak_report_json(std::vector<live_block> const& ordered, leak_report_notes const& notes,
                                            std::int64_t now_ns, long pid);
 
-// Names what the report at exit is made of (once).
+/// Names what the report at exit is made of (once).
 void arm_leak_report(config::settings const& settings, live_blocks const& blocks) noexcept;
 
-// Makes the report, if one was armed, in the process that armed it (a forked
-// child makes none: it passes everything through and records nothing). Run
-// by the shim's last exit handler (core/exit_reports.cpp).
+/// Makes the report, if one was armed, in the process that armed it (a forked
+/// child makes none: it passes everything through and records nothing). Run
+/// by the shim's last exit handler (core/exit_reports.cpp).
 void make_leak_report() noexcept;
 
 }  // namespace asyncshim::shim

@@ -43,58 +43,60 @@ class reuse_cache {
   struct block {
     void* ptr = nullptr;
     std::size_t bytes = 0;
-    // Freed in the legacy stream's order: to the pool on the legacy stream.
+    /// Freed in the legacy stream's order: to the pool on the legacy stream.
     bool in_legacy_order = false;
   };
 
-  // An issued batch, whose fence completes when `done` has. False when there
-  // is no host memory to remember it: the caller then frees the blocks to
-  // the pool itself.
+  /// An issued batch, whose fence completes when `done` has. False when there
+  /// is no host memory to remember it: the caller then frees the blocks to
+  /// the pool itself.
   [[nodiscard]] bool add_in_flight(int device, CUevent done, block const* blocks, std::size_t count) noexcept;
 
-  // The oldest batch still in flight: its event, and its serial number, which
-  // names it (an event is used again for a later batch once its batch has
-  // completed, so it does not). Batches complete in the order they were added
-  // (their events are recorded on one stream).
+  /// The oldest batch still in flight: its event, and its serial number, which
+  /// names it (an event is used again for a later batch once its batch has
+  /// completed, so it does not). Batches complete in the order they were added
+  /// (their events are recorded on one stream).
+  /// @{
   struct in_flight_batch {
-    CUevent done = nullptr;  // null: nothing in flight
+    CUevent done = nullptr;  ///< null: nothing in flight
     std::uint64_t serial = 0;
   };
   [[nodiscard]] in_flight_batch oldest_in_flight(int device) noexcept;
-  // Batch `serial` has completed: its blocks become idle while the idle
-  // bytes stay within `limit`; the others are appended to `for_the_pool`
-  // (capacity permitting: the caller reserves room for a whole batch). Its
-  // event is the caller's again. False when that batch is no longer the
-  // oldest in flight (another thread moved it, or a flush took it): the
-  // event is then not the caller's.
+  /// @}
+  /// Batch `serial` has completed: its blocks become idle while the idle
+  /// bytes stay within `limit`; the others are appended to `for_the_pool`
+  /// (capacity permitting: the caller reserves room for a whole batch). Its
+  /// event is the caller's again. False when that batch is no longer the
+  /// oldest in flight (another thread moved it, or a flush took it): the
+  /// event is then not the caller's.
   [[nodiscard]] bool completed(int device, std::uint64_t serial, std::uint64_t limit,
                                std::vector<block>& for_the_pool) noexcept;
 
-  // Keeps `b`, freed in the legacy stream's order, as an idle block while the
-  // idle bytes stay within `limit`; false when it does not fit (the caller
-  // frees it to the pool on the legacy stream).
+  /// Keeps `b`, freed in the legacy stream's order, as an idle block while the
+  /// idle bytes stay within `limit`; false when it does not fit (the caller
+  /// frees it to the pool on the legacy stream).
   [[nodiscard]] bool keep_in_legacy_order(int device, block b, std::uint64_t limit) noexcept;
 
-  // Events of completed batches, kept for the next batches of `device`.
+  /// Events of completed batches, kept for the next batches of `device`.
   [[nodiscard]] CUevent spare_event(int device) noexcept;
-  // False when there is no room to keep it (the caller destroys it).
+  /// False when there is no room to keep it (the caller destroys it).
   [[nodiscard]] bool keep_spare_event(int device, CUevent event) noexcept;
 
-  // An idle block of exactly `bytes`, or null.
+  /// An idle block of exactly `bytes`, or null.
   [[nodiscard]] void* take(int device, std::size_t bytes) noexcept;
 
-  // Everything `device` holds, in flight or idle, for the pool. With
-  // `events`, also every event (the batches' and the spare ones: their
-  // context is going); without, the batches' events stay as spares (another
-  // thread may be asking one of them whether its batch has completed).
+  /// Everything `device` holds, in flight or idle, for the pool. With
+  /// `events`, also every event (the batches' and the spare ones: their
+  /// context is going); without, the batches' events stay as spares (another
+  /// thread may be asking one of them whether its batch has completed).
   void take_all(int device, std::vector<block>& blocks, std::vector<CUevent>* events) noexcept;
 
-  // Forgets everything `device` holds, blocks and events, without handing
-  // anything over and without allocating: for a device reset whose pool (and
-  // context) goes with them when they could not be taken.
+  /// Forgets everything `device` holds, blocks and events, without handing
+  /// anything over and without allocating: for a device reset whose pool (and
+  /// context) goes with them when they could not be taken.
   void forget(int device) noexcept;
 
-  // What `device` holds: bytes idle and in flight.
+  /// What `device` holds: bytes idle and in flight.
   [[nodiscard]] std::uint64_t held_bytes(int device) const noexcept;
   [[nodiscard]] bool holds_anything(int device) const noexcept { return held_bytes(device) > 0; }
 
@@ -111,12 +113,12 @@ class reuse_cache {
       void* ptr = nullptr;
       bool in_legacy_order = false;
     };
-    std::unordered_map<std::size_t, std::vector<idle_block>> idle;  // by size
+    std::unordered_map<std::size_t, std::vector<idle_block>> idle;  ///< by size
     std::uint64_t idle_bytes = 0;
     std::uint64_t in_flight_bytes = 0;
     std::vector<CUevent> spare_events;
     std::uint64_t next_serial = 1;
-    // held_bytes without the lock (memory info, the release paths' first look).
+    /// held_bytes without the lock (memory info, the release paths' first look).
     std::atomic<std::uint64_t> held{0};
     void update_held() noexcept;
   };

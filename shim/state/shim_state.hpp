@@ -23,21 +23,23 @@
 
 namespace asyncshim::shim {
 
-// What is true of the whole process, decided once: its settings, read from
-// the environment on the first interposed call (never at load time, with
-// every diagnostic printed then), and whether it is a child made by fork
-// (without exec) of a process in which the shim was already at work. Such a
-// child passes every call straight through and follows nothing: it never
-// waits on a lock that another parent thread held at the fork, and never
-// touches the parent's pools.
+/// What is true of the whole process, decided once: its settings, read from
+/// the environment on the first interposed call (never at load time, with
+/// every diagnostic printed then), and whether it is a child made by fork
+/// (without exec) of a process in which the shim was already at work. Such a
+/// child passes every call straight through and follows nothing: it never
+/// waits on a lock that another parent thread held at the fork, and never
+/// touches the parent's pools.
+/// @{
 [[nodiscard]] config::settings const& process_settings() noexcept;
 
 [[nodiscard]] bool in_forked_child() noexcept;
-// Registers the fork handler that sets the flag in children, once per process.
-// Called before the shim first takes any lock of its own.
+/// @}
+/// Registers the fork handler that sets the flag in children, once per process.
+/// Called before the shim first takes any lock of its own.
 void watch_for_fork() noexcept;
 
-// A new tracker, or null when there is no host memory for it.
+/// A new tracker, or null when there is no host memory for it.
 [[nodiscard]] inline std::unique_ptr<live_blocks> make_live_blocks(unsigned stack_depth) noexcept
 {
   try {
@@ -53,33 +55,33 @@ struct shim_state {
   device_pools pools;
   allocation_registry registry;
   free_queue pending;
-  reuse_cache reuse;    // device ordering's idle freed blocks (core/reused_blocks.hpp)
-  issued_frees issued;  // issued frees the device may not have caught up with (core/free_backlog.hpp)
-  // Whether ASYNCSHIM_FREE_BACKLOG applies at all (device ordering, a limit set).
+  reuse_cache reuse;    ///< device ordering's idle freed blocks (core/reused_blocks.hpp)
+  issued_frees issued;  ///< issued frees the device may not have caught up with (core/free_backlog.hpp)
+  /// Whether ASYNCSHIM_FREE_BACKLOG applies at all (device ordering, a limit set).
   bool const backlog_limited = settings.ordering == config::ordering_mode::device && settings.free_backlog.has_value();
   statistics all_stats;
-  ipc_exports exports;  // pool blocks given a legacy IPC handle
-  ipc_imports imports;  // blocks opened from other processes' handles
-  // What the calls count into: null unless statistics were asked for.
+  ipc_exports exports;  ///< pool blocks given a legacy IPC handle
+  ipc_imports imports;  ///< blocks opened from other processes' handles
+  /// What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   report_sources sources{settings, all_stats, pools, &tracker()};
-  // The program's live blocks for the leak report at exit; null unless one
-  // was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
+  /// The program's live blocks for the leak report at exit; null unless one
+  /// was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
   std::unique_ptr<live_blocks> leaks =
     settings.wants_leak_report() ? make_live_blocks(settings.leak_stack_depth) : nullptr;
-  // The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
-  // file cannot be written.
+  /// The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
+  /// file cannot be written.
   event_log* events = settings.event_log.empty() ? nullptr : start_event_log(settings.event_log);
-  // Set once the idle release's thread has been started (or was not wanted).
+  /// Set once the idle release's thread has been started (or was not wanted).
   std::atomic<bool> idle_release_started{false};
 };
 
-// The state, made on the first call, or null when the shim must pass the call
-// through untouched: it is disabled, this is a forked child, or there is no
-// memory for the state.
+/// The state, made on the first call, or null when the shim must pass the call
+/// through untouched: it is disabled, this is a forked child, or there is no
+/// memory for the state.
 [[nodiscard]] shim_state* active_state() noexcept;
-// The state if an interposed call has made it (and this is not a forked
-// child), without making it: for the driver calls the shim only follows.
+/// The state if an interposed call has made it (and this is not a forked
+/// child), without making it: for the driver calls the shim only follows.
 [[nodiscard]] shim_state* existing_state() noexcept;
 
 }  // namespace asyncshim::shim

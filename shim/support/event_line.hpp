@@ -16,21 +16,21 @@ inline constexpr char event_log_header[] = "Thread,Time,Action,Pointer,Size,Stre
 enum class event_action : std::uint8_t { allocate, free, allocate_failure };
 
 struct event_record {
-  std::uint64_t sequence = 0;  // the order of the events of all threads
-  long thread = 0;             // gettid
-  std::int64_t time_ns = 0;    // CLOCK_REALTIME
+  std::uint64_t sequence = 0;  ///< the order of the events of all threads
+  long thread = 0;             ///< gettid
+  std::int64_t time_ns = 0;    ///< CLOCK_REALTIME
   event_action action = event_action::allocate;
-  std::uintptr_t pointer = 0;  // 0 for a failure
+  std::uintptr_t pointer = 0;  ///< 0 for a failure
   std::size_t bytes = 0;
   std::uintptr_t stream = 0;
 };
 
-// Room for the longest line.
+/// Room for the longest line.
 inline constexpr std::size_t event_line_max = 160;
 
-// Writes the line (with its newline) for `r` to `out`, which has room for
-// event_line_max characters, and returns its length. `utc_offset_s` turns
-// the time into local time, as RMM's log has it.
+/// Writes the line (with its newline) for `r` to `out`, which has room for
+/// event_line_max characters, and returns its length. `utc_offset_s` turns
+/// the time into local time, as RMM's log has it.
 [[nodiscard]] std::size_t format_event_line(event_record const& r, long utc_offset_s, char* out) noexcept;
 
 }  // namespace asyncshim::shim

@@ -24,12 +24,12 @@
 
 namespace asyncshim::shim {
 
-// Installs the fork handlers, once; start_background_thread does it before
-// each of the shim's threads starts.
+/// Installs the fork handlers, once; start_background_thread does it before
+/// each of the shim's threads starts.
 void quiet_background_work_at_fork() noexcept;
 
-// A section of host-memory work on one of the shim's threads. Waits while a
-// fork is in progress. Not nested.
+/// A section of host-memory work on one of the shim's threads. Waits while a
+/// fork is in progress. Not nested.
 class background_work {
  public:
   background_work() noexcept;

@@ -23,21 +23,21 @@ inline constexpr std::size_t ipc_handle_size = 64;
 using ipc_handle_bytes = std::array<unsigned char, ipc_handle_size>;
 
 struct ipc_handle {
-  std::uint64_t exporter = 0;  // the exporting process's channel id (random, not 0)
-  std::uint64_t block = 0;     // the block's serial in that process (not 0)
-  std::uint64_t size = 0;      // the block's size in bytes
-  std::uint32_t uid = 0;       // the exporter's user, for messages
-  std::uint32_t pid = 0;       // the exporter's process id in its own PID namespace, for messages
-  std::int32_t device = 0;     // the exporter's device ordinal, for messages
+  std::uint64_t exporter = 0;  ///< the exporting process's channel id (random, not 0)
+  std::uint64_t block = 0;     ///< the block's serial in that process (not 0)
+  std::uint64_t size = 0;      ///< the block's size in bytes
+  std::uint32_t uid = 0;       ///< the exporter's user, for messages
+  std::uint32_t pid = 0;       ///< the exporter's process id in its own PID namespace, for messages
+  std::int32_t device = 0;     ///< the exporter's device ordinal, for messages
   friend bool operator==(ipc_handle const&, ipc_handle const&) = default;
 };
 
 [[nodiscard]] ipc_handle_bytes encode(ipc_handle const& handle) noexcept;
-// The handle, when `bytes` are one of the shim's (magic, format and checksum
-// match); nothing for anything else, a driver handle among them.
+/// The handle, when `bytes` are one of the shim's (magic, format and checksum
+/// match); nothing for anything else, a driver handle among them.
 [[nodiscard]] std::optional<ipc_handle> decode_ipc_handle(unsigned char const* bytes) noexcept;
 
-// CRC-32 (IEEE 802.3, as zlib computes it).
+/// CRC-32 (IEEE 802.3, as zlib computes it).
 [[nodiscard]] std::uint32_t crc32(unsigned char const* data, std::size_t size) noexcept;
 
 }  // namespace asyncshim::shim

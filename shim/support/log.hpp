@@ -14,16 +14,16 @@
 
 namespace asyncshim::shim {
 
-// A byte count for people: "1.5 GiB", "512 B". A message names byte counts
-// through it, so that the text is made inside the message's formatting, where
-// a failure to allocate is caught (log::message).
+/// A byte count for people: "1.5 GiB", "512 B". A message names byte counts
+/// through it, so that the text is made inside the message's formatting, where
+/// a failure to allocate is caught (log::message).
 struct byte_count {
   std::uint64_t bytes = 0;
 };
 
 }  // namespace asyncshim::shim
 
-// Takes the width and alignment of a string ("{:>12}").
+/// Takes the width and alignment of a string ("{:>12}").
 template <>
 struct fmt::formatter<asyncshim::shim::byte_count> : fmt::formatter<fmt::string_view> {
   template <class Context>
@@ -50,16 +50,16 @@ namespace asyncshim::shim::log {
 
 using config::log_level;
 
-// Sets the level and destination once; until then messages of level warn and
-// above go to standard error. Returns a message when `file` could not be opened.
+/// Sets the level and destination once; until then messages of level warn and
+/// above go to standard error. Returns a message when `file` could not be opened.
 [[nodiscard]] std::string setup(log_level level, std::string const& file) noexcept;
 
 [[nodiscard]] bool enabled(log_level level) noexcept;
 void write(log_level level, std::string_view text) noexcept;
 
-// Every argument is formatted here, inside the `try`: callers pass values
-// (numbers, byte_count, cuda_status, C strings); a std::string a caller
-// builds for a message is built inside a `try` of its own.
+/// Every argument is formatted here, inside the `try`: callers pass values
+/// (numbers, byte_count, cuda_status, C strings); a std::string a caller
+/// builds for a message is built inside a `try` of its own.
 template <class... Args>
 void message(log_level level, fmt::format_string<Args...> format, Args&&... args) noexcept
 {

@@ -13,26 +13,26 @@ namespace asyncshim::shim {
 enum class file_write { append, replace };
 
 struct opened_file {
-  int fd = -1;      // -1 when refused
-  std::string why;  // when refused: a reason for people, e.g. "it is a symbolic link"
-  // The refusal is the shim's rule (a link, a directory, a FIFO, another
-  // user's file), not the system's (no such folder, no permission).
+  int fd = -1;      ///< -1 when refused
+  std::string why;  ///< when refused: a reason for people, e.g. "it is a symbolic link"
+  /// The refusal is the shim's rule (a link, a directory, a FIFO, another
+  /// user's file), not the system's (no such folder, no permission).
   bool by_rule = false;
 };
 
-// What a refusal by rule adds to its message.
+/// What a refusal by rule adds to its message.
 inline constexpr char const* own_file_rule =
   "asyncshim writes only regular files of its own user, never a symbolic link or a file with other hard links";
 
 [[nodiscard]] opened_file open_own_file(std::string const& path, file_write how) noexcept;
 
-// Writes all of `text` to `fd`; false (errno set) on failure.
+/// Writes all of `text` to `fd`; false (errno set) on failure.
 [[nodiscard]] bool write_all(int fd, char const* text, std::size_t size) noexcept;
 
-// A whole file written at once (the statistics, the leak report): replaced,
-// opened as open_own_file() opens it. `why` is empty when it was written.
+/// A whole file written at once (the statistics, the leak report): replaced,
+/// opened as open_own_file() opens it. `why` is empty when it was written.
 struct written_file {
-  bool opened = false;  // false: refused or not opened (opened_file's why and by_rule)
+  bool opened = false;  ///< false: refused or not opened (opened_file's why and by_rule)
   bool by_rule = false;
   std::string why;
 };

@@ -21,37 +21,39 @@
 
 namespace asyncshim::shim {
 
-// The abstract socket name of channel `id` (without the leading zero byte):
-// the prefix and the id in 16 hexadecimal digits (messages print it as
-// "{}{:016x}", channel_prefix, id, which allocates nothing).
+/// The abstract socket name of channel `id` (without the leading zero byte):
+/// the prefix and the id in 16 hexadecimal digits (messages print it as
+/// "{}{:016x}", channel_prefix, id, which allocates nothing).
+/// @{
 inline constexpr char channel_prefix[] = "asyncshim-ipc-";
 [[nodiscard]] std::string channel_name(std::uint64_t id);
+/// @}
 
 struct listening_channel {
   int fd = -1;
   std::uint64_t id = 0;
-  int error = 0;  // errno when fd is -1
+  int error = 0;  ///< errno when fd is -1
 };
-// Binds a new channel under a fresh random id and listens on it.
+/// Binds a new channel under a fresh random id and listens on it.
 [[nodiscard]] listening_channel open_channel() noexcept;
 
-// Accepts the next connection (-1 and errno on failure); the connection has
-// receive and send timeouts of `timeout_ms`.
+/// Accepts the next connection (-1 and errno on failure); the connection has
+/// receive and send timeouts of `timeout_ms`.
 [[nodiscard]] int accept_connection(int listening_fd, int timeout_ms) noexcept;
-// Connects to channel `id` (-1 and errno: ECONNREFUSED or ENOENT when nobody
-// listens under that name in this network namespace).
+/// Connects to channel `id` (-1 and errno: ECONNREFUSED or ENOENT when nobody
+/// listens under that name in this network namespace).
 [[nodiscard]] int connect_channel(std::uint64_t id, int timeout_ms) noexcept;
 
-// The user id of the process at the other end of a connected socket; false
-// when the system cannot tell.
+/// The user id of the process at the other end of a connected socket; false
+/// when the system cannot tell.
 [[nodiscard]] bool peer_user(int fd, uid_t& uid) noexcept;
 
-// One message of at most `size` bytes, with a descriptor when `send_fd` >= 0.
+/// One message of at most `size` bytes, with a descriptor when `send_fd` >= 0.
 [[nodiscard]] bool send_message(int fd, void const* data, std::size_t size, int send_fd = -1) noexcept;
-// One message of exactly `size` bytes; `received_fd` is a descriptor that
-// came with it (close-on-exec, the caller's to close), else -1. False on a
-// timeout, a closed connection or a message of another size (any
-// descriptor that came with it is closed).
+/// One message of exactly `size` bytes; `received_fd` is a descriptor that
+/// came with it (close-on-exec, the caller's to close), else -1. False on a
+/// timeout, a closed connection or a message of another size (any
+/// descriptor that came with it is closed).
 [[nodiscard]] bool receive_message(int fd, void* data, std::size_t size, int& received_fd) noexcept;
 
 }  // namespace asyncshim::shim
