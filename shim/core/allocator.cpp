@@ -3,13 +3,11 @@
 // use the same pools (state/device_pools.hpp) and the same ownership record,
 // so memory from either can be freed through the other. The exports (abi/)
 // only forward here.
-#include "core/fenced_frees.hpp"
+#include "core/deferred_frees.hpp"
 #include "core/followed_submissions.hpp"
-#include "core/free_backlog.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
 #include "core/memory_release.hpp"
-#include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"

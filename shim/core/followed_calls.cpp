@@ -11,11 +11,9 @@
 //    only cudaMemPoolSetAccess (docs/design.md, "Several GPUs and several processes");
 //  - a failed pool export gets a clear message.
 // Nothing here throws.
-#include "core/fenced_frees.hpp"
-#include "core/free_backlog.hpp"
+#include "core/deferred_frees.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
-#include "core/reused_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"

@@ -1,10 +1,9 @@
 #include "core/memory_release.hpp"
 
-#include "core/fenced_frees.hpp"
-#include "core/reused_blocks.hpp"
+#include "core/deferred_frees.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
-#include "state/free_queue.hpp"
+#include "state/deferred_frees.hpp"
 #include "state/shim_state.hpp"
 #include "state/stream_tracker.hpp"
 #include "support/background_thread.hpp"

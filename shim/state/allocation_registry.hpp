@@ -27,7 +27,7 @@ struct allocation_record {
   std::size_t bytes = 0;
   int device = 0;
   /// The program has freed the block and the shim has not yet handed it to
-  /// the pool (free_queue.hpp): no longer the program's, still the shim's.
+  /// the pool (state/deferred_frees.hpp): no longer the program's, still the shim's.
   bool freed = false;
   /// Its number among the blocks handed out (stream_tracker::block_handed_out);
   /// 0 where unknown, which makes a free look at every stream's work.

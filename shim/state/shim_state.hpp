@@ -5,14 +5,12 @@
 #pragma once
 
 #include "state/allocation_registry.hpp"
+#include "state/deferred_frees.hpp"
 #include "state/device_pools.hpp"
 #include "state/event_log.hpp"
-#include "state/free_queue.hpp"
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
-#include "state/issued_frees.hpp"
 #include "state/live_blocks.hpp"
-#include "state/reuse_cache.hpp"
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
 
@@ -55,8 +53,8 @@ struct shim_state {
   device_pools pools;
   allocation_registry registry;
   free_queue pending;
-  reuse_cache reuse;    ///< device ordering's idle freed blocks (core/reused_blocks.hpp)
-  issued_frees issued;  ///< issued frees the device may not have caught up with (core/free_backlog.hpp)
+  reuse_cache reuse;    ///< device ordering's idle freed blocks (core/deferred_frees.hpp)
+  issued_frees issued;  ///< issued frees the device may not have caught up with (core/deferred_frees.hpp)
   /// Whether ASYNCSHIM_FREE_BACKLOG applies at all (device ordering, a limit set).
   bool const backlog_limited = settings.ordering == config::ordering_mode::device && settings.free_backlog.has_value();
   statistics all_stats;

@@ -48,7 +48,7 @@ struct device_counters {
   std::atomic<std::uint64_t> ipc_exported_blocks{0};
   std::atomic<std::uint64_t> ipc_imported_blocks{0};
   /// @}
-  /// The reuse cache under device ordering (state/reuse_cache.hpp): allocations
+  /// The reuse cache under device ordering (state/deferred_frees.hpp): allocations
   /// served from it, those that looked and found no block of their size, and
   /// the most it held at once (idle and in flight).
   /// @{
@@ -57,7 +57,7 @@ struct device_counters {
   std::atomic<std::uint64_t> reuse_peak_held_bytes{0};
   /// @}
   /// The free backlog under device ordering (ASYNCSHIM_FREE_BACKLOG,
-  /// core/free_backlog.hpp): frees that found more than the limit waiting,
+  /// core/deferred_frees.hpp): frees that found more than the limit waiting,
   /// those of them that then waited on the host for issued frees the device
   /// had not finished, how long they waited in all, and the most memory seen
   /// waiting.

@@ -80,7 +80,7 @@ class stream_tracker {
   void context_destroying(CUcontext context) noexcept;
   /// A context the program made on `device` (cuCtxCreate*): no fence reaches
   /// its legacy and blocking streams, so fences wait for it on the host
-  /// (core/fenced_frees.hpp) until it is destroyed.
+  /// (core/deferred_frees.hpp) until it is destroyed.
   void context_made(CUcontext context, int device) noexcept;
   /// Calls each(context) for every context the program made on `device`,
   /// under a lock that context_made and context_destroying also take.

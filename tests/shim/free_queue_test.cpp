@@ -1,6 +1,6 @@
-// The free queue on its own (state/free_queue.hpp): batches, urgency, the
+// The free queue on its own (state/deferred_frees.hpp): batches, urgency, the
 // device masks, taking in chunks, dropping a device. It needs no CUDA.
-#include "state/free_queue.hpp"
+#include "state/deferred_frees.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The reuse cache on its own (state/reuse_cache.hpp): batches in flight until
+// The reuse cache on its own (state/deferred_frees.hpp): batches in flight until
 // completed, idle blocks by exact size, the limit, taking everything, and
 // batches named by serial number rather than by their (reused) event. It
 // needs no CUDA: events are only handles here.
-#include "state/reuse_cache.hpp"
+#include "state/deferred_frees.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,72 @@
-#include "state/reuse_cache.hpp"
+#include "state/deferred_frees.hpp"
 
 #include <algorithm>
 
 namespace asyncshim::shim {
+
+free_queue::add_result free_queue::add(entry const& e, bool urgent) noexcept
+{
+  int const device = e.record.device;
+  if (device < 0 || device >= max_devices) { return {}; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  try {
+    // The first push reserves a whole batch: from then on the queue reuses
+    // its buffer and a free allocates nothing.
+    if (q.entries.capacity() < batch_frees) { q.entries.reserve(batch_frees); }
+    q.entries.push_back(e);
+  } catch (...) {
+    return {};
+  }
+  q.bytes += e.record.bytes;
+  std::uint64_t const bit = std::uint64_t{1} << device;
+  if (q.entries.size() == 1) { queued_devices_.fetch_or(bit, std::memory_order_acq_rel); }
+  if (urgent) { urgent_devices_.fetch_or(bit, std::memory_order_acq_rel); }
+  bool const is_urgent = urgent || (urgent_devices_.load(std::memory_order_acquire) & bit) != 0;
+  return {true, is_urgent || q.entries.size() >= batch_frees || q.bytes >= batch_bytes};
+}
+
+std::size_t free_queue::take(int device, entry* out, std::size_t capacity) noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  std::size_t taken = 0;
+  // From the back: a long queue (frees put off by a capture) is taken in
+  // chunks without moving the rest.
+  while (taken < capacity && !q.entries.empty()) {
+    out[taken++] = q.entries.back();
+    q.bytes -= q.entries.back().record.bytes;
+    q.entries.pop_back();
+  }
+  if (q.entries.empty()) { mark_empty(device, q); }
+  return taken;
+}
+
+std::size_t free_queue::queued_bytes(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  return q.bytes;
+}
+
+void free_queue::drop(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return; }
+  queue& q = queues_[static_cast<std::size_t>(device)];
+  std::lock_guard lock{q.mutex};
+  q.entries.clear();
+  mark_empty(device, q);
+}
+
+void free_queue::mark_empty(int device, queue& q) noexcept
+{
+  q.bytes = 0;
+  std::uint64_t const others = ~(std::uint64_t{1} << device);
+  queued_devices_.fetch_and(others, std::memory_order_acq_rel);
+  urgent_devices_.fetch_and(others, std::memory_order_acq_rel);
+}
 
 reuse_cache::cache* reuse_cache::of(int device) noexcept
 {
@@ -180,6 +244,99 @@ std::uint64_t reuse_cache::held_bytes(int device) const noexcept
 {
   cache const* c = of(device);
   return c == nullptr ? 0 : c->held.load(std::memory_order_relaxed);
+}
+
+issued_frees::device_batches* issued_frees::of(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return nullptr; }
+  return &devices_[static_cast<std::size_t>(device)];
+}
+
+bool issued_frees::add(int device, CUevent done, std::uint64_t bytes) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr) { return false; }
+  std::lock_guard lock{d->mutex};
+  try {
+    d->batches.push_back({done, d->next_serial, bytes});
+  } catch (...) {
+    return false;
+  }
+  ++d->next_serial;
+  d->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return true;
+}
+
+issued_frees::batch_name issued_frees::oldest(int device) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr || d->bytes.load(std::memory_order_relaxed) == 0) { return {}; }
+  std::lock_guard lock{d->mutex};
+  if (d->batches.empty()) { return {}; }
+  return {d->batches.front().done, d->batches.front().serial};
+}
+
+bool issued_frees::completed(int device, std::uint64_t serial) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr) { return false; }
+  std::lock_guard lock{d->mutex};
+  if (d->batches.empty() || d->batches.front().serial != serial) { return false; }
+  batch const b = d->batches.front();
+  d->batches.pop_front();
+  d->bytes.fetch_sub(b.bytes, std::memory_order_relaxed);
+  try {
+    d->spare_events.push_back(b.done);
+  } catch (...) {
+    // No room to keep it: left alone, not destroyed (another thread may have
+    // read it as the oldest and be waiting for it); its context frees it.
+  }
+  return true;
+}
+
+CUevent issued_frees::spare_event(int device) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr) { return nullptr; }
+  std::lock_guard lock{d->mutex};
+  if (d->spare_events.empty()) { return nullptr; }
+  CUevent const e = d->spare_events.back();
+  d->spare_events.pop_back();
+  return e;
+}
+
+void issued_frees::keep_spare_event(int device, CUevent event) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr) { return; }
+  std::lock_guard lock{d->mutex};
+  try {
+    d->spare_events.push_back(event);
+  } catch (...) {  // no room: its context frees it
+  }
+}
+
+std::uint64_t issued_frees::bytes(int device) const noexcept
+{
+  if (device < 0 || device >= max_devices) { return 0; }
+  return devices_[static_cast<std::size_t>(device)].bytes.load(std::memory_order_relaxed);
+}
+
+void issued_frees::take_all(int device, std::vector<CUevent>& events) noexcept
+{
+  device_batches* d = of(device);
+  if (d == nullptr) { return; }
+  std::lock_guard lock{d->mutex};
+  try {
+    for (batch const& b : d->batches) {
+      events.push_back(b.done);
+    }
+    events.insert(events.end(), d->spare_events.begin(), d->spare_events.end());
+  } catch (...) {  // no host memory for the list: forgotten with their context
+  }
+  d->batches.clear();
+  d->spare_events.clear();
+  d->bytes.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace asyncshim::shim
