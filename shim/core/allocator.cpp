@@ -197,83 +197,107 @@ cudaError_t free_on_stream(shim_state& s, native_api const& api, cuda_async_memo
   return r;
 }
 
+// A free made while a capture is in progress, whatever the ordering: queued
+// when the capture rules allow the calling thread a free (issued with the
+// device ordering's fence once no capture is in progress: the thread issuing
+// it is not the one that freed, so its own stream means nothing to the
+// program's work), else failing as the native call does. The caller holds
+// `access`, which this gives up.
+cudaError_t free_during_capture(shim_state& s, native_api const& api, stream_tracker::shared_access& access, void* ptr,
+                                allocation_record const& record) noexcept
+{
+  bool const prohibited = tracker().calling_thread_is_prohibited();
+  access.unlock();
+  return prohibited ? free_during_forbidding_capture(s, api, ptr, record) : queue_free(s, ptr, record, true);
+}
+
+// Path 1 of device ordering (core/deferred_frees.hpp): in the legacy
+// stream's order, while no non-blocking stream that may use the block has
+// work in progress (stream_tracker::free_in_order). True when the free is
+// over: made (`result` cudaSuccess), or failed with its record gone (the
+// queue could not issue it). Under the tracker's locks only the driver's
+// free: no runtime call (which may make streams of its own), no look at the
+// device's memory. A block exported through legacy IPC never goes in order:
+// the next allocation on the legacy stream would get it at once, while a
+// process that opened it may still read it (natively it keeps the bytes).
+bool freed_in_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr, allocation_record const& record,
+                    bool exported, cudaError_t& result) noexcept
+{
+  stream_tracker& streams = tracker();
+  if (exported || !s.settings.frees_in_order() || !streams.frees_may_go_in_order()) { return false; }
+  // Held through the look at the device's memory after the free, which may
+  // give memory back (no capture may begin meanwhile either).
+  auto access = streams.access();
+  device_streams const& pool_streams = s.pools.streams(record.device);
+  bool record_kept = true;
+  auto const free_on_legacy = [&](bool barrier_recorded) {
+    return free_in_legacy_order(s, pool, ptr, record, barrier_recorded, &record_kept);
+  };
+  if (!streams.free_in_order(pool_streams.context, pool_streams.in_order_barrier, record.handed_out, free_on_legacy,
+                             result)) {
+    return false;
+  }
+  if (result == cudaSuccess) {
+    if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
+    note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
+    return true;
+  }
+  return !record_kept;  // should the free have failed with its record kept, the queue tries again
+}
+
+// Path 2 of device ordering, and path 3 inside it (core/deferred_frees.hpp):
+// fenced. In the pool's context the free is queued and issued behind one
+// fence with the rest of its batch (issue_queued); during a capture it waits
+// for the capture's end; in another context (a driver-API program's own, or
+// another device current) it is fenced and freed at once, as the fence must
+// be recorded where the program worked. Where no fence can cover every user
+// of the block, fence_or_synchronize waits on the host instead.
+cudaError_t free_fenced(shim_state& s, native_api const& api, cuda_async_memory_resource& pool, void* ptr,
+                        allocation_record const& record, bool in_pool_context_without_capture) noexcept
+{
+  if (in_pool_context_without_capture) { return queue_free(s, ptr, record, false); }
+  stream_tracker& streams = tracker();
+  auto access = streams.access();
+  if (streams.captures_in_progress()) { return free_during_capture(s, api, access, ptr, record); }
+  owner_device_scope owner{api.level, record.device};
+  if (owner.status() != cudaSuccess) { return owner.status(); }
+  // The owner's context is current now (cudaSetDevice makes it so).
+  if (cudaError_t const r = fence_or_synchronize(s, record.device, api.level); r != cudaSuccess) { return r; }
+  return free_on_stream(s, api, pool, ptr, record, s.pools.streams(record.device).own);
+}
+
 // Frees `ptr`, claimed in the ownership record, as the configured ordering
 // says:
-//  - device: while no non-blocking stream of the program has work in
-//    progress, to the pool at once on the legacy stream, which orders the
-//    free after the other streams' work (stream_tracker::free_in_order);
-//    otherwise queued, issued behind a
-//    fence with the rest of its batch (issue_queued); fenced and freed at
-//    once when the calling thread's context is not the pool's (a driver-API
-//    program's own context, another device current), as the fence must be
-//    recorded where the program worked;
+//  - device: in order, else fenced (and waited for where no fence covers
+//    every user of the block): the three paths of core/deferred_frees.hpp;
 //  - stream: on the allocation stream of the calling thread, at once;
 //  - sync: after a device synchronization, on the shim's own stream.
-// During a capture, frees the capture rules allow are queued whatever the
-// ordering (and issued with the device ordering's fence once no capture is
-// in progress: the thread issuing them is not the one that freed, so its
-// own stream means nothing to the program's work). A block freed at once has
-// its record released once the pool has it. A block exported through legacy
-// IPC is never freed in order: the next allocation on the legacy stream
-// would get it at once, while a process that opened it may still read it
-// (natively it keeps the bytes; queued, the block comes back later).
+// During a capture, frees are deferred whatever the ordering
+// (free_during_capture). A block freed at once has its record released once
+// the pool has it.
 cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, allocation_record const& record,
                          bool exported) noexcept
 {
   cuda_async_memory_resource* pool = s.pools.existing(record.device);
   if (pool == nullptr) { return cudaErrorInvalidValue; }  // cannot happen: records exist only for pools
   stream_tracker& streams = tracker();
-  bool const device_ordering = s.settings.ordering == config::ordering_mode::device;
-  if (device_ordering && !streams.captures_in_progress() && in_pool_context(s, record.device)) {
-    // Under the tracker's locks only the driver's free: no runtime call
-    // (which may make streams of its own), no look at the device's memory.
-    // Should it fail, the queue tries again behind a fence.
-    cudaError_t in_order = cudaSuccess;
-    bool record_kept = true;
-    if (!exported && s.settings.frees_in_order() && streams.frees_may_go_in_order()) {
-      // Held through the look at the device's memory after the free, which
-      // may give memory back (no capture may begin meanwhile either).
-      auto access = streams.access();
-      device_streams const& pool_streams = s.pools.streams(record.device);
-      auto const free_on_legacy = [&](bool barrier_recorded) {
-        return free_in_legacy_order(s, *pool, ptr, record, barrier_recorded, &record_kept);
-      };
-      if (streams.free_in_order(pool_streams.context, pool_streams.in_order_barrier, record.handed_out, free_on_legacy,
-                                in_order) &&
-          in_order == cudaSuccess) {
-        if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
-        note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
-        return cudaSuccess;
-      }
+  if (s.settings.ordering == config::ordering_mode::device) {
+    bool const in_pool = !streams.captures_in_progress() && in_pool_context(s, record.device);
+    if (cudaError_t result = cudaSuccess; in_pool && freed_in_order(s, *pool, ptr, record, exported, result)) {
+      return result;
     }
-    if (!record_kept) { return in_order; }  // failed, and its record is gone: the queue could not issue it
-    return queue_free(s, ptr, record, false);
+    return free_fenced(s, api, *pool, ptr, record, in_pool);
   }
   auto access = streams.access();
-  if (streams.captures_in_progress()) {
-    if (streams.calling_thread_is_prohibited()) {
-      access.unlock();
-      return free_during_forbidding_capture(s, api, ptr, record);
-    }
-    // Never stream work of the shim's own that a capture could absorb or
-    // that the capture rules forbid: issued once no capture is in progress.
-    access.unlock();
-    return queue_free(s, ptr, record, true);
-  }
+  if (streams.captures_in_progress()) { return free_during_capture(s, api, access, ptr, record); }
   owner_device_scope owner{api.level, record.device};
   if (owner.status() != cudaSuccess) { return owner.status(); }
   // The owner's context is current now (cudaSetDevice makes it so).
-  device_streams const shim_streams = s.pools.streams(record.device);
-  auto const free_on = [&](CUstream stream) { return free_on_stream(s, api, *pool, ptr, record, stream); };
-  switch (s.settings.ordering) {
-    case config::ordering_mode::stream: return free_on(reinterpret_cast<CUstream>(allocation_stream(s.settings)));
-    case config::ordering_mode::sync:
-      if (cudaError_t const r = synchronize_with_accessors(record.device, api.level); r != cudaSuccess) { return r; }
-      return free_on(shim_streams.own);
-    case config::ordering_mode::device: break;
+  if (s.settings.ordering == config::ordering_mode::stream) {
+    return free_on_stream(s, api, *pool, ptr, record, reinterpret_cast<CUstream>(allocation_stream(s.settings)));
   }
-  if (cudaError_t const r = fence_or_synchronize(s, record.device, api.level); r != cudaSuccess) { return r; }
-  return free_on(shim_streams.own);
+  if (cudaError_t const r = synchronize_with_accessors(record.device, api.level); r != cudaSuccess) { return r; }
+  return free_on_stream(s, api, *pool, ptr, record, s.pools.streams(record.device).own);
 }
 
 void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda_async_memory_resource& pool) noexcept

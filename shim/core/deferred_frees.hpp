@@ -7,17 +7,19 @@
 //  1. in order: no non-blocking stream that may use the block has work in
 //     progress: to the pool at once on the legacy stream, which orders it
 //     after the legacy and blocking streams' work, or kept in the reuse
-//     cache in that order (core/allocator.cpp, state/stream_tracker.hpp);
+//     cache in that order (core/allocator.cpp freed_in_order,
+//     stream_tracker::free_in_order);
 //  2. fenced: queued, and issued with its batch behind a fence, an event
 //     recorded on every stream that may use it and waited for by the
 //     shim's stream; the pool gets it after the fence, or the reuse cache
 //     keeps it until the fence's event has completed. A free made while a
 //     capture is in progress is issued this way once no capture is; one made
-//     in a context not the pool's is fenced at once;
+//     in a context not the pool's is fenced at once (core/allocator.cpp
+//     free_fenced, then queue_free and issue_queued below);
 //  3. waited for: where no fence can cover every user of the block (a
 //     record fails, a device given access has no pool of the shim's, a
 //     context of the program's own), the host waits for the device first,
-//     as native cudaFree does. With a backlog limit a free also waits for
+//     as native cudaFree does (fence_or_synchronize below). With a backlog limit a free also waits for
 //     the oldest issued batches once too much freed memory waits.
 #pragma once
 
