@@ -662,7 +662,8 @@ F driver_function(char const* name, int version)
 // still has to read it on that context's legacy stream, allocated again
 // 20 ms later in the primary context and written there. No fence reaches
 // that context's legacy stream: the shim waits for the context on the host,
-// and the kernel must read its own data.
+// and the kernel must read its own data. (Natively the free does not wait
+// for another context's work: the kernel faults, cudaErrorIllegalAddress.)
 void freed_while_own_context_busy()
 {
   using create_fn = CUresult (*)(CUcontext*, CUctxCreateParams*, unsigned, CUdevice);
