@@ -70,7 +70,12 @@ parse_result parse_environment(char const* const* envp)
   for (std::size_t i = 0; i < table.size(); ++i) {
     if (!found[i] || found[i]->empty()) { continue; }
     auto message = table[i].apply(table[i], *found[i], values);
-    if (!message) { continue; }
+    if (!message) {
+      if (!table[i].info.retired.empty()) {
+        report(log_level::warn, detail::retired_variable_message(table[i].info.name, *found[i], table[i].info.retired));
+      }
+      continue;
+    }
     report(log_level::error, std::move(*message));
     if (table[i].info.invalid == on_invalid::disables) { ++invalid; }
   }

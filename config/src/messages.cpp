@@ -82,6 +82,11 @@ std::string unknown_variable_message(std::string_view name, std::optional<std::s
   return fmt::format("unknown variable {} (ignored); known variables: {}", bare, fmt::join(known, ", "));
 }
 
+std::string retired_variable_message(std::string_view name, std::string_view value, std::string_view replacement)
+{
+  return fmt::format("{}={} still works but is retired: {}", name, escaped(value), replacement);
+}
+
 std::string disabled_by_variable_message(std::string_view name, std::string_view value)
 {
   return fmt::format("disabled by {}={}: {}", name, escaped(value), native_allocator);

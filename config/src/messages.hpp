@@ -32,6 +32,10 @@ namespace asyncshim::config::detail {
 [[nodiscard]] std::string unknown_variable_message(std::string_view name, std::optional<std::string> const& suggestion,
                                                    std::span<std::string const> known);
 
+/// A retired variable was set: it still works; `replacement` says what replaced it.
+[[nodiscard]] std::string retired_variable_message(std::string_view name, std::string_view value,
+                                                   std::string_view replacement);
+
 [[nodiscard]] std::string disabled_by_variable_message(std::string_view name, std::string_view value);
 [[nodiscard]] std::string disabled_by_invalid_settings_message(std::size_t invalid_count);
 

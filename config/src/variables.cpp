@@ -110,7 +110,8 @@ std::string show_initial_pool_size(settings const& values)
 
 std::string show_reuse_cache(settings const& values)
 {
-  return values.reuse_cache ? values.reuse_cache->to_string() : std::string("0 (default)");
+  return values.reuse_cache ? values.reuse_cache->to_string()
+                            : size_spec{.bytes = default_reuse_cache_bytes}.to_string() + " (default)";
 }
 
 std::string show_free_backlog(settings const& values)
@@ -227,13 +228,12 @@ constexpr std::array table{
   variable{
     .info = {.name = "ASYNCSHIM_REUSE_CACHE",
              .field = "reuse_cache",
-             .default_text = "0",
+             .default_text = "256MiB",
              .accepted = size_accepted,
              .invalid = on_invalid::disables,
              .summary = "under device ordering, the most memory per device kept in freed blocks for reuse by "
                         "an allocation of the same size without a CUDA call: at once for a free in the legacy "
-                        "stream's order, otherwise once the work before the free has finished (experimental); 0: "
-                        "none kept"},
+                        "stream's order, otherwise once the work before the free has finished; 0: none kept"},
     .what = "size",
     .describe_key = "reuse_cache",
     .apply = apply_size<&settings::reuse_cache, false>,
@@ -245,9 +245,11 @@ constexpr std::array table{
              .default_text = "off",
              .accepted = free_backlog_accepted,
              .invalid = on_invalid::disables,
-             .summary = "under device ordering, how much freed memory per device may wait for the device to catch "
-                        "up with the work before its free: a cudaFree that finds more waits for the oldest of those "
-                        "frees, down to half of it (experimental); off: never"},
+             .summary =
+               "retired: under device ordering, how much freed memory per device may wait for the device to catch "
+               "up with the work before its free: a cudaFree that finds more waits for the oldest of those "
+               "frees, down to half of it; off: never",
+             .retired = "ASYNCSHIM_ORDERING=sync makes every cudaFree wait for the device, as native cudaFree does"},
     .what = "size",
     .describe_key = "free_backlog",
     .apply = apply_free_backlog,
@@ -259,10 +261,13 @@ constexpr std::array table{
              .default_text = "on",
              .accepted = boolean_accepted,
              .invalid = on_invalid::disables,
-             .summary = "under device ordering, while none of the program's non-blocking streams (at most 4) has work "
-                        "in progress (and the process sees one device), a cudaFree goes to the pool at once in the "
-                        "legacy stream's order, so the next cudaMalloc can have the block again; off: every free is "
-                        "queued and fenced"},
+             .summary =
+               "retired: under device ordering, while none of the program's non-blocking streams (at most 4) has work "
+               "in progress (and the process sees one device), a cudaFree goes to the pool at once in the "
+               "legacy stream's order, so the next cudaMalloc can have the block again; off: every free is "
+               "queued and fenced",
+             .retired = "device ordering (ASYNCSHIM_ORDERING=device, the default) decides by itself when a free may go "
+                        "in order; ASYNCSHIM_ORDERING=sync or stream for another ordering"},
     .what = "boolean",
     .describe_key = "in_order_frees",
     .apply = apply_choice<&settings::in_order_frees, parse_bool>,

@@ -15,7 +15,7 @@ TEST(Describe, Defaults)
 {
   EXPECT_EQ(cfg::describe(cfg::settings{}),
             "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
-            "reuse_cache=0 (default) free_backlog=off (default) in_order_frees=yes export_handle_type=auto "
+            "reuse_cache=256MiB (default) free_backlog=off (default) in_order_frees=yes export_handle_type=auto "
             "stream=legacy mode=pool "
             "intercept=all ordering=device "
             "log_level=warn "
@@ -56,7 +56,7 @@ TEST(Describe, FromTheEnvironment)
                        "ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric", "ASYNCSHIM_IDLE_RELEASE=off", nullptr};
   auto const result = cfg::parse_environment(env);
   std::string const line = cfg::describe(result.values);
-  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off reuse_cache=0 (default) "
+  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off reuse_cache=256MiB (default) "
                   "free_backlog=off (default) in_order_frees=yes export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no leak_report=no "

@@ -187,22 +187,55 @@ TEST(ParseEnvironment, HalfFreeIsNoReleaseThreshold)
               size_forms);
 }
 
+constexpr char const* free_backlog_retired =
+  "still works but is retired: ASYNCSHIM_ORDERING=sync makes every cudaFree wait for the device, as native "
+  "cudaFree does";
+
+// A retired variable keeps working; its one warning comes first.
+void expect_only_retired_warning(cfg::parse_result const& result, std::string const& setting, char const* replacement)
+{
+  ASSERT_EQ(result.diagnostics.size(), 1u) << setting;
+  EXPECT_EQ(result.diagnostics[0], (diagnostic{log_level::warn, setting + " " + replacement}));
+}
+
 TEST(ParseEnvironment, FreeBacklogIsASizeOrOff)
 {
   auto result = parse({"ASYNCSHIM_FREE_BACKLOG=256MiB"});
   EXPECT_FALSE(result.values.disabled);
-  EXPECT_TRUE(result.diagnostics.empty());
+  expect_only_retired_warning(result, "ASYNCSHIM_FREE_BACKLOG=256MiB", free_backlog_retired);
   EXPECT_EQ(result.values.free_backlog, bytes(std::uint64_t{256} << 20));
   EXPECT_EQ(parse({"ASYNCSHIM_FREE_BACKLOG=2%"}).values.free_backlog, percent(2.0));
   for (char const* off : {"off", " OFF ", "Off", "0", "0B", "0%"}) {
     result = parse({std::string("ASYNCSHIM_FREE_BACKLOG=") + off});
     EXPECT_FALSE(result.values.disabled) << off;
-    EXPECT_TRUE(result.diagnostics.empty()) << off;
+    expect_only_retired_warning(result, std::string("ASYNCSHIM_FREE_BACKLOG=") + off, free_backlog_retired);
     EXPECT_FALSE(result.values.free_backlog.has_value()) << off;
   }
   EXPECT_FALSE(parse({}).values.free_backlog.has_value());
 }
 
+TEST(ParseEnvironment, InOrderFreesIsRetiredButStillWorks)
+{
+  auto const result = parse({"ASYNCSHIM_IN_ORDER_FREES=off"});
+  EXPECT_FALSE(result.values.disabled);
+  EXPECT_FALSE(result.values.in_order_frees);
+  expect_only_retired_warning(result, "ASYNCSHIM_IN_ORDER_FREES=off",
+                              "still works but is retired: device ordering (ASYNCSHIM_ORDERING=device, the default) "
+                              "decides by itself when a free may go in order; ASYNCSHIM_ORDERING=sync or stream for "
+                              "another ordering");
+  EXPECT_TRUE(parse({}).values.in_order_frees);
+}
+
+TEST(ParseEnvironment, ReuseCacheIsOnByDefaultAndZeroTurnsItOff)
+{
+  EXPECT_FALSE(parse({}).values.reuse_cache.has_value());
+  EXPECT_EQ(cfg::default_reuse_cache_bytes, std::uint64_t{256} << 20);
+  auto const result = parse({"ASYNCSHIM_REUSE_CACHE=0"});
+  EXPECT_TRUE(result.diagnostics.empty());
+  EXPECT_EQ(result.values.reuse_cache, bytes(0));
+}
+
+// An invalid value of a retired variable is an error, not "still works".
 TEST(ParseEnvironment, BadFreeBacklogNamesTheFormsAndDisables)
 {
   auto result = parse({"ASYNCSHIM_FREE_BACKLOG=lots"});

@@ -153,14 +153,15 @@ TEST(Variables, DefaultsWrittenAsValuesAreAccepted)
     }
     std::string const name(v.name);
     auto const result = parse({name + "=" + std::string(v.default_text)});
-    EXPECT_TRUE(result.diagnostics.empty()) << name << "=" << v.default_text;
+    // A retired variable warns, whatever its value.
+    EXPECT_EQ(result.diagnostics.size(), v.retired.empty() ? 0u : 1u) << name << "=" << v.default_text;
     auto const changed = changed_members(cfg::settings{}, result.values);
     if (v.field == "initial_pool_size") {
       // Written, 0 is a size of 0 bytes: the same pool as when unset.
       ASSERT_TRUE(result.values.initial_pool_size.has_value());
       EXPECT_EQ(result.values.initial_pool_size->resolve(std::uint64_t{1} << 40, std::uint64_t{1} << 39), 0u);
     } else if (v.field == "reuse_cache") {
-      // Written, the default size (0): the same limit as when unset.
+      // Written, the default size: the same limit as when unset.
       ASSERT_TRUE(result.values.reuse_cache.has_value());
       EXPECT_EQ(result.values.reuse_cache->resolve(std::uint64_t{1} << 40, std::uint64_t{1} << 39),
                 cfg::default_reuse_cache_bytes);
@@ -168,6 +169,19 @@ TEST(Variables, DefaultsWrittenAsValuesAreAccepted)
       EXPECT_TRUE(changed.empty()) << name << "=" << v.default_text;
     }
   }
+}
+
+// A retired variable says what replaced it, naming a variable that is not retired.
+TEST(Variables, RetiredVariablesNameWhatReplacedThem)
+{
+  std::size_t retired = 0;
+  for (cfg::variable_info const& v : cfg::variables()) {
+    if (v.retired.empty()) { continue; }
+    ++retired;
+    EXPECT_TRUE(v.summary.starts_with("retired: ")) << v.name;
+    EXPECT_NE(v.retired.find("ASYNCSHIM_ORDERING="), std::string_view::npos) << v.name;
+  }
+  EXPECT_EQ(retired, 2u);  // ASYNCSHIM_FREE_BACKLOG and ASYNCSHIM_IN_ORDER_FREES
 }
 
 TEST(Variables, IdleReleaseDefaultIsTheDefaultDuration)

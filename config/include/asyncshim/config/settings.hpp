@@ -67,8 +67,9 @@ enum class ordering_mode { device, stream, sync };
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
 inline constexpr std::uint64_t default_idle_release_ms = 1000;
-/// Off by default (README, "Choosing an ordering": what is still open with it on).
-inline constexpr std::uint64_t default_reuse_cache_bytes = 0;
+/// Room for the blocks of a typical training step's most frequent sizes, and
+/// for a 256 MiB block, while staying a small part of a device's memory.
+inline constexpr std::uint64_t default_reuse_cache_bytes = std::uint64_t{256} << 20;
 
 struct settings {
   /// True when ASYNCSHIM_DISABLE is set, or when any variable that changes
@@ -202,6 +203,9 @@ struct variable_info {
   std::string_view accepted;      ///< the values accepted, on one line
   on_invalid invalid;             ///< what an invalid value does
   std::string_view summary;       ///< what the setting does, on one line
+  /// Non-empty for a retired variable, which still works: what replaced it
+  /// (setting it warns "NAME=value still works but is retired: <retired>").
+  std::string_view retired{};
 };
 
 /// Every variable this version understands, in the order of known_variables().
