@@ -24,8 +24,8 @@
 #   - PyTorch training loops (ResNet-18, a transformer encoder, an MLP) with
 #     the caching allocator, uncached natively and
 #     uncached under the shim (device and stream ordering, and device with the
-#     reuse cache on), and the memory the shim's pool holds for them (also
-#     with the reuse cache on, and with ASYNCSHIM_IN_ORDER_FREES=off).
+#     reuse cache off), and the memory the shim's pool holds for them (also
+#     with the reuse cache off).
 # Every shim run: LD_PRELOAD=<build>/shim/libasyncshim.so and
 # ASYNCSHIM_INITIAL_POOL_SIZE=1GiB. Results go to ${OUT:-bench-results}/:
 # PERFORMANCE.md (the page: this run's tables and targets), RESULTS-entry.md
@@ -218,11 +218,11 @@ for ((round = 1; round <= pair_rounds; ++round)); do
     ((full)) && run "pairs-shim-$ordering-driver$r" 90 "${shim_env[@]}" -- \
       "$bench" pairs --api driver --size $sizes --iterations $n
   done
-  # The reuse cache (experimental, off by default).
+  # The reuse cache off (on by default): what it gives.
   if ((full)); then
-    reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB)
-    run "pairs-shim-reuse-runtime$r" 90 "${reuse_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $fast
-    run "pairs-shim-reuse-static$r" 90 "${reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $fast
+    no_reuse_env=("${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=0)
+    run "pairs-shim-no-reuse-runtime$r" 90 "${no_reuse_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $fast
+    run "pairs-shim-no-reuse-static$r" 90 "${no_reuse_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $fast
   fi
   # What observing costs (all off by default): the same pairs with the leak
   # report, with its call stacks, and with the event log (written to a scratch
@@ -254,7 +254,7 @@ for ((round = 1; round <= pair_rounds; ++round)); do
     run "churn-shim-$ordering-runtime$r" 90 "${shim_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
     ((first)) && run "churn-shim-$ordering-static" 90 "${shim_env[@]}" -- "$bench_static" churn --api runtime --steps $churn_fast --live 64
   done
-  ((first)) && run churn-shim-reuse-runtime 90 "${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB -- \
+  ((first)) && run churn-shim-no-reuse-runtime 90 "${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=0 -- \
     "$bench" churn --api runtime --steps $churn_fast --live 64
   [[ -n $baseline ]] && run "before-churn-runtime$r" 90 "${before_env[@]}" -- "$bench" churn --api runtime --steps $churn_fast --live 64
   ((first)) && run churn-native-runtime 90 -- "$bench" churn --api runtime --steps $churn_slow --live 64
@@ -271,7 +271,7 @@ for ((round = 1; round <= pair_rounds; ++round)); do
   # Not the default: each thread allocating on its own per-thread stream.
   ((first)) && run threads-shim-device-per-thread-runtime 60 "${with_shim[@]}" "ASYNCSHIM_ORDERING=device" \
     ASYNCSHIM_STREAM=per-thread -- "$bench" threads --api runtime "${threads[@]}"
-  ((first)) && run threads-shim-reuse-runtime 60 "${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=1GiB -- \
+  ((first)) && run threads-shim-no-reuse-runtime 60 "${with_shim[@]}" ASYNCSHIM_REUSE_CACHE=0 -- \
     "$bench" threads --api runtime "${threads[@]}"
   [[ -n $baseline ]] && run "before-threads-runtime$r" 60 "${before_env[@]}" -- "$bench" threads --api runtime "${threads[@]}"
   ((first)) && run threads-native-runtime 60 -- "$bench" threads --api runtime "${threads[@]}"
@@ -325,14 +325,11 @@ else
       # The memory held, with the shim's default settings (no initial pool).
       run "torch-$model-uncached-shim-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" -- \
         "$py" "${torch_bench[@]}" --model $model --purpose memory
-      # The same two with the reuse cache on (experimental): what it would give as a default.
-      run "torch-$model-uncached-shim-reuse" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
-        ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model
-      run "torch-$model-uncached-shim-reuse-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
-        ASYNCSHIM_REUSE_CACHE=1GiB -- "$py" "${torch_bench[@]}" --model $model --purpose memory
-      # With in-order frees off (every free queued and fenced): what they save.
-      run "torch-$model-uncached-shim-fenced-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
-        ASYNCSHIM_IN_ORDER_FREES=off -- "$py" "${torch_bench[@]}" --model $model --purpose memory
+      # The same two with the reuse cache off: what it costs and gives.
+      run "torch-$model-uncached-shim-no-reuse" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${with_shim[@]}" \
+        ASYNCSHIM_REUSE_CACHE=0 -- "$py" "${torch_bench[@]}" --model $model
+      run "torch-$model-uncached-shim-no-reuse-memory" 180 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "LD_PRELOAD=$shim" \
+        ASYNCSHIM_REUSE_CACHE=0 -- "$py" "${torch_bench[@]}" --model $model --purpose memory
     done
   done
 fi

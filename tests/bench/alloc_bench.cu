@@ -268,9 +268,17 @@ bool set_on(char const* name)
   return text != "0" && text != "off" && text != "false" && text != "no";
 }
 
+// A size variable set to zero ("0", "0B", "0%", "0MiB", ...).
+bool set_to_zero(char const* name)
+{
+  char const* v = std::getenv(name);
+  if (v == nullptr || v[0] < '0' || v[0] > '9') { return false; }
+  return std::strtod(v, nullptr) == 0.0;
+}
+
 // "native", "pool" or "shim:<ordering>" (the shim's default ordering is
 // device), with "+per-thread" when the shim allocates on per-thread streams,
-// "+reuse" when its reuse cache is on (ASYNCSHIM_REUSE_CACHE), and the
+// "+no-reuse" when its reuse cache is off (ASYNCSHIM_REUSE_CACHE=0), and the
 // observing settings that cost time on the hot path: "+leak-report"
 // (ASYNCSHIM_LEAK_REPORT), "+stacks" (ASYNCSHIM_LEAK_STACK_DEPTH above 0 with
 // the leak report on) and "+event-log" (ASYNCSHIM_EVENT_LOG).
@@ -284,7 +292,7 @@ std::string allocator_name(api kind)
   bool const leak_report = set_on("ASYNCSHIM_LEAK_REPORT");
   char const* event_log = std::getenv("ASYNCSHIM_EVENT_LOG");
   return std::string{"shim:"} + (ordering != nullptr && ordering[0] != '\0' ? lower(ordering) : "device") +
-         (per_thread ? "+per-thread" : "") + (set_on("ASYNCSHIM_REUSE_CACHE") ? "+reuse" : "") +
+         (per_thread ? "+per-thread" : "") + (set_to_zero("ASYNCSHIM_REUSE_CACHE") ? "+no-reuse" : "") +
          (leak_report ? "+leak-report" : "") + (leak_report && set_on("ASYNCSHIM_LEAK_STACK_DEPTH") ? "+stacks" : "") +
          (event_log != nullptr && event_log[0] != '\0' ? "+event-log" : "");
 }

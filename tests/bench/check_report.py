@@ -81,7 +81,7 @@ def make_raw(raw):
                                                  {256: 945.0, 4096: 990.0, 65536: 900.0}),
         "pairs-shim-event-log-static-r1": pairs("shim:device+event-log", "static-runtime",
                                                 {256: 3000.0, 4096: 2200.0, 65536: 2000.0}),
-        "pairs-shim-reuse-runtime-r1": pairs("shim:device+reuse", "runtime", dict.fromkeys(SIZES, 400.0)),
+        "pairs-shim-no-reuse-runtime-r1": pairs("shim:device+no-reuse", "runtime", dict.fromkeys(SIZES, 400.0)),
         # The earlier build (before-*): its pair as fast as this build's in their fast rounds; one thread's
         # pairs/s alike at the best of three rounds although this build's median round is slow (1.6x fewer); 16
         # threads 1.25x fewer pairs/s than before at the best round (a regression).
@@ -98,13 +98,11 @@ def make_raw(raw):
         "before-growth-2M": [growth("0123abc, its defaults", 7890.0)],
         "torch-resnet18-caching-r1": [torch("resnet18", "caching", 10.0, reserved=2 * GiB)],
         "torch-resnet18-uncached-shim-device-r1": [torch("resnet18", "uncached+shim:device", 11.0)],
-        "torch-resnet18-uncached-shim-reuse": [torch("resnet18", "uncached+shim:device+reuse", 9.5)],
+        "torch-resnet18-uncached-shim-no-reuse": [torch("resnet18", "uncached+shim:device+no-reuse", 9.5)],
         "torch-resnet18-uncached-shim-memory": [torch("resnet18", "uncached+shim:device", 30.0, reserved=12 * GiB,
                                                       purpose="memory")],
-        "torch-resnet18-uncached-shim-reuse-memory": [torch("resnet18", "uncached+shim:device+reuse", 30.0,
-                                                            reserved=12 * GiB, purpose="memory")],
-        "torch-resnet18-uncached-shim-backlog-memory": [torch("resnet18", "uncached+shim:device+backlog", 31.0,
-                                                              reserved=3 * GiB, purpose="memory")],
+        "torch-resnet18-uncached-shim-no-reuse-memory": [torch("resnet18", "uncached+shim:device+no-reuse", 31.0,
+                                                               reserved=3 * GiB, purpose="memory")],
     }
     with open(os.path.join(raw, "runs.tsv"), "w") as tsv:
         for name, records in runs.items():
@@ -163,8 +161,8 @@ def main():
     expect(static_log.get("result", "").startswith("MISSED, 25% over"), f"1.5× is 25% over 1.2×: {static_log}")
 
     pair = one("pair, shim default (device ordering), cudaMalloc (runtime path)")
-    expect(pair.get("met") is True and abs(pair["value"] - 0.9) < 1e-9,
-           f"the runtime pair is 0.90× (its fastest round), met: {pair}")
+    expect(pair.get("met") is False and abs(pair["value"] - 0.9) < 1e-9 and "≤ 0.8×" in pair.get("target", ""),
+           f"the runtime pair is 0.90× (its fastest round), missed against 0.8×: {pair}")
     static_pair = one("pair, shim default (device ordering), cudaMalloc of a static runtime")
     expect(static_pair.get("met") is False, f"the static pair (2.0×) is missed: {static_pair}")
     not_measured = one("16 threads, shim default (device ordering), cudaMalloc of a static runtime")
@@ -198,15 +196,14 @@ def main():
     expect(steps.get("met") is False and abs(steps["value"] - 1.1) < 1e-9, f"11 ms against 10 ms is missed: {steps}")
     memory = one("memory held, PyTorch resnet18, uncached, shim default (device ordering)")
     expect(memory.get("met") is False and memory["value"] == 6, f"12 GiB against 2 GiB is 6×, missed: {memory}")
-    reuse_pair = [t for name, t in reuse.items() if name.startswith("pair, reuse cache on") and "runtime path" in name]
+    reuse_pair = [t for name, t in reuse.items() if name.startswith("pair, reuse cache off") and "runtime path" in name]
     expect(len(reuse_pair) == 1 and reuse_pair[0]["met"] is True and abs(reuse_pair[0]["value"] - 0.4) < 1e-9,
-           f"the reuse cache's pair target: 0.40×, met: {reuse_pair}")
-    reuse_steps = [t for name, t in reuse.items() if name.startswith("PyTorch resnet18, uncached, reuse cache on")]
+           f"the pair without the reuse cache: 0.40×, met: {reuse_pair}")
+    reuse_steps = [t for name, t in reuse.items() if name.startswith("PyTorch resnet18, uncached, reuse cache off")]
     expect(len(reuse_steps) == 1 and reuse_steps[0]["met"] is True, f"9.5 ms against 10 ms is met: {reuse_steps}")
-    expect("## The goals with the reuse cache on" in page, "the page has the reuse cache's goals")
-    expect("| resnet18 | 2 GiB | 12 GiB (**6.00×**), 30.00 ms a step | 12 GiB (**6.00×**), 30.00 ms a step "
-           "| 3 GiB (**1.50×**), 31.00 ms a step |" in page,
-           "the memory table has the defaults, the reuse cache and the free backlog side by side, with their steps")
+    expect("## The goals with the reuse cache off" in page, "the page has the goals without the reuse cache")
+    expect("| resnet18 | 2 GiB | 12 GiB (**6.00×**), 30.00 ms a step | 3 GiB (**1.50×**), 31.00 ms a step |" in page,
+           "the memory table has the defaults and the reuse cache off side by side, with their steps")
     expect("## Observing: the leak report and the event log" in page, "the page has the observing section")
     section = page.split("## Observing", 1)[-1].split("\n## ", 1)[0]
     expect("| 4 KiB | 0.900 µs | **1.10×** (0.990 µs) | **3.00×** (2.700 µs) | **1.10×** (0.990 µs) |" in section,

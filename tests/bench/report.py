@@ -142,7 +142,7 @@ def config_name(allocator, path):
                             "driver": "cuMemAlloc"}.get(path, path)
     ordering, *extras = allocator.split(":", 1)[1].split("+")
     streams = " on per-thread streams (`ASYNCSHIM_STREAM=per-thread`)" if "per-thread" in extras else ""
-    reuse = ", reuse cache on (`ASYNCSHIM_REUSE_CACHE=1GiB`)" if "reuse" in extras else ""
+    reuse = ", reuse cache off (`ASYNCSHIM_REUSE_CACHE=0`)" if "no-reuse" in extras else ""
     observing = "".join(text for extra, text in OBSERVING_TEXT if extra in extras)
     return f"shim, {ordering} ordering{streams}{reuse}{observing}, {PATH_TEXT.get(path, path)}"
 
@@ -231,6 +231,11 @@ def target(name, measured_text, value, limit, at_most, plus_minus=None):
 
 
 SMALL_SIZES = (256, 4096, 65536)
+# The one-free-path issue's goals: a pair at most this times the raw pool's, by
+# path (a hit of the reuse cache makes no CUDA call), and 16 threads' pairs/s
+# at least this times the raw pool's.
+PAIR_LIMIT = {"runtime": 0.8, "static-runtime": 1.0}
+THREADS_LIMIT = 1.5
 # Within this much, a before/after change is the machine's noise (rounds of one
 # run differ by up to about 10%).
 NOISE = 1.10
@@ -249,16 +254,17 @@ def goal_targets(records, shim="shim:device", who="shim default (device ordering
             if r is not None and (worst is None or r > worst[0]):
                 worst = (r, size)
         text = f"worst {worst[0]:.2f}× (at {size_text(worst[1])})" if worst else ""
+        limit = PAIR_LIMIT[path]
         out.append(target(f"pair, {who}, {PATH_TEXT[path]}, every size 256 B–256 MiB: "
-                          f"≤ 1.0× the raw pool's pair", text, worst[0] if worst else None, 1.0, True))
+                          f"≤ {limit:.1f}× the raw pool's pair", text, worst[0] if worst else None, limit, True))
 
     threads = collect(records, "threads", ("threads",), "pairs_per_s")
     for path in ("runtime", "static-runtime"):
         value, pool = threads.get((shim, path, 16)), pool_value(threads, path, 16)
         r = ratio(value, pool)
         text = f"{r:.2f}× ({rate(value)} vs {rate(pool)})" if r is not None else ""
-        out.append(target(f"16 threads, {who}, {PATH_TEXT[path]}: aggregate pairs/s ≥ 1.0× the raw pool's",
-                          text, r, 1.0, False))
+        out.append(target(f"16 threads, {who}, {PATH_TEXT[path]}: aggregate pairs/s ≥ {THREADS_LIMIT:.1f}× the raw "
+                          "pool's", text, r, THREADS_LIMIT, False))
 
     churn = collect(records, "churn", (), "wall_ns_per_step")
     for path in ("runtime", "static-runtime"):
@@ -284,10 +290,10 @@ def goal_targets(records, shim="shim:device", who="shim default (device ordering
 
 
 def reuse_cache_targets(records):
-    """The goals with the (experimental) reuse cache on, where any run had it."""
-    if not any("+reuse" in (r.get("allocator") or r.get("config") or "") for r in records):
+    """The goals with the reuse cache off, where any run had it off: what the cache gives."""
+    if not any("+no-reuse" in (r.get("allocator") or r.get("config") or "") for r in records):
         return []
-    return goal_targets(records, "shim:device+reuse", "reuse cache on (`ASYNCSHIM_REUSE_CACHE=1GiB`)")
+    return goal_targets(records, "shim:device+no-reuse", "reuse cache off (`ASYNCSHIM_REUSE_CACHE=0`)")
 
 
 def evaluate_targets(records, before=None):
@@ -359,13 +365,13 @@ def pairs_section(records):
     views = (
         ("Runtime path (`alloc_bench`, shared runtime): ratio of the median pair to the raw pool's "
          "`cudaMallocFromPoolAsync` + `cudaFreeAsync` pair",
-         [("pool", "runtime")] + [(f"shim:{o}", "runtime") for o in ORDERINGS] + [("shim:device+reuse", "runtime")]
+         [("pool", "runtime")] + [(f"shim:{o}", "runtime") for o in ORDERINGS] + [("shim:device+no-reuse", "runtime")]
          + [("native", "runtime")]),
         ("Driver path: ratio to the raw pool's `cuMemAllocFromPoolAsync` + `cuMemFreeAsync` pair. "
          "`static` = `cudaMalloc` of `alloc_bench_static` (nvcc's default static runtime, which reaches the shim as "
          "`cuMemAlloc_v2`); `cuMemAlloc` = the program calls `cuMemAlloc_v2`/`cuMemFree_v2` itself",
          [("pool", "driver")] + [(f"shim:{o}", "static-runtime") for o in ORDERINGS]
-         + [("shim:device+reuse", "static-runtime")]
+         + [("shim:device+no-reuse", "static-runtime")]
          + [(f"shim:{o}", "driver") for o in ORDERINGS] + [("native", "driver")]),
     )
     for title, configs in views:
@@ -540,7 +546,7 @@ def growth_section(records):
 
 TORCH_CONFIGS = (("caching", "caching allocator"), ("cudaMallocAsync", "backend:cudaMallocAsync"),
                  ("uncached", "uncached, native"), ("uncached+shim:device", "uncached + shim (device)"),
-                 ("uncached+shim:device+reuse", "uncached + shim (device, reuse cache)"),
+                 ("uncached+shim:device+no-reuse", "uncached + shim (device, reuse cache off)"),
                  ("uncached+shim:stream", "uncached + shim (stream)"))
 
 
@@ -576,9 +582,7 @@ def torch_section(records):
 
 
 MEMORY_CONFIGS = (("uncached+shim:device", "uncached + shim (defaults)"),
-                  ("uncached+shim:device+reuse", "uncached + shim, reuse cache on"),
-                  ("uncached+shim:device+backlog", "uncached + shim, `ASYNCSHIM_FREE_BACKLOG=256MiB`"),
-                  ("uncached+shim:device+fenced", "uncached + shim, `ASYNCSHIM_IN_ORDER_FREES=off`"))
+                  ("uncached+shim:device+no-reuse", "uncached + shim, reuse cache off (`ASYNCSHIM_REUSE_CACHE=0`)"))
 
 
 def torch_memory_steps(records):
@@ -744,9 +748,9 @@ def page(meta, runs, records, targets, before):
 
     reuse = reuse_cache_targets(records)
     if reuse:
-        lines += ["## The goals with the reuse cache on", "",
-                  "The same goals for `ASYNCSHIM_REUSE_CACHE=1GiB` (experimental, off by default: what it would give as "
-                  "a default; the runs that have it).", "",
+        lines += ["## The goals with the reuse cache off", "",
+                  "The same goals for `ASYNCSHIM_REUSE_CACHE=0` (the reuse cache off: what it gives at the defaults; "
+                  "the runs that have it).", "",
                   table(["target", "measured", "result"],
                         [[t["target"], t["measured"], f"**{t['result']}**"] for t in reuse]), ""]
 

@@ -22,6 +22,7 @@ torch or a CUDA device.
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -162,10 +163,10 @@ def configuration(backend: str, shim: bool, ordering: str) -> str:
         name = "uncached"
     else:
         name = "caching"
-    reuse = os.environ.get("ASYNCSHIM_REUSE_CACHE", "").strip().lower() not in ("", "0", "off", "0b")
-    backlog = os.environ.get("ASYNCSHIM_FREE_BACKLOG", "").strip().lower() not in ("", "off")
-    in_order = os.environ.get("ASYNCSHIM_IN_ORDER_FREES", "").strip().lower() not in ("0", "false", "no", "off")
-    extras = ("+reuse" if reuse else "") + ("+backlog" if backlog else "") + ("" if in_order else "+fenced")
+    reuse_cache = os.environ.get("ASYNCSHIM_REUSE_CACHE", "").strip()
+    # A size of zero ("0", "0B", "0MiB", "0%") turns the reuse cache off.
+    no_reuse = reuse_cache[:1].isdigit() and float(re.match(r"[0-9]*\.?[0-9]*", reuse_cache).group()) == 0
+    extras = "+no-reuse" if no_reuse else ""
     return f"{name}+shim:{ordering}{extras}" if shim else name
 
 
@@ -219,8 +220,7 @@ def main() -> int:
         "final_loss": final_loss,
         "reserved_high_water_bytes": reserved_high_water, "purpose": args.purpose,
         "ASYNCSHIM_INITIAL_POOL_SIZE": os.environ.get("ASYNCSHIM_INITIAL_POOL_SIZE"),
-        "ASYNCSHIM_FREE_BACKLOG": os.environ.get("ASYNCSHIM_FREE_BACKLOG"),
-        "ASYNCSHIM_IN_ORDER_FREES": os.environ.get("ASYNCSHIM_IN_ORDER_FREES"),
+        "ASYNCSHIM_REUSE_CACHE": os.environ.get("ASYNCSHIM_REUSE_CACHE"),
         "allocator_backend": backend, "shim": shim, "ordering": ordering if shim else None,
         "PYTORCH_NO_CUDA_MEMORY_CACHING": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"),
         "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
