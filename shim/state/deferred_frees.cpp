@@ -1,5 +1,7 @@
 #include "state/deferred_frees.hpp"
 
+#include "state/thread_stashes.hpp"
+
 #include <algorithm>
 
 namespace asyncshim::shim {
@@ -67,6 +69,12 @@ void free_queue::mark_empty(int device, queue& q) noexcept
   queued_devices_.fetch_and(others, std::memory_order_acq_rel);
   urgent_devices_.fetch_and(others, std::memory_order_acq_rel);
 }
+
+namespace {
+std::atomic<std::uint64_t> next_cache_serial{1};
+}  // namespace
+
+reuse_cache::reuse_cache() noexcept : serial_(next_cache_serial.fetch_add(1, std::memory_order_relaxed)) {}
 
 reuse_cache::cache* reuse_cache::of(int device) noexcept
 {
@@ -141,7 +149,7 @@ bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limi
   for (block const& x : b.blocks) {
     c->in_flight_bytes -= x.bytes;
     bool kept = false;
-    if (c->idle_bytes + x.bytes <= limit) {
+    if (c->idle_bytes + c->stashed.load(std::memory_order_relaxed) + x.bytes <= limit) {
       try {
         c->idle[x.bytes].push_back({x.ptr, false});
         c->idle_bytes += x.bytes;
@@ -162,8 +170,15 @@ bool reuse_cache::keep_in_legacy_order(int device, block b, std::uint64_t limit)
 {
   cache* c = of(device);
   if (c == nullptr) { return false; }
+  // Counted before it is in the stash, so that the limit holds across threads.
+  std::uint64_t const stashed = c->stashed.fetch_add(b.bytes, std::memory_order_relaxed) + b.bytes;
+  if (stashed + c->held.load(std::memory_order_relaxed) <= limit &&
+      thread_stashes::put({b.ptr, b.bytes, serial_, device})) {
+    return true;
+  }
+  c->stashed.fetch_sub(b.bytes, std::memory_order_relaxed);
   std::lock_guard lock{c->mutex};
-  if (c->idle_bytes + b.bytes > limit) { return false; }
+  if (c->idle_bytes + c->stashed.load(std::memory_order_relaxed) + b.bytes > limit) { return false; }
   try {
     c->idle[b.bytes].push_back({b.ptr, true});
   } catch (...) {  // no host memory to keep it
@@ -202,6 +217,13 @@ void* reuse_cache::take(int device, std::size_t bytes) noexcept
 {
   cache* c = of(device);
   if (c == nullptr) { return nullptr; }
+  if (c->stashed.load(std::memory_order_relaxed) != 0) {
+    if (void* const ptr = thread_stashes::take(serial_, device, bytes)) {
+      c->stashed.fetch_sub(bytes, std::memory_order_relaxed);
+      return ptr;
+    }
+  }
+  if (c->held.load(std::memory_order_relaxed) == 0) { return nullptr; }
   std::lock_guard lock{c->mutex};
   auto const found = c->idle.find(bytes);
   if (found == c->idle.end() || found->second.empty()) { return nullptr; }
@@ -212,10 +234,36 @@ void* reuse_cache::take(int device, std::size_t bytes) noexcept
   return ptr;
 }
 
+namespace {
+struct stash_drain {
+  std::vector<reuse_cache::block>* blocks = nullptr;  ///< null: forgotten
+  std::uint64_t bytes = 0;
+};
+
+bool drain_stashed(thread_stashes::entry const& e, void* context) noexcept
+{
+  auto& drain = *static_cast<stash_drain*>(context);
+  if (drain.blocks != nullptr) {
+    try {
+      drain.blocks->push_back({e.ptr, e.bytes, true});
+    } catch (...) {  // no host memory for the list: it stays stashed
+      return false;
+    }
+  }
+  drain.bytes += e.bytes;
+  return true;
+}
+}  // namespace
+
 void reuse_cache::take_all(int device, std::vector<block>& blocks, std::vector<CUevent>* events) noexcept
 {
   cache* c = of(device);
   if (c == nullptr) { return; }
+  if (c->stashed.load(std::memory_order_relaxed) != 0) {
+    stash_drain drain{&blocks};
+    thread_stashes::take_all(serial_, device, drain_stashed, &drain);
+    c->stashed.fetch_sub(drain.bytes, std::memory_order_relaxed);
+  }
   std::lock_guard lock{c->mutex};
   std::size_t const blocks_before = blocks.size();
   std::size_t const spares_before = c->spare_events.size();
@@ -247,6 +295,9 @@ void reuse_cache::forget(int device) noexcept
 {
   cache* c = of(device);
   if (c == nullptr) { return; }
+  stash_drain drain;
+  thread_stashes::take_all(serial_, device, drain_stashed, &drain);
+  c->stashed.fetch_sub(drain.bytes, std::memory_order_relaxed);
   std::lock_guard lock{c->mutex};
   c->in_flight.clear();
   c->idle.clear();
@@ -259,7 +310,7 @@ void reuse_cache::forget(int device) noexcept
 std::uint64_t reuse_cache::held_bytes(int device) const noexcept
 {
   cache const* c = of(device);
-  return c == nullptr ? 0 : c->held.load(std::memory_order_relaxed);
+  return c == nullptr ? 0 : c->held.load(std::memory_order_relaxed) + c->stashed.load(std::memory_order_relaxed);
 }
 
 issued_frees::device_batches* issued_frees::of(int device) noexcept

@@ -125,13 +125,19 @@ class free_queue {
 // (ASYNCSHIM_REUSE_CACHE) are handed to the caller for the pool instead.
 // Everything here goes back to the pool when an allocation would fail, when
 // the pool gives memory back (idle release, a device running short) and at a
-// device reset.
+// device reset. A block kept in legacy order goes first to the calling
+// thread's stash (state/thread_stashes.hpp), and a hit looks there first: the
+// hot path takes no lock another thread takes.
 //
 // Nothing here calls CUDA: the caller records and queries the events, and
 // frees what comes out to the pool. Never allocates on the path of a hit.
 class reuse_cache {
  public:
   static constexpr int max_devices = shim::max_devices;
+
+  reuse_cache() noexcept;
+  reuse_cache(reuse_cache const&) = delete;
+  reuse_cache& operator=(reuse_cache const&) = delete;
 
   struct block {
     void* ptr = nullptr;
@@ -211,14 +217,19 @@ class reuse_cache {
     std::uint64_t in_flight_bytes = 0;
     std::vector<CUevent> spare_events;
     std::uint64_t next_serial = 1;
-    /// held_bytes without the lock (memory info, the release paths' first look).
+    /// idle_bytes + in_flight_bytes without the lock (memory info, the release
+    /// paths' first look).
     std::atomic<std::uint64_t> held{0};
+    /// The bytes of this device's blocks in threads' stashes, on a line of its
+    /// own: every kept free and stashed hit writes it, and nothing else.
+    alignas(64) std::atomic<std::uint64_t> stashed{0};
     void update_held() noexcept;
   };
   [[nodiscard]] cache* of(int device) noexcept;
   [[nodiscard]] cache const* of(int device) const noexcept;
 
   std::array<cache, max_devices> caches_;
+  std::uint64_t const serial_;  ///< names this cache's blocks in the threads' stashes
 };
 
 // ---- The frees of each device issued on the shim's stream whose work the device

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -124,6 +126,73 @@ TEST(ReuseCache, AResetForgetsEverythingItCouldNotHandOver)
   EXPECT_EQ(cache->oldest_in_flight(3).done, nullptr);
   EXPECT_EQ(cache->spare_event(3), nullptr);
   EXPECT_EQ(cache->take(3, 256), nullptr);
+}
+
+// Kept in legacy order: in the freeing thread's stash first, which only that
+// thread's allocations take from; a flush and a reset empty every stash.
+TEST(ReuseCache, AThreadsStashServesItsOwnAllocationsAndFlushesReachIt)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x1000), 256, true}, no_limit));
+  EXPECT_EQ(cache->held_bytes(0), 256U);
+  void* other_thread_got = address(1);
+  std::thread([&] { other_thread_got = cache->take(0, 256); }).join();
+  EXPECT_EQ(other_thread_got, nullptr);     // not in that thread's stash, nor in the shared lists
+  EXPECT_EQ(cache->take(1, 256), nullptr);  // nor for another device
+  EXPECT_EQ(cache->take(0, 256), address(0x1000));
+  EXPECT_EQ(cache->held_bytes(0), 0U);
+
+  // Another thread's stash, left behind when it ended: a flush finds it.
+  std::thread([&] { ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x2000), 512, true}, no_limit)); }).join();
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x3000), 512, true}, no_limit));
+  EXPECT_EQ(cache->held_bytes(0), 1024U);
+  std::vector<block> blocks;
+  cache->take_all(0, blocks, nullptr);
+  ASSERT_EQ(blocks.size(), 2U);
+  std::sort(blocks.begin(), blocks.end(), [](block const& a, block const& b) { return a.ptr < b.ptr; });
+  EXPECT_EQ(blocks[0].ptr, address(0x2000));
+  EXPECT_TRUE(blocks[0].in_legacy_order);  // to the pool on the legacy stream
+  EXPECT_EQ(blocks[1].ptr, address(0x3000));
+  EXPECT_EQ(cache->held_bytes(0), 0U);
+  EXPECT_EQ(cache->take(0, 512), nullptr);
+
+  ASSERT_TRUE(cache->keep_in_legacy_order(2, {address(0x4000), 64, true}, no_limit));
+  cache->forget(2);
+  EXPECT_EQ(cache->held_bytes(2), 0U);
+  EXPECT_EQ(cache->take(2, 64), nullptr);
+}
+
+// The limit holds across the stash and the shared lists; a full stash spills
+// into the shared lists, which any thread takes from.
+TEST(ReuseCache, TheLimitCountsTheStashesAndAFullStashSpills)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x1000), 600, true}, 1000));
+  EXPECT_FALSE(cache->keep_in_legacy_order(0, {address(0x2000), 600, true}, 1000));
+  EXPECT_EQ(cache->held_bytes(0), 600U);
+  EXPECT_EQ(cache->take(0, 600), address(0x1000));
+  for (std::uintptr_t i = 0; i < 9; ++i) {  // one more than a stash holds
+    ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x10000 + i * 0x100), 32, true}, no_limit));
+  }
+  EXPECT_EQ(cache->held_bytes(0), 9U * 32U);
+  void* other_thread_got = nullptr;
+  std::thread([&] { other_thread_got = cache->take(0, 32); }).join();
+  EXPECT_EQ(other_thread_got, address(0x10000 + 8 * 0x100));  // the one that spilled
+  EXPECT_EQ(cache->held_bytes(0), 8U * 32U);
+}
+
+// Two caches (as in these tests) never hand out each other's blocks.
+TEST(ReuseCache, AStashEntryBelongsToItsCache)
+{
+  auto first = std::make_unique<reuse_cache>();
+  auto second = std::make_unique<reuse_cache>();
+  ASSERT_TRUE(first->keep_in_legacy_order(0, {address(0x1000), 256, true}, no_limit));
+  EXPECT_EQ(second->take(0, 256), nullptr);
+  EXPECT_EQ(second->held_bytes(0), 0U);
+  std::vector<block> blocks;
+  second->take_all(0, blocks, nullptr);
+  EXPECT_TRUE(blocks.empty());
+  EXPECT_EQ(first->take(0, 256), address(0x1000));
 }
 
 }  // namespace
