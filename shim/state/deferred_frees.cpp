@@ -99,11 +99,11 @@ bool reuse_cache::add_in_flight(int device, CUevent done, block const* blocks, s
   // idle at once, before the work their fence waits for has finished.
   try {
     std::lock_guard lock{c->mutex};
+    if (!c->in_flight.keep_spare_event(done)) { return false; }
     for (std::size_t i = 0; i < count; ++i) {
       c->idle[blocks[i].bytes].push_back({blocks[i].ptr, false});
       c->idle_bytes += blocks[i].bytes;
     }
-    c->spare_events.push_back(done);
     c->update_held();
   } catch (...) {
     return false;
@@ -111,14 +111,13 @@ bool reuse_cache::add_in_flight(int device, CUevent done, block const* blocks, s
   return true;
 #endif
   try {
-    batch b{done, 0, std::vector<block>(blocks, blocks + count)};
+    std::vector<block> batch(blocks, blocks + count);
     std::uint64_t bytes = 0;
-    for (block const& x : b.blocks) {
+    for (block const& x : batch) {
       bytes += x.bytes;
     }
     std::lock_guard lock{c->mutex};
-    b.serial = c->next_serial++;
-    c->in_flight.push_back(std::move(b));
+    c->in_flight.add(done, std::move(batch));
     c->in_flight_bytes += bytes;
     c->update_held();
   } catch (...) {
@@ -132,8 +131,8 @@ reuse_cache::in_flight_batch reuse_cache::oldest_in_flight(int device) noexcept
   cache* c = of(device);
   if (c == nullptr || c->held.load(std::memory_order_relaxed) == 0) { return {}; }
   std::lock_guard lock{c->mutex};
-  if (c->in_flight.empty()) { return {}; }
-  return {c->in_flight.front().done, c->in_flight.front().serial};
+  auto const oldest = c->in_flight.oldest();
+  return {oldest.done, oldest.serial};
 }
 
 bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limit,
@@ -142,11 +141,10 @@ bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limi
   cache* c = of(device);
   if (c == nullptr) { return false; }
   std::lock_guard lock{c->mutex};
-  // Another thread may have moved it already (and its event may be recorded
-  // again, for a newer batch: the serial, not the event, names a batch).
-  if (c->in_flight.empty() || c->in_flight.front().serial != serial) { return false; }
-  batch& b = c->in_flight.front();
-  for (block const& x : b.blocks) {
+  // Another thread may have moved it already (state/event_batches.hpp).
+  auto const batch = c->in_flight.complete(serial);
+  if (!batch) { return false; }
+  for (block const& x : batch->payload) {
     c->in_flight_bytes -= x.bytes;
     bool kept = false;
     if (c->idle_bytes + c->stashed.load(std::memory_order_relaxed) + x.bytes <= limit) {
@@ -161,7 +159,6 @@ bool reuse_cache::completed(int device, std::uint64_t serial, std::uint64_t limi
     // (A block that fits neither stays the pool's allocation until the pool
     // goes: the caller reserves room for a whole batch, so this does not happen.)
   }
-  c->in_flight.pop_front();
   c->update_held();
   return true;
 }
@@ -194,10 +191,7 @@ CUevent reuse_cache::spare_event(int device) noexcept
   cache* c = of(device);
   if (c == nullptr) { return nullptr; }
   std::lock_guard lock{c->mutex};
-  if (c->spare_events.empty()) { return nullptr; }
-  CUevent const e = c->spare_events.back();
-  c->spare_events.pop_back();
-  return e;
+  return c->in_flight.spare_event();
 }
 
 bool reuse_cache::keep_spare_event(int device, CUevent event) noexcept
@@ -205,12 +199,7 @@ bool reuse_cache::keep_spare_event(int device, CUevent event) noexcept
   cache* c = of(device);
   if (c == nullptr) { return false; }
   std::lock_guard lock{c->mutex};
-  try {
-    c->spare_events.push_back(event);
-  } catch (...) {
-    return false;
-  }
-  return true;
+  return c->in_flight.keep_spare_event(event);
 }
 
 void* reuse_cache::take(int device, std::size_t bytes) noexcept
@@ -265,26 +254,23 @@ void reuse_cache::take_all(int device, std::vector<block>& blocks, std::vector<C
     c->stashed.fetch_sub(drain.bytes, std::memory_order_relaxed);
   }
   std::lock_guard lock{c->mutex};
-  std::size_t const blocks_before = blocks.size();
-  std::size_t const spares_before = c->spare_events.size();
+  std::size_t count = blocks.size();
+  c->in_flight.for_each_payload([&](std::vector<block> const& batch) { count += batch.size(); });
+  for (auto const& [bytes, idle_blocks] : c->idle) {
+    count += idle_blocks.size();
+  }
   try {
-    for (batch& b : c->in_flight) {
-      c->spare_events.push_back(b.done);
-      blocks.insert(blocks.end(), b.blocks.begin(), b.blocks.end());
-    }
-    for (auto& [bytes, idle_blocks] : c->idle) {
-      for (cache::idle_block const& b : idle_blocks) {
-        blocks.push_back({b.ptr, bytes, b.in_legacy_order});
-      }
-    }
-    if (events != nullptr) { events->insert(events->end(), c->spare_events.begin(), c->spare_events.end()); }
+    blocks.reserve(count);  // so that nothing below allocates
+    c->in_flight.take_all([&](std::vector<block>&& batch) { blocks.insert(blocks.end(), batch.begin(), batch.end()); },
+                          events);
   } catch (...) {  // no host memory for the lists: everything stays cached
-    blocks.resize(blocks_before);
-    c->spare_events.resize(spares_before);
     return;
   }
-  if (events != nullptr) { c->spare_events.clear(); }
-  c->in_flight.clear();
+  for (auto const& [bytes, idle_blocks] : c->idle) {
+    for (cache::idle_block const& b : idle_blocks) {
+      blocks.push_back({b.ptr, bytes, b.in_legacy_order});
+    }
+  }
   c->idle.clear();
   c->in_flight_bytes = 0;
   c->idle_bytes = 0;
@@ -299,9 +285,8 @@ void reuse_cache::forget(int device) noexcept
   thread_stashes::take_all(serial_, device, drain_stashed, &drain);
   c->stashed.fetch_sub(drain.bytes, std::memory_order_relaxed);
   std::lock_guard lock{c->mutex};
-  c->in_flight.clear();
+  c->in_flight.forget();
   c->idle.clear();
-  c->spare_events.clear();
   c->in_flight_bytes = 0;
   c->idle_bytes = 0;
   c->update_held();
@@ -325,11 +310,10 @@ bool issued_frees::add(int device, CUevent done, std::uint64_t bytes) noexcept
   if (d == nullptr) { return false; }
   std::lock_guard lock{d->mutex};
   try {
-    d->batches.push_back({done, d->next_serial, bytes});
+    d->batches.add(done, bytes);
   } catch (...) {
     return false;
   }
-  ++d->next_serial;
   d->bytes.fetch_add(bytes, std::memory_order_relaxed);
   return true;
 }
@@ -339,8 +323,8 @@ issued_frees::batch_name issued_frees::oldest(int device) noexcept
   device_batches* d = of(device);
   if (d == nullptr || d->bytes.load(std::memory_order_relaxed) == 0) { return {}; }
   std::lock_guard lock{d->mutex};
-  if (d->batches.empty()) { return {}; }
-  return {d->batches.front().done, d->batches.front().serial};
+  auto const oldest = d->batches.oldest();
+  return {oldest.done, oldest.serial};
 }
 
 bool issued_frees::completed(int device, std::uint64_t serial) noexcept
@@ -348,16 +332,12 @@ bool issued_frees::completed(int device, std::uint64_t serial) noexcept
   device_batches* d = of(device);
   if (d == nullptr) { return false; }
   std::lock_guard lock{d->mutex};
-  if (d->batches.empty() || d->batches.front().serial != serial) { return false; }
-  batch const b = d->batches.front();
-  d->batches.pop_front();
-  d->bytes.fetch_sub(b.bytes, std::memory_order_relaxed);
-  try {
-    d->spare_events.push_back(b.done);
-  } catch (...) {
-    // No room to keep it: left alone, not destroyed (another thread may have
-    // read it as the oldest and be waiting for it); its context frees it.
-  }
+  auto const batch = d->batches.complete(serial);
+  if (!batch) { return false; }
+  d->bytes.fetch_sub(batch->payload, std::memory_order_relaxed);
+  // Without room to keep it, left alone, not destroyed (another thread may
+  // have read it as the oldest and be waiting for it); its context frees it.
+  (void)d->batches.keep_spare_event(batch->done);
   return true;
 }
 
@@ -366,10 +346,7 @@ CUevent issued_frees::spare_event(int device) noexcept
   device_batches* d = of(device);
   if (d == nullptr) { return nullptr; }
   std::lock_guard lock{d->mutex};
-  if (d->spare_events.empty()) { return nullptr; }
-  CUevent const e = d->spare_events.back();
-  d->spare_events.pop_back();
-  return e;
+  return d->batches.spare_event();
 }
 
 void issued_frees::keep_spare_event(int device, CUevent event) noexcept
@@ -377,10 +354,7 @@ void issued_frees::keep_spare_event(int device, CUevent event) noexcept
   device_batches* d = of(device);
   if (d == nullptr) { return; }
   std::lock_guard lock{d->mutex};
-  try {
-    d->spare_events.push_back(event);
-  } catch (...) {  // no room: its context frees it
-  }
+  (void)d->batches.keep_spare_event(event);  // no room: its context frees it
 }
 
 std::uint64_t issued_frees::bytes(int device) const noexcept
@@ -395,14 +369,10 @@ void issued_frees::take_all(int device, std::vector<CUevent>& events) noexcept
   if (d == nullptr) { return; }
   std::lock_guard lock{d->mutex};
   try {
-    for (batch const& b : d->batches) {
-      events.push_back(b.done);
-    }
-    events.insert(events.end(), d->spare_events.begin(), d->spare_events.end());
+    d->batches.take_all([](std::uint64_t) noexcept {}, &events);
   } catch (...) {  // no host memory for the list: forgotten with their context
+    d->batches.forget();
   }
-  d->batches.clear();
-  d->spare_events.clear();
   d->bytes.store(0, std::memory_order_relaxed);
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "state/allocation_registry.hpp"
+#include "state/event_batches.hpp"
 #include "support/device_limit.hpp"
 
 #include <cuda.h>
@@ -200,14 +201,9 @@ class reuse_cache {
   [[nodiscard]] bool holds_anything(int device) const noexcept { return held_bytes(device) > 0; }
 
  private:
-  struct batch {
-    CUevent done = nullptr;
-    std::uint64_t serial = 0;
-    std::vector<block> blocks;
-  };
   struct alignas(64) cache {
     mutable std::mutex mutex;
-    std::deque<batch> in_flight;
+    event_batches<std::vector<block>> in_flight;
     struct idle_block {
       void* ptr = nullptr;
       bool in_legacy_order = false;
@@ -215,8 +211,6 @@ class reuse_cache {
     std::unordered_map<std::size_t, std::vector<idle_block>> idle;  ///< by size
     std::uint64_t idle_bytes = 0;
     std::uint64_t in_flight_bytes = 0;
-    std::vector<CUevent> spare_events;
-    std::uint64_t next_serial = 1;
     /// idle_bytes + in_flight_bytes without the lock (memory info, the release
     /// paths' first look).
     std::atomic<std::uint64_t> held{0};
@@ -285,17 +279,10 @@ class issued_frees {
   void take_all(int device, std::vector<CUevent>& events) noexcept;
 
  private:
-  struct batch {
-    CUevent done = nullptr;
-    std::uint64_t serial = 0;
-    std::uint64_t bytes = 0;
-  };
   struct alignas(64) device_batches {
     std::mutex mutex;
-    std::deque<batch> batches;
-    std::vector<CUevent> spare_events;
-    std::uint64_t next_serial = 1;
-    std::atomic<std::uint64_t> bytes{0};  ///< read without the lock
+    event_batches<std::uint64_t> batches;  ///< each with its bytes
+    std::atomic<std::uint64_t> bytes{0};   ///< read without the lock
   };
   [[nodiscard]] device_batches* of(int device) noexcept;
 

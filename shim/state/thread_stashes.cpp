@@ -36,8 +36,7 @@ stash* claim() noexcept
   auto* s = new (std::nothrow) stash;
   if (s == nullptr) { return nullptr; }
   s->next = all_stashes.load(std::memory_order_relaxed);
-  while (!all_stashes.compare_exchange_weak(s->next, s, std::memory_order_release, std::memory_order_relaxed)) {
-  }
+  while (!all_stashes.compare_exchange_weak(s->next, s, std::memory_order_release, std::memory_order_relaxed)) {}
   return s;
 }
 
