@@ -49,7 +49,8 @@ struct holder {
     if (mine != nullptr) { mine->in_use.store(false, std::memory_order_release); }
   }
 };
-thread_local holder this_thread;
+// Read on every hit and kept free: initial-exec, one load (as calling_thread.cpp).
+__attribute__((tls_model("initial-exec"))) thread_local holder this_thread;
 
 stash* own() noexcept
 {
