@@ -20,6 +20,7 @@
 #pragma once
 
 #include "cuda/calling_thread.hpp"
+#include "support/sharded_shared_mutex.hpp"
 
 #include <cuda.h>
 
@@ -35,12 +36,12 @@ class stream_tracker {
  public:
   /// Held while the shim issues stream work of its own.
   /// @{
-  using shared_access = std::shared_lock<std::shared_mutex>;
+  using shared_access = std::shared_lock<sharded_shared_mutex>;
   [[nodiscard]] shared_access access() { return shared_access{capture_mutex_}; }
   /// @}
   /// Held while a device's pool goes (a reset): no stream work of the shim's
   /// own is in progress meanwhile. Never taken by a thread holding access().
-  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusive_access() { return exclusively(capture_mutex_); }
+  [[nodiscard]] std::unique_lock<sharded_shared_mutex> exclusive_access() { return exclusively(capture_mutex_); }
 
   /// Whether a capture is in progress anywhere in the process (cheap).
   [[nodiscard]] bool captures_in_progress() const noexcept { return captures_.load(std::memory_order_acquire) > 0; }
@@ -232,11 +233,10 @@ class stream_tracker {
 
  private:
   /// Takes `mutex` (the capture or the stream lock) exclusively. Meanwhile no
-  /// free tries to go in order: each would hold it shared, and with frees on
-  /// several threads there would nearly always be one (glibc's shared mutex
-  /// prefers readers), so a stream's creation or a capture's beginning could
-  /// wait for good. Those frees are queued instead.
-  [[nodiscard]] std::unique_lock<std::shared_mutex> exclusively(std::shared_mutex& mutex)
+  /// free tries to go in order: each would hold it shared, and a free that
+  /// holds it across a host wait would hold up a stream's creation or a
+  /// capture's beginning. Those frees are queued instead.
+  [[nodiscard]] std::unique_lock<sharded_shared_mutex> exclusively(sharded_shared_mutex& mutex)
   {
     writers_waiting_.fetch_add(1, std::memory_order_acq_rel);
     std::unique_lock lock{mutex};
@@ -322,9 +322,9 @@ class stream_tracker {
   std::size_t record_new_stream(CUstream stream, CUcontext context, CUevent fence, bool have_event) noexcept;
   static void log_unsettled() noexcept;
 
-  std::shared_mutex capture_mutex_;
+  sharded_shared_mutex capture_mutex_;
   std::vector<capture> active_captures_;
-  std::shared_mutex stream_mutex_;
+  sharded_shared_mutex stream_mutex_;
   std::vector<tracked_stream> streams_;
   std::vector<blocking_stream> blocking_streams_;  ///< known, so that an unseen stream can be told from them
   /// One fence at a time: a fence records the shared events (the legacy
