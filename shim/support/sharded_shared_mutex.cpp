@@ -22,10 +22,7 @@ unsigned slot_of_this_thread(unsigned slots) noexcept
 
 }  // namespace
 
-sharded_shared_mutex::sharded_shared_mutex() noexcept
-    : id_(next_lock.fetch_add(1, std::memory_order_relaxed))
-{
-}
+sharded_shared_mutex::sharded_shared_mutex() noexcept : id_(next_lock.fetch_add(1, std::memory_order_relaxed)) {}
 
 void sharded_shared_mutex::lock_shared() noexcept
 {

@@ -58,8 +58,7 @@ TEST(ShardedSharedMutex, ReadersShareIt)
       std::shared_lock shared{lock};
       int const now = ++inside;
       int seen = most.load();
-      while (now > seen && !most.compare_exchange_weak(seen, now)) {
-      }
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {}
       auto const until = std::chrono::steady_clock::now() + 2s;
       while (most.load() < 4 && std::chrono::steady_clock::now() < until) {
         std::this_thread::yield();
