@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,44 @@ TEST_F(ShimCapture, RelaxedCaptureOfTheThreadItselfIsNeverTouched)
   EXPECT_EQ(cuda_double_pointer_kind(before_capture), unknown);
   EXPECT_EQ(cudaFree(p), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// Threads that allocate and free without pause hold the tracker's capture
+// lock shared, one after the other; a capture's beginning, which takes it
+// exclusively, holds new ones back and gets in.
+TEST_F(ShimCapture, ACaptureBeginsWhileThreadsAllocateWithoutPause)
+{
+  std::atomic<bool> stop{false};
+  std::atomic<long> pairs{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        void* p = nullptr;
+        if (cudaMalloc(&p, 4096) == cudaSuccess) { (void)cudaFree(p); }
+        pairs.fetch_add(1);
+      }
+    });
+  }
+  while (pairs.load() < 1000) {
+    std::this_thread::yield();
+  }
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto const start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  }
+  double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_LT(seconds, 10.0) << "20 captures began and ended while 4 threads allocated";
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
