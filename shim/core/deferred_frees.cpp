@@ -319,7 +319,7 @@ void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool,
   kept =
     kept && drv.event_record(done, streams.own) == CUDA_SUCCESS && s.reuse.add_in_flight(device, done, blocks, count);
   if (kept) {
-    if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.held_bytes(device)); }
+    if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.counted_bytes(device)); }
     return;
   }
   if (done != nullptr && !s.reuse.keep_spare_event(device, done) && drv.event_destroy != nullptr) {
@@ -333,7 +333,7 @@ void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool,
 bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes) noexcept
 {
   if (!s.reuse.keep_in_legacy_order(device, {ptr, bytes, true}, s.pools.reuse_limit(device))) { return false; }
-  if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.held_bytes(device)); }
+  if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.counted_bytes(device)); }
   return true;
 }
 

@@ -76,6 +76,14 @@ std::atomic<std::uint64_t> next_cache_serial{1};
 
 reuse_cache::reuse_cache() noexcept : serial_(next_cache_serial.fetch_add(1, std::memory_order_relaxed)) {}
 
+reuse_cache::~reuse_cache()
+{
+  // No stash may keep blocks or credit of a cache that is gone.
+  for (int device = 0; device < max_devices; ++device) {
+    forget(device);
+  }
+}
+
 reuse_cache::cache* reuse_cache::of(int device) noexcept
 {
   if (device < 0 || device >= max_devices) { return nullptr; }
@@ -167,6 +175,7 @@ bool reuse_cache::keep_in_legacy_order(int device, block b, std::uint64_t limit)
 {
   cache* c = of(device);
   if (c == nullptr) { return false; }
+  if (thread_stashes::put_on_credit({b.ptr, b.bytes, serial_, device}, c->stashed)) { return true; }
   // Counted before it is in the stash, so that the limit holds across threads.
   std::uint64_t const stashed = c->stashed.fetch_add(b.bytes, std::memory_order_relaxed) + b.bytes;
   if (stashed + c->held.load(std::memory_order_relaxed) <= limit &&
@@ -207,10 +216,7 @@ void* reuse_cache::take(int device, std::size_t bytes) noexcept
   cache* c = of(device);
   if (c == nullptr) { return nullptr; }
   if (c->stashed.load(std::memory_order_relaxed) != 0) {
-    if (void* const ptr = thread_stashes::take(serial_, device, bytes)) {
-      c->stashed.fetch_sub(bytes, std::memory_order_relaxed);
-      return ptr;
-    }
+    if (void* const ptr = thread_stashes::take(serial_, device, bytes, c->stashed)) { return ptr; }
   }
   if (c->held.load(std::memory_order_relaxed) == 0) { return nullptr; }
   std::lock_guard lock{c->mutex};
@@ -250,7 +256,7 @@ void reuse_cache::take_all(int device, std::vector<block>& blocks, std::vector<C
   if (c == nullptr) { return; }
   if (c->stashed.load(std::memory_order_relaxed) != 0) {
     stash_drain drain{&blocks};
-    thread_stashes::take_all(serial_, device, drain_stashed, &drain);
+    drain.bytes += thread_stashes::take_all(serial_, device, drain_stashed, &drain, c->stashed);
     c->stashed.fetch_sub(drain.bytes, std::memory_order_relaxed);
   }
   std::lock_guard lock{c->mutex};
@@ -282,7 +288,7 @@ void reuse_cache::forget(int device) noexcept
   cache* c = of(device);
   if (c == nullptr) { return; }
   stash_drain drain;
-  thread_stashes::take_all(serial_, device, drain_stashed, &drain);
+  drain.bytes += thread_stashes::take_all(serial_, device, drain_stashed, &drain, c->stashed);
   c->stashed.fetch_sub(drain.bytes, std::memory_order_relaxed);
   std::lock_guard lock{c->mutex};
   c->in_flight.forget();
@@ -292,10 +298,20 @@ void reuse_cache::forget(int device) noexcept
   c->update_held();
 }
 
-std::uint64_t reuse_cache::held_bytes(int device) const noexcept
+std::uint64_t reuse_cache::counted_bytes(int device) const noexcept
 {
   cache const* c = of(device);
   return c == nullptr ? 0 : c->held.load(std::memory_order_relaxed) + c->stashed.load(std::memory_order_relaxed);
+}
+
+std::uint64_t reuse_cache::held_bytes(int device) const noexcept
+{
+  cache const* c = of(device);
+  if (c == nullptr) { return 0; }
+  std::uint64_t const counted = c->stashed.load(std::memory_order_relaxed);
+  // Credit is counted but holds nothing (a snapshot: never below zero).
+  std::uint64_t const credit = counted == 0 ? 0 : thread_stashes::credit_for(c->stashed);
+  return c->held.load(std::memory_order_relaxed) + (counted > credit ? counted - credit : 0);
 }
 
 issued_frees::device_batches* issued_frees::of(int device) noexcept

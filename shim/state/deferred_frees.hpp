@@ -137,6 +137,7 @@ class reuse_cache {
   static constexpr int max_devices = shim::max_devices;
 
   reuse_cache() noexcept;
+  ~reuse_cache();
   reuse_cache(reuse_cache const&) = delete;
   reuse_cache& operator=(reuse_cache const&) = delete;
 
@@ -196,9 +197,15 @@ class reuse_cache {
   /// context) goes with them when they could not be taken.
   void forget(int device) noexcept;
 
-  /// What `device` holds: bytes idle and in flight.
+  /// What `device` holds: bytes idle and in flight (the stashes' credit
+  /// left out: each stash is looked at).
   [[nodiscard]] std::uint64_t held_bytes(int device) const noexcept;
-  [[nodiscard]] bool holds_anything(int device) const noexcept { return held_bytes(device) > 0; }
+  /// The same with the stashes' credit, without looking at them: what the
+  /// limit counts (for the statistics' peak, asked on every kept free).
+  [[nodiscard]] std::uint64_t counted_bytes(int device) const noexcept;
+  /// Cheap (no look at the stashes): true also for credit alone, which a
+  /// take_all() drops.
+  [[nodiscard]] bool holds_anything(int device) const noexcept { return counted_bytes(device) > 0; }
 
  private:
   struct alignas(64) cache {
@@ -214,8 +221,8 @@ class reuse_cache {
     /// idle_bytes + in_flight_bytes without the lock (memory info, the release
     /// paths' first look).
     std::atomic<std::uint64_t> held{0};
-    /// The bytes of this device's blocks in threads' stashes, on a line of its
-    /// own: every kept free and stashed hit writes it, and nothing else.
+    /// The bytes of this device's blocks in threads' stashes and the stashes'
+    /// credit for them (state/thread_stashes.hpp), on a line of its own.
     alignas(64) std::atomic<std::uint64_t> stashed{0};
     void update_held() noexcept;
   };

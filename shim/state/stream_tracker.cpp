@@ -336,9 +336,10 @@ void stream_tracker::submitting(CUstream stream, bool in_order_frees) noexcept
     (void)follow_unseen_stream(stream);
     return;
   }
-  // Read before the work is submitted, so that a free after it (the program
-  // orders its work before its free) finds it.
-  std::uint64_t const seen = handed_out_.load(std::memory_order_seq_cst);
+  // Counted before the work is submitted, so that a free after it (the
+  // program orders its work before its free) finds it, and a block handed out
+  // after it (not used by it) gets a larger number.
+  std::uint64_t const seen = submissions_.fetch_add(1, std::memory_order_seq_cst);
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
       std::shared_lock lock{stream_mutex_};

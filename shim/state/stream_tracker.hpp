@@ -125,11 +125,12 @@ class stream_tracker {
 
   // ---- Followed submissions (docs/design.md#followed-submissions).
   /// A block is handed out to the program: its number, kept in its record
-  /// (allocation_record::handed_out) for free_in_order().
-  [[nodiscard]] std::uint64_t block_handed_out() noexcept
-  {
-    return handed_out_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  }
+  /// (allocation_record::handed_out) for free_in_order(). Submissions count,
+  /// not hand-outs: work submitted before the hand-out saw a smaller number,
+  /// work after it (the program had the block first) this one or more. So
+  /// allocations, far more frequent than submissions on many threads, write
+  /// no shared line.
+  [[nodiscard]] std::uint64_t block_handed_out() const noexcept { return submissions_.load(std::memory_order_seq_cst); }
   /// Work is about to be submitted to `stream`: every hook of a function that
   /// puts work on a stream calls this before the real call
   /// (core/followed_submissions.cpp). A stream the shim did not see made is
@@ -180,10 +181,16 @@ class stream_tracker {
         barrier_context_.store(context, std::memory_order_seq_cst);
       }
       if (barrier_.load(std::memory_order_seq_cst) != barrier) { barrier_.store(barrier, std::memory_order_seq_cst); }
-      frees_in_progress_.fetch_add(1, std::memory_order_seq_cst);
-      in_order_epoch_.fetch_add(1, std::memory_order_seq_cst);
+      // With no non-blocking stream tracked, none is ordered meanwhile (each
+      // is added under the exclusive lock, after the settle point that covers
+      // this free): frees on many threads then write no shared line.
+      bool const streams_to_order = !streams_.empty();
+      if (streams_to_order) {
+        frees_in_progress_.fetch_add(1, std::memory_order_seq_cst);
+        in_order_epoch_.fetch_add(1, std::memory_order_seq_cst);
+      }
       result = free_on_legacy(false);
-      frees_in_progress_.fetch_sub(1, std::memory_order_seq_cst);
+      if (streams_to_order) { frees_in_progress_.fetch_sub(1, std::memory_order_seq_cst); }
     } else {
       bool const recorded = !streams_.empty();
       if (recorded && !order_idle_streams_after_legacy_locked(barrier)) { return false; }
@@ -250,8 +257,8 @@ class stream_tracker {
     CUevent fence;
     /// Followed submissions, read and written through atomic_ref under the
     /// shared stream lock (moved only under the exclusive one): the highest
-    /// block_handed_out() number seen when work was submitted to it (raised,
-    /// never lowered), and the in-order frees (in_order_epoch_) it has been
+    /// submission count its work incremented from (raised, never lowered),
+    /// and the in-order frees (in_order_epoch_) it has been
     /// ordered after.
     /// @{
     std::uint64_t last_seen = 0;
@@ -372,15 +379,16 @@ class stream_tracker {
   std::vector<program_context> program_contexts_;
   std::atomic<std::size_t> program_context_count_{0};  ///< program_contexts_.size(), read without the lock
 
-  /// Followed submissions: whether they are relied on; blocks handed out so
-  /// far; frees made in order so far, and of them those not yet on the legacy
+  /// Followed submissions: whether they are relied on; submissions to
+  /// non-blocking streams so far (from 1: a block's 0 means unknown); frees
+  /// made in order so far while non-blocking streams were tracked, and of them those not yet on the legacy
   /// stream; the barrier of the last such free (the pool's event in
   /// in_order_context_).
   /// Each on its own cache line: allocations, frees and submissions on
   /// different threads write them.
   /// @{
   alignas(64) std::atomic<bool> following_{true};
-  alignas(64) std::atomic<std::uint64_t> handed_out_{0};
+  alignas(64) std::atomic<std::uint64_t> submissions_{1};
   alignas(64) std::atomic<std::uint64_t> in_order_epoch_{0};
   alignas(64) std::atomic<std::uint64_t> frees_in_progress_{0};
   alignas(64) std::atomic<CUevent> barrier_{nullptr};

@@ -18,6 +18,12 @@ struct stash {
   stash* next = nullptr;  ///< set once, before the stash is published
   std::size_t count = 0;
   std::array<entry, slots> entries{};
+  /// Written under the lock; read without it by credit_for() (the bytes
+  /// first, stored last).
+  /// @{
+  std::atomic<counter const*> credit_counter{nullptr};
+  std::atomic<std::uint64_t> credit{0};
+  /// @}
 };
 
 // Every stash ever made, newest first; pushed with a CAS, never unlinked.
@@ -85,7 +91,21 @@ bool put(entry const& e) noexcept
   return true;
 }
 
-void* take(std::uint64_t owner, int device, std::size_t bytes) noexcept
+bool put_on_credit(entry const& e, counter const& count) noexcept
+{
+  stash* s = own();
+  if (s == nullptr) { return false; }
+  std::lock_guard lock{s->lock};
+  std::uint64_t const credit = s->credit.load(std::memory_order_relaxed);
+  if (s->count == slots || s->credit_counter.load(std::memory_order_relaxed) != &count || credit < e.bytes) {
+    return false;
+  }
+  s->credit.store(credit - e.bytes, std::memory_order_release);
+  s->entries[s->count++] = e;
+  return true;
+}
+
+void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) noexcept
 {
   stash* s = own();
   if (s == nullptr) { return nullptr; }
@@ -95,14 +115,29 @@ void* take(std::uint64_t owner, int device, std::size_t bytes) noexcept
     if (e.bytes == bytes && e.device == device && e.owner == owner) {
       void* const ptr = e.ptr;
       s->entries[i] = s->entries[--s->count];
+      // Its bytes stay counted, as credit, when they fit under the cap.
+      std::uint64_t credit = s->credit.load(std::memory_order_relaxed);
+      auto* const holder = const_cast<counter*>(s->credit_counter.load(std::memory_order_relaxed));
+      if (holder != &count && credit != 0 && bytes <= credit_cap) {
+        holder->fetch_sub(credit, std::memory_order_relaxed);  // another device's or cache's: given back
+        credit = 0;
+      }
+      if (credit + bytes <= credit_cap) {
+        s->credit_counter.store(&count, std::memory_order_relaxed);
+        s->credit.store(credit + bytes, std::memory_order_release);
+      } else {
+        count.fetch_sub(bytes, std::memory_order_relaxed);
+      }
       return ptr;
     }
   }
   return nullptr;
 }
 
-void take_all(std::uint64_t owner, int device, bool (*out)(entry const&, void* context), void* context) noexcept
+std::uint64_t take_all(std::uint64_t owner, int device, bool (*out)(entry const&, void* context), void* context,
+                       counter const& count) noexcept
 {
+  std::uint64_t credit = 0;
   for (stash* s = all_stashes.load(std::memory_order_acquire); s != nullptr; s = s->next) {
     if (!lock_briefly(s->lock)) { continue; }
     std::lock_guard lock{s->lock, std::adopt_lock};
@@ -110,7 +145,23 @@ void take_all(std::uint64_t owner, int device, bool (*out)(entry const&, void* c
       entry const& e = s->entries[i];
       if (e.device == device && e.owner == owner && out(e, context)) { s->entries[i] = s->entries[--s->count]; }
     }
+    if (s->credit_counter.load(std::memory_order_relaxed) == &count) {
+      credit += s->credit.load(std::memory_order_relaxed);
+      s->credit.store(0, std::memory_order_release);
+      s->credit_counter.store(nullptr, std::memory_order_relaxed);
+    }
   }
+  return credit;
+}
+
+std::uint64_t credit_for(counter const& count) noexcept
+{
+  std::uint64_t credit = 0;
+  for (stash* s = all_stashes.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+    std::uint64_t const bytes = s->credit.load(std::memory_order_acquire);
+    if (bytes != 0 && s->credit_counter.load(std::memory_order_relaxed) == &count) { credit += bytes; }
+  }
+  return credit;
 }
 
 }  // namespace asyncshim::shim::thread_stashes

@@ -3,6 +3,7 @@
 // batches named by serial number rather than by their (reused) event. It
 // needs no CUDA: events are only handles here.
 #include "state/deferred_frees.hpp"
+#include "state/thread_stashes.hpp"
 
 #include <gtest/gtest.h>
 
@@ -179,6 +180,58 @@ TEST(ReuseCache, TheLimitCountsTheStashesAndAFullStashSpills)
   std::thread([&] { other_thread_got = cache->take(0, 32); }).join();
   EXPECT_EQ(other_thread_got, address(0x10000 + 8 * 0x100));  // the one that spilled
   EXPECT_EQ(cache->held_bytes(0), 8U * 32U);
+}
+
+// A block taken from a stash leaves its bytes counted as the thread's credit,
+// which its next kept block spends; the credit holds nothing (held_bytes
+// leaves it out) but counts against the limit until a flush drops it.
+TEST(ReuseCache, AStashesCreditCountsAgainstTheLimitUntilAFlush)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x1000), 600, true}, 1000));
+  EXPECT_EQ(cache->take(0, 600), address(0x1000));
+  EXPECT_EQ(cache->held_bytes(0), 0U);
+  bool other_kept = true;
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x2000), 500, true}, 1000); }).join();
+  EXPECT_FALSE(other_kept);  // 600 counted as credit + 500 > 1000
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x2000), 400, true}, 1000); }).join();
+  EXPECT_TRUE(other_kept);
+  EXPECT_EQ(cache->held_bytes(0), 400U);
+  // Spent on the next block of this thread, limit or not: it is counted already.
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x3000), 600, true}, 0));
+  EXPECT_EQ(cache->held_bytes(0), 1000U);
+  EXPECT_EQ(cache->take(0, 600), address(0x3000));
+
+  std::vector<block> blocks;
+  cache->take_all(0, blocks, nullptr);
+  ASSERT_EQ(blocks.size(), 1U);
+  EXPECT_EQ(blocks[0].ptr, address(0x2000));
+  EXPECT_EQ(cache->held_bytes(0), 0U);
+  // Nothing counted any more: the whole limit is free again.
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x4000), 1000, true}, 1000); }).join();
+  EXPECT_TRUE(other_kept);
+}
+
+// A thread's credit is for one device at a time: a hit on another device
+// gives the first device's credit back.
+TEST(ReuseCache, AStashesCreditMovesToTheDeviceOfItsLatestHit)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x1000), 600, true}, 1000));
+  ASSERT_TRUE(cache->keep_in_legacy_order(1, {address(0x2000), 600, true}, 1000));
+  EXPECT_EQ(cache->take(0, 600), address(0x1000));  // device 0's credit: 600
+  EXPECT_EQ(cache->take(1, 600), address(0x2000));  // device 1's now; device 0's given back
+  bool other_kept = false;
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x3000), 1000, true}, 1000); }).join();
+  EXPECT_TRUE(other_kept);
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(1, {address(0x4000), 1000, true}, 1000); }).join();
+  EXPECT_FALSE(other_kept);
+  // Blocks larger than the cap are never credit.
+  auto const big = asyncshim::shim::thread_stashes::credit_cap + 1;
+  ASSERT_TRUE(cache->keep_in_legacy_order(2, {address(0x5000), big, true}, no_limit));
+  EXPECT_EQ(cache->take(2, big), address(0x5000));
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(2, {address(0x6000), big, true}, big); }).join();
+  EXPECT_TRUE(other_kept);
 }
 
 // Two caches (as in these tests) never hand out each other's blocks.
