@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "asyncshim/config/settings.hpp"
+#include "memory_limit.hpp"
 #include "messages.hpp"
 #include "size_parser.hpp"
 #include "text.hpp"
@@ -37,6 +38,11 @@ constexpr std::string_view free_backlog_accepted =
   "(powers of 1024; e.g. 4GiB, 1.5G, 1048576) or a percentage of the device's total memory (e.g. 25%), or off "
   "(or 0)";
 static_assert(free_backlog_accepted.starts_with(size_accepted));
+
+constexpr std::string_view memory_limit_accepted =
+  "off, or a size (e.g. 20GiB, 1.5G) or a percentage of the device's total memory (e.g. 40%) for every device, or "
+  "device:size entries separated by commas for some (e.g. 0:20GiB,1:10%), with at most one size without a device "
+  "for the others";
 
 constexpr std::string_view boolean_accepted = "1, true, yes, on, 0, false, no, off";
 
@@ -64,6 +70,19 @@ std::optional<std::string> apply_free_backlog(variable const& self, std::string_
   if (auto message = apply_size<&settings::free_backlog, false>(self, value, values)) { return message; }
   if (values.free_backlog->bytes == 0 && values.free_backlog->percent == 0.0) { values.free_backlog.reset(); }
   return std::nullopt;
+}
+
+std::optional<std::string> apply_memory_limit(variable const& self, std::string_view value, settings& values)
+{
+  auto parsed = parse_memory_limit_detailed(self.info.name, value, self.info.accepted);
+  if (!parsed.value) { return parsed.message; }
+  values.memory_limit = std::move(*parsed.value);
+  return std::nullopt;
+}
+
+std::string show_memory_limit(settings const& values)
+{
+  return values.memory_limit.any() ? values.memory_limit.to_string() : std::string("off (default)");
 }
 
 std::optional<std::string> apply_idle_release(variable const& self, std::string_view value, settings& values)
@@ -210,6 +229,20 @@ constexpr std::array table{
     .describe_key = "release_threshold",
     .apply = apply_size<&settings::release_threshold, false>,
     .show = show_release_threshold,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_MEMORY_LIMIT",
+             .field = "memory_limit",
+             .default_text = "off",
+             .accepted = memory_limit_accepted,
+             .invalid = on_invalid::disables,
+             .summary = "the most device memory the process may hold on a device (its pool's reservation and the "
+                        "allocations passed to the native allocator): beyond it an allocation fails as out of "
+                        "memory, and memory info reports the limit as the total"},
+    .what = "limit",
+    .describe_key = "memory_limit",
+    .apply = apply_memory_limit,
+    .show = show_memory_limit,
   },
   variable{
     .info = {.name = "ASYNCSHIM_IDLE_RELEASE",

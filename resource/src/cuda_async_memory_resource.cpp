@@ -70,7 +70,8 @@ char const* to_string(cuda_async_memory_resource::allocation_handle_type type) n
 
 cuda_async_memory_resource::cuda_async_memory_resource(std::optional<std::size_t> initial_pool_size,
                                                        std::optional<std::size_t> release_threshold,
-                                                       std::optional<allocation_handle_type> export_handle_type)
+                                                       std::optional<allocation_handle_type> export_handle_type,
+                                                       std::optional<std::size_t> maximum_pool_size)
 {
   detail::watch_process_exit();
   ASYNCSHIM_CUDA_TRY(cudaGetDevice(&device_));
@@ -89,6 +90,7 @@ cuda_async_memory_resource::cuda_async_memory_resource(std::optional<std::size_t
   props.handleTypes = static_cast<cudaMemAllocationHandleType>(handle_type);
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = device_;
+  props.maxSize = maximum_pool_size.value_or(0);  // 0: the device's memory
   ASYNCSHIM_CUDA_TRY(cudaMemPoolCreate(&pool_, &props));
 
   try {

@@ -7,6 +7,7 @@
 #include "core/followed_submissions.hpp"
 #include "core/hooks.hpp"
 #include "core/lookup_redirect.hpp"
+#include "core/memory_limit.hpp"
 #include "core/memory_release.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
@@ -33,6 +34,8 @@ struct native_api {
   cudaError_t (*free)(void* ptr);
   cudaError_t (*current_device)(int* device);
 };
+
+native_calls calls_of(native_api const& api) noexcept { return {api.malloc, api.free}; }
 
 native_api const runtime_api{
   api_level::runtime,
@@ -300,7 +303,8 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   return free_on_stream(s, api, *pool, ptr, record, s.pools.streams(record.device).own);
 }
 
-void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda_async_memory_resource& pool) noexcept
+void log_out_of_memory(shim_state& s, native_api const& api, std::size_t size, int device,
+                       cuda_async_memory_resource& pool) noexcept
 {
   if (!log::enabled(log::log_level::warn)) { return; }
   auto const& drv = driver();
@@ -314,6 +318,16 @@ void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda
     (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
   }
   if (drv.mem_get_info != nullptr) { (void)drv.mem_get_info(&free_bytes, &total_bytes); }
+  std::uint64_t const limit = s.limits.limit(device).value_or(0);
+  if (limit != 0) {
+    log::warn("{}({} bytes = {}) on device {}: out of memory inside the limit of {} (ASYNCSHIM_MEMORY_LIMIT); the "
+              "pool has {} reserved, {} of it in use, and {} more was passed to the native allocator; the device has "
+              "{} free of {}",
+              to_string(api.alloc_call), size, byte_count{size}, device, byte_count{limit}, byte_count{reserved},
+              byte_count{used}, byte_count{s.limits.native_bytes(device)}, byte_count{free_bytes},
+              byte_count{total_bytes});
+    return;
+  }
   log::warn("{}({} bytes = {}) on device {}: out of memory; the pool has {} reserved, {} of it in use; the device "
             "has {} free of {}",
             to_string(api.alloc_call), size, byte_count{size}, device, byte_count{reserved}, byte_count{used},
@@ -325,7 +339,12 @@ void log_out_of_memory(native_api const& api, std::size_t size, int device, cuda
 cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
                                timed_call& timer) noexcept
 {
-  cudaError_t const result = api.malloc(dev_ptr, size);
+  cudaError_t result = cudaSuccess;
+  if (s.limits.any() && api.current_device(&timer.device) == cudaSuccess) {
+    result = native_allocation_within_limit(s, calls_of(api), timer.device, dev_ptr, size);
+  } else {
+    result = api.malloc(dev_ptr, size);
+  }
   if (s.stats == nullptr && s.leaks == nullptr && s.events == nullptr) { return result; }
   if (api.current_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
   if (result != cudaSuccess) {
@@ -392,7 +411,8 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     access.unlock();
     count_passthrough(s, timer.device,
                       during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
-    return api.malloc(dev_ptr, size);
+    return during_capture ? api.malloc(dev_ptr, size)
+                          : native_allocation_within_limit(s, calls_of(api), timer.device, dev_ptr, size);
   }
   start_idle_release(s);  // with the process's first pool
   if (!during_capture && s.settings.frees_in_order()) { check_runtime_submissions_followed(); }
@@ -448,12 +468,23 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   if (result == cudaSuccess && during_capture && driver().stream_synchronize != nullptr) {
     (void)driver().stream_synchronize(own);  // the block is idle before the program sees it
   }
+  // The pool's own bound is the limit: only native blocks on this device
+  // too (rare: from before its pool) can take the two past it.
+  if (result == cudaSuccess && s.limits.any() && s.limits.native_bytes(timer.device) != 0 &&
+      !pool_within_limit(s, timer.device, *pool)) {
+    (void)pool->try_deallocate_async(ptr, stream);
+    *dev_ptr = nullptr;
+    count_failure(s, timer.device);
+    note_failed(s, size);
+    log_out_of_memory(s, api, size, timer.device, *pool);
+    return native_out_of_memory(calls_of(api));
+  }
   if (result != cudaSuccess) {
     *dev_ptr = nullptr;  // as a failed native allocation leaves it
     count_failure(s, timer.device);
     note_failed(s, size);
     if (result == cudaErrorMemoryAllocation) {
-      log_out_of_memory(api, size, timer.device, *pool);
+      log_out_of_memory(s, api, size, timer.device, *pool);
     } else if (log::enabled(log::log_level::debug)) {
       log::debug("{}({}) on device {}: the pool returned {}", to_string(api.alloc_call), size, timer.device,
                  cuda_status{result});
@@ -518,7 +549,9 @@ cudaError_t foreign_free(shim_state& s, native_api const& api, void* ptr) noexce
   // Natively memory opened from a legacy IPC handle is not freed by cudaFree
   // (cudaIpcCloseMemHandle unmaps it); the shim's imports would be.
   if (s.imports.contains(reinterpret_cast<std::uintptr_t>(ptr))) { return native_invalid_free(api); }
-  return api.free(ptr);
+  cudaError_t const result = api.free(ptr);
+  if (result == cudaSuccess && ptr != nullptr) { native_block_freed(s, ptr); }
+  return result;
 }
 
 // Observe mode: the native allocator freed it; the record only counts.
@@ -529,6 +562,7 @@ cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_
   timer.device = record->device;
   std::optional<live_block> live = note_freeing(s, ptr, record->bytes);
   cudaError_t const result = api.free(ptr);
+  if (result == cudaSuccess) { native_block_freed(s, ptr); }
   if (result != cudaSuccess) {
     note_free_failed(s, ptr, record->bytes, std::move(live));
     try {

@@ -20,7 +20,7 @@ namespace asyncshim::shim {
 namespace {
 
 // Why a function is replaced, which decides when (cuda/api_table.def).
-enum class purpose { allocation, following, lookup };
+enum class purpose { allocation, following, lookup, memory_info };
 // Which real addresses mean a replaced function (cuda/api_table.def).
 enum class lookups {
   every_stream,
@@ -205,6 +205,8 @@ bool wanted(purpose why) noexcept
     case purpose::allocation: return driver_interception_active();
     case purpose::following: return tracking_active();
     case purpose::lookup: return driver_interception_active() || tracking_active();
+    // The pool's memory, or a memory limit that applies in observe mode too.
+    case purpose::memory_info: return tracking_active() || memory_limit_active();
   }
   return false;
 }
@@ -399,6 +401,13 @@ bool tracking_active() noexcept
   if (in_forked_child()) { return false; }
   config::settings const& settings = process_settings();
   return !settings.disabled && settings.mode == config::shim_mode::pool;
+}
+
+bool memory_limit_active() noexcept
+{
+  if (in_forked_child()) { return false; }
+  config::settings const& settings = process_settings();
+  return !settings.disabled && settings.memory_limit.any();
 }
 
 bool driver_interception_active() noexcept

@@ -24,5 +24,8 @@ void global_lookup(char const* name, bool next) noexcept;
 /// Whether the shim follows streams, captures, resets and peer access now
 /// (core/followed_calls.cpp): pool mode, not disabled, not a forked child.
 [[nodiscard]] bool tracking_active() noexcept;
+/// Whether a memory limit applies (ASYNCSHIM_MEMORY_LIMIT set, not disabled,
+/// not a forked child), in pool and observe mode alike.
+[[nodiscard]] bool memory_limit_active() noexcept;
 
 }  // namespace asyncshim::shim

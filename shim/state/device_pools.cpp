@@ -292,6 +292,13 @@ void device_pools::create(int device, slot& s) noexcept
     }
     initial = resolve(settings_.initial_pool_size, total_bytes, free_bytes).value_or(0);
     threshold = resolve(settings_.release_threshold, total_bytes, free_bytes);
+    std::uint64_t const limit = limits_ != nullptr ? limits_->resolve(device, total_bytes) : 0;
+    if (limit != 0 && initial > limit) {
+      log::warn("device {}: the initial pool size ({}) is above the memory limit ({}, ASYNCSHIM_MEMORY_LIMIT): the "
+                "pool reserves the limit",
+                device, byte_count{initial}, byte_count{limit});
+      initial = limit;
+    }
     if (threshold && initial > *threshold) {
       log::warn("device {}: the initial pool size ({}) is above the release threshold ({}): the pool gives the "
                 "excess back at the next synchronization",
@@ -303,7 +310,10 @@ void device_pools::create(int device, slot& s) noexcept
     using handle = cuda_async_memory_resource::allocation_handle_type;
     config::handle_type export_type = resolve_handle_type(settings_.export_handle_type, device);
     auto const make_pool = [&] {
-      return std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type));
+      // The pool itself never reserves past the limit.
+      return std::make_unique<cuda_async_memory_resource>(
+        std::size_t{0}, threshold, static_cast<handle>(export_type),
+        limit != 0 ? std::optional<std::size_t>{limit} : std::nullopt);
     };
     std::unique_ptr<cuda_async_memory_resource> pool;
     try {

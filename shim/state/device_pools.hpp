@@ -12,6 +12,8 @@
 
 #include "support/device_limit.hpp"
 
+#include "state/memory_limits.hpp"
+
 #include <asyncshim/config/settings.hpp>
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
@@ -47,7 +49,12 @@ class device_pools {
  public:
   static constexpr int max_devices = shim::max_devices;
 
-  explicit device_pools(config::settings const& settings) : settings_{settings} {}
+  /// `limits`: where each pool's bound (ASYNCSHIM_MEMORY_LIMIT) is resolved;
+  /// null: no pool is bounded.
+  explicit device_pools(config::settings const& settings, memory_limits* limits = nullptr)
+      : settings_{settings}, limits_{limits}
+  {
+  }
 
   /// The pool of `device`, which must be the calling thread's current device;
   /// nullptr when that device's allocations go to the native allocator.
@@ -103,6 +110,7 @@ class device_pools {
   void create(int device, slot& s) noexcept;
 
   config::settings const& settings_;
+  memory_limits* const limits_;
   std::array<slot, max_devices> slots_;
 };
 

@@ -11,6 +11,7 @@
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
 #include "state/live_blocks.hpp"
+#include "state/memory_limits.hpp"
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
 
@@ -48,8 +49,9 @@ void watch_for_fork() noexcept;
 }
 
 struct shim_state {
-  explicit shim_state(config::settings const& s) : settings{s}, pools{s} {}
+  explicit shim_state(config::settings const& s) : settings{s}, limits{s.memory_limit}, pools{s, &limits} {}
   config::settings const& settings;
+  memory_limits limits;  ///< ASYNCSHIM_MEMORY_LIMIT per device, and the native blocks it counts
   device_pools pools;
   allocation_registry registry;
   free_queue pending;

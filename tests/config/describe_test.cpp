@@ -14,7 +14,8 @@ namespace cfg = asyncshim::config;
 TEST(Describe, Defaults)
 {
   EXPECT_EQ(cfg::describe(cfg::settings{}),
-            "initial_pool_size=0 (default) release_threshold=total device memory (default) idle_release=1s (default) "
+            "initial_pool_size=0 (default) release_threshold=total device memory (default) memory_limit=off (default) "
+            "idle_release=1s (default) "
             "reuse_cache=256MiB (default) free_backlog=off (default) in_order_frees=yes export_handle_type=auto "
             "stream=legacy mode=pool "
             "intercept=all ordering=device "
@@ -43,7 +44,8 @@ TEST(Describe, ExplicitValues)
   s.in_order_frees = false;
   EXPECT_EQ(
     cfg::describe(s),
-    "initial_pool_size=1536MiB release_threshold=12.5% idle_release=250ms reuse_cache=0B free_backlog=2GiB "
+    "initial_pool_size=1536MiB release_threshold=12.5% memory_limit=off (default) idle_release=250ms reuse_cache=0B "
+    "free_backlog=2GiB "
     "in_order_frees=no export_handle_type=posix_file_descriptor "
     "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
     "stats_file=/tmp/stats-%p.json "
@@ -56,7 +58,8 @@ TEST(Describe, FromTheEnvironment)
                        "ASYNCSHIM_EXPORT_HANDLE_TYPE=fabric", "ASYNCSHIM_IDLE_RELEASE=off", nullptr};
   auto const result = cfg::parse_environment(env);
   std::string const line = cfg::describe(result.values);
-  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB idle_release=off reuse_cache=256MiB (default) "
+  EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB memory_limit=off (default) idle_release=off "
+                  "reuse_cache=256MiB (default) "
                   "free_backlog=off (default) in_order_frees=yes export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no leak_report=no "

@@ -30,7 +30,8 @@ constexpr char const* disabled_many =
   "asyncshim is disabled for this process because of the invalid settings above: cudaMalloc and cudaFree go to "
   "the native allocator unchanged";
 constexpr char const* known_list =
-  "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_IDLE_RELEASE, ASYNCSHIM_REUSE_CACHE, "
+  "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_MEMORY_LIMIT, ASYNCSHIM_IDLE_RELEASE, "
+  "ASYNCSHIM_REUSE_CACHE, "
   "ASYNCSHIM_FREE_BACKLOG, ASYNCSHIM_IN_ORDER_FREES, ASYNCSHIM_EXPORT_HANDLE_TYPE, "
   "ASYNCSHIM_STREAM, "
   "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, "
@@ -59,6 +60,7 @@ TEST(KnownVariables, FixedOrder)
 {
   std::vector<std::string> const expected{"ASYNCSHIM_INITIAL_POOL_SIZE",
                                           "ASYNCSHIM_RELEASE_THRESHOLD",
+                                          "ASYNCSHIM_MEMORY_LIMIT",
                                           "ASYNCSHIM_IDLE_RELEASE",
                                           "ASYNCSHIM_REUSE_CACHE",
                                           "ASYNCSHIM_FREE_BACKLOG",

@@ -31,6 +31,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("disabled", a.disabled, b.disabled);
   compare("initial_pool_size", a.initial_pool_size, b.initial_pool_size);
   compare("release_threshold", a.release_threshold, b.release_threshold);
+  compare("memory_limit", a.memory_limit, b.memory_limit);
   compare("idle_release_ms", a.idle_release_ms, b.idle_release_ms);
   compare("reuse_cache", a.reuse_cache, b.reuse_cache);
   compare("free_backlog", a.free_backlog, b.free_backlog);
@@ -54,6 +55,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
 std::set<std::string> const all_members{"disabled",
                                         "initial_pool_size",
                                         "release_threshold",
+                                        "memory_limit",
                                         "idle_release_ms",
                                         "reuse_cache",
                                         "free_backlog",
@@ -76,6 +78,7 @@ std::set<std::string> const all_members{"disabled",
 std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_INITIAL_POOL_SIZE", "1GiB"},
   {"ASYNCSHIM_RELEASE_THRESHOLD", "25%"},
+  {"ASYNCSHIM_MEMORY_LIMIT", "0:20GiB,10%"},
   {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
   {"ASYNCSHIM_REUSE_CACHE", "64MiB"},
   {"ASYNCSHIM_FREE_BACKLOG", "256MiB"},

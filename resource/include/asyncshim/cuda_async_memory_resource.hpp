@@ -70,6 +70,10 @@ class ASYNCSHIM_PUBLIC cuda_async_memory_resource final : public device_memory_r
    *        device's total memory, so it keeps everything.
    * @param export_handle_type Handle type the pool can be exported with
    *        (`cudaMemPoolExportToShareableHandle`); absent: `none`.
+   * @param maximum_pool_size The most the pool may reserve
+   *        (`cudaMemPoolProps::maxSize`): an allocation that would need more
+   *        fails with `cudaErrorMemoryAllocation`; absent: no bound but the
+   *        device's memory.
    *
    * @throws asyncshim::logic_error if the driver is older than CUDA 11.2, the
    *         device has no memory-pool support (`cudaDevAttrMemoryPoolsSupported`),
@@ -82,7 +86,8 @@ class ASYNCSHIM_PUBLIC cuda_async_memory_resource final : public device_memory_r
    */
   explicit cuda_async_memory_resource(std::optional<std::size_t> initial_pool_size = {},
                                       std::optional<std::size_t> release_threshold = {},
-                                      std::optional<allocation_handle_type> export_handle_type = {});
+                                      std::optional<allocation_handle_type> export_handle_type = {},
+                                      std::optional<std::size_t> maximum_pool_size = {});
 
   /**
    * @brief Destroys the pool (`cudaMemPoolDestroy`), unless the process is

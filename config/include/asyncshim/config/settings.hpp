@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace asyncshim::config {
@@ -29,6 +30,24 @@ struct size_spec {
   /// The value as a user would write it back, e.g. "4GiB", "25%", "1000B", "half-free".
   [[nodiscard]] std::string to_string() const;
   friend bool operator==(size_spec const&, size_spec const&) = default;
+};
+
+/// ASYNCSHIM_MEMORY_LIMIT: the most memory the process may hold on a device
+/// (its pool's reservation and the allocations passed to the native
+/// allocator), as a size or a percentage of the device's total memory: one
+/// for every device not listed, and one per device listed ("0:20GiB,1:10%").
+struct memory_limits {
+  /// The highest device index a limit may name.
+  static constexpr int max_device = 1023;
+  std::optional<size_spec> others;                 ///< every device not listed; absent: no limit
+  std::vector<std::pair<int, size_spec>> devices;  ///< as written, each device once
+
+  /// The limit of `device`, if any.
+  [[nodiscard]] std::optional<size_spec> of(int device) const;
+  [[nodiscard]] bool any() const { return others.has_value() || !devices.empty(); }
+  /// As a user would write it back: "off", "20GiB", "0:20GiB,1:10%,4GiB".
+  [[nodiscard]] std::string to_string() const;
+  friend bool operator==(memory_limits const&, memory_limits const&) = default;
 };
 
 /// Values equal CUDA's cudaMemAllocationHandleType (this library has no CUDA),
@@ -99,6 +118,8 @@ struct settings {
   /// has work in progress and the process sees one device (docs/design.md,
   /// "In-order frees").
   bool in_order_frees = true;
+  /// No limit unless set (memory_limits::any()).
+  memory_limits memory_limit;
   handle_type export_handle_type = handle_type::automatic;
   stream_choice stream = stream_choice::legacy;
   shim_mode mode = shim_mode::pool;
@@ -156,6 +177,7 @@ struct parse_result {
 /// Each returns nothing when the text is not valid.
 /// @{
 [[nodiscard]] std::optional<size_spec> parse_size(std::string_view text);
+[[nodiscard]] std::optional<memory_limits> parse_memory_limit(std::string_view text);
 [[nodiscard]] std::optional<handle_type> parse_handle_type(std::string_view text);
 [[nodiscard]] std::optional<stream_choice> parse_stream(std::string_view text);
 [[nodiscard]] std::optional<shim_mode> parse_mode(std::string_view text);

@@ -1,0 +1,131 @@
+// ASYNCSHIM_MEMORY_LIMIT (docs/memory-limit.md): the pool's reservation plus
+// the blocks passed to the native allocator stay within each device's limit;
+// beyond it an allocation fails as a native out-of-memory does, and memory
+// info reports the limit as the total and no more free than it leaves.
+// libasyncshim.so preloaded into a program of the CUDA test double; each
+// suite's environment is stated in tests/shim/CMakeLists.txt (sharing_case).
+#include "cuda_double.hpp"
+#include "shim_test_support.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+
+namespace {
+
+using namespace shim_test;
+
+struct memory_info {
+  std::size_t free = 0;
+  std::size_t total = 0;
+};
+
+// What both APIs say; they must say the same.
+memory_info info()
+{
+  memory_info runtime;
+  EXPECT_EQ(cudaMemGetInfo(&runtime.free, &runtime.total), cudaSuccess);
+  memory_info driver;
+  EXPECT_EQ(cuMemGetInfo_v2(&driver.free, &driver.total), CUDA_SUCCESS);
+  EXPECT_EQ(driver.free, runtime.free);
+  EXPECT_EQ(driver.total, runtime.total);
+  return runtime;
+}
+
+// ---- ShimMemoryLimit: ASYNCSHIM_MEMORY_LIMIT=64MiB on a device of 1 GiB
+
+using ShimMemoryLimit = ShimTest;
+
+TEST_F(ShimMemoryLimit, RuntimeAllocationsStopAtTheLimitAsNativeOutOfMemory)
+{
+  void* first = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, 40 * MiB), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(first), pool);
+  void* second = reinterpret_cast<void*>(0xdead00);
+  EXPECT_EQ(cudaMalloc(&second, 40 * MiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(second, nullptr);                                // as a failed native cudaMalloc leaves it
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);  // and the last error
+  ASSERT_EQ(cudaMalloc(&second, 20 * MiB), cudaSuccess);     // what is left fits
+  EXPECT_EQ(cudaFree(first), cudaSuccess);
+  EXPECT_EQ(cudaFree(second), cudaSuccess);
+  // Freed memory (cached, queued or idle in the pool) serves a larger block.
+  ASSERT_EQ(cudaMalloc(&first, 60 * MiB), cudaSuccess);
+  EXPECT_EQ(cudaFree(first), cudaSuccess);
+  std::string const text = log_text();
+  EXPECT_NE(text.find("cudaMalloc(41943040 bytes = 40.0 MiB) on device 0: out of memory inside the limit of 64.0 MiB "
+                      "(ASYNCSHIM_MEMORY_LIMIT)"),
+            std::string::npos)
+    << text;
+}
+
+TEST_F(ShimMemoryLimit, DriverAllocationsStopAtTheLimit)
+{
+  ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // a context
+  CUdeviceptr first = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&first, 40 * MiB), CUDA_SUCCESS);
+  CUdeviceptr second = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&second, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemFree_v2(first), CUDA_SUCCESS);
+}
+
+TEST_F(ShimMemoryLimit, MemoryInfoReportsTheLimitAndWhatItLeaves)
+{
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  memory_info const before = info();
+  EXPECT_EQ(before.total, 64 * MiB);
+  EXPECT_EQ(before.free, 64 * MiB);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 16 * MiB), cudaSuccess);
+  memory_info const during = info();
+  EXPECT_EQ(during.total, 64 * MiB);
+  EXPECT_EQ(during.free, 48 * MiB);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(info().free, 64 * MiB);  // the pool's unused memory is the program's again
+}
+
+// ---- ShimMemoryLimitPerDevice: 0:32MiB,1:25% on two devices of 256 MiB; device 2 unlimited
+
+using ShimMemoryLimitPerDevice = ShimTest;
+
+TEST_F(ShimMemoryLimitPerDevice, EachDeviceHasItsOwnLimit)
+{
+  std::size_t const limits[] = {32 * MiB, 64 * MiB, 256 * MiB};
+  for (int device = 0; device < 3; ++device) {
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    EXPECT_EQ(info().total, limits[device]) << "device " << device;
+    void* inside = nullptr;
+    ASSERT_EQ(cudaMalloc(&inside, limits[device] - 2 * MiB), cudaSuccess) << "device " << device;
+    void* beyond = nullptr;
+    EXPECT_EQ(cudaMalloc(&beyond, 4 * MiB), cudaErrorMemoryAllocation) << "device " << device;
+    (void)cudaGetLastError();
+    EXPECT_EQ(cudaFree(inside), cudaSuccess);
+  }
+}
+
+// ---- ShimMemoryLimitNative: no pools (the device has none), observe mode: the
+// native allocator serves, and the limit counts its blocks
+
+using ShimMemoryLimitNative = ShimTest;
+
+TEST_F(ShimMemoryLimitNative, NativeBlocksCountUntilFreed)
+{
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  void* first = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, 40 * MiB), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(first), native);
+  EXPECT_EQ(info().total, 64 * MiB);
+  EXPECT_EQ(info().free, 24 * MiB);
+  void* second = reinterpret_cast<void*>(0xdead00);
+  EXPECT_EQ(cudaMalloc(&second, 40 * MiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(second, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaFree(first), cudaSuccess);
+  EXPECT_EQ(info().free, 64 * MiB);
+  ASSERT_EQ(cudaMalloc(&second, 40 * MiB), cudaSuccess);
+  EXPECT_EQ(cudaFree(second), cudaSuccess);
+}
+
+}  // namespace
