@@ -31,7 +31,8 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 packages=(cmake ninja-build g++ make libfmt-dev libspdlog-dev libgtest-dev binutils python3
           pkgconf              # reads the installed asyncshim.pc in the tests (tests/install)
-          python3-jsonschema)  # validates the statistics files in the tests (tests/support/stats_schema.py)
+          python3-jsonschema   # validates the statistics files in the tests (tests/support/stats_schema.py)
+          python3-prometheus-client)  # parses the metrics file in the tests (tests/shim/check_metrics.py)
 missing=()
 for p in "${packages[@]}"; do
   installed "$p" || missing+=("$p")

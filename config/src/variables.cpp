@@ -189,6 +189,31 @@ std::optional<std::string> apply_leak_stack_depth(variable const& self, std::str
 
 std::string show_leak_stack_depth(settings const& values) { return std::to_string(values.leak_stack_depth); }
 
+// A duration from 1 ms to 24 h; a bad one (off included: the file would
+// never be written again) leaves the default.
+std::optional<std::string> apply_metrics_interval(variable const& self, std::string_view value, settings& values)
+{
+  auto const parsed = parse_duration_ms(value);
+  if (!parsed || *parsed == 0) {
+    return invalid_duration_message(self.info.name, value, self.info.accepted) + "; using " +
+           duration_text(default_metrics_interval_ms);
+  }
+  values.metrics_interval_ms = *parsed;
+  return std::nullopt;
+}
+
+std::string show_metrics_interval(settings const& values)
+{
+  std::string text = duration_text(values.metrics_interval_ms);
+  if (values.metrics_interval_ms == default_metrics_interval_ms) { text += " (default)"; }
+  return text;
+}
+
+std::string show_metrics_file(settings const& values)
+{
+  return values.metrics_file.empty() ? std::string("none") : escaped(values.metrics_file);
+}
+
 std::string show_event_log(settings const& values)
 {
   return values.event_log.empty() ? std::string("none") : escaped(values.event_log);
@@ -467,6 +492,31 @@ constexpr std::array table{
     .describe_key = "event_log",
     .apply = apply_path<&settings::event_log>,
     .show = show_event_log,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_METRICS_FILE",
+             .field = "metrics_file",
+             .default_text = "(none)",
+             .accepted = "a path, replaced (the same rules as the log file); %p becomes the process id",
+             .invalid = on_invalid::none,
+             .summary = "where live metrics are written in Prometheus's text format (for node_exporter's textfile "
+                        "collector), again every ASYNCSHIM_METRICS_INTERVAL, and removed at exit"},
+    .what = "path",
+    .describe_key = "metrics_file",
+    .apply = apply_path<&settings::metrics_file>,
+    .show = show_metrics_file,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_METRICS_INTERVAL",
+             .field = "metrics_interval_ms",
+             .default_text = "10s",
+             .accepted = "a number with the unit ms or s from 1ms to 24h (e.g. 500ms, 10s, 1.5s)",
+             .invalid = on_invalid::uses_default,
+             .summary = "how often the metrics file is written again"},
+    .what = "duration",
+    .describe_key = "metrics_interval",
+    .apply = apply_metrics_interval,
+    .show = show_metrics_interval,
   },
   variable{
     .info = {.name = disable_variable,

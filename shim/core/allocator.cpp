@@ -9,6 +9,7 @@
 #include "core/lookup_redirect.hpp"
 #include "core/memory_limit.hpp"
 #include "core/memory_release.hpp"
+#include "core/metrics_file.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
@@ -339,6 +340,7 @@ void log_out_of_memory(shim_state& s, native_api const& api, std::size_t size, i
 cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
                                timed_call& timer) noexcept
 {
+  if (wants_metrics_file(s)) { start_idle_release(s); }  // the thread that writes it
   cudaError_t result = cudaSuccess;
   if (s.limits.any() && api.current_device(&timer.device) == cudaSuccess) {
     result = native_allocation_within_limit(s, calls_of(api), timer.device, dev_ptr, size);

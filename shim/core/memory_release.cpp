@@ -1,6 +1,7 @@
 #include "core/memory_release.hpp"
 
 #include "core/deferred_frees.hpp"
+#include "core/metrics_file.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "state/deferred_frees.hpp"
@@ -174,26 +175,38 @@ void stop_at_exit() noexcept
   std::lock_guard lock{c.mutex};
   c.stopping = true;
   c.wake.notify_all();
+  if (shim_state* s = existing_state(); s != nullptr && wants_metrics_file(*s)) { remove_metrics_file(*s); }
 }
 
 void run(shim_state& s) noexcept
 {
+  using clock = std::chrono::steady_clock;
   idle_thread_control& c = *control();
+  bool const idle_release = s.settings.idle_release_ms != 0;
+  bool const metrics = wants_metrics_file(s);
   auto const period = std::chrono::milliseconds{s.settings.idle_release_ms};
+  auto const metrics_period = std::chrono::milliseconds{s.settings.metrics_interval_ms};
   std::uint64_t seen = s.registry.activity();
   std::unique_lock lock{c.mutex};
+  auto next_release = clock::now() + period;
+  auto next_metrics = clock::now();  // written at once, then every interval
   while (!c.stopping) {
-    auto const deadline = std::chrono::steady_clock::now() + period;
+    auto const deadline = !metrics ? next_release : !idle_release ? next_metrics : std::min(next_release, next_metrics);
     // Looks whether the program's threads have all ended (the thread then
-    // ends too) at the end of the period, and once a second within a longer
-    // one.
+    // ends too) at the deadline, and once a second before a later one.
     bool program_ended = false;
-    while (!c.stopping && std::chrono::steady_clock::now() < deadline) {
-      auto const look = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds{1});
+    while (!c.stopping && clock::now() < deadline) {
+      auto const look = std::min(deadline, clock::now() + std::chrono::seconds{1});
       if (c.wake.wait_until(lock, look, [&] { return c.stopping; })) { break; }
       if ((program_ended = only_background_threads_left())) { break; }
     }
     if (c.stopping || program_ended) { break; }
+    if (metrics && clock::now() >= next_metrics) {
+      write_metrics_file(s);
+      next_metrics = clock::now() + metrics_period;
+    }
+    if (!idle_release || clock::now() < next_release) { continue; }
+    next_release = clock::now() + period;
     std::uint64_t const now = s.registry.activity();
     if (now != seen) {  // busy: look again after another whole period
       seen = now;
@@ -232,16 +245,18 @@ void release_when_idle(shim_state& s) noexcept
 void start_idle_release_thread(shim_state& s) noexcept
 {
   if (s.idle_release_started.exchange(true, std::memory_order_acq_rel)) { return; }
-  if (s.settings.idle_release_ms == 0) { return; }
+  if (s.settings.idle_release_ms == 0 && !wants_metrics_file(s)) { return; }
+  char const* const what = s.settings.idle_release_ms != 0
+                             ? "the idle release: unused pool memory goes back only when the device runs short"
+                             : "the metrics file: none is written";
   // Without a way to stop it before CUDA's teardown, no thread.
   if (control() == nullptr || std::atexit(stop_at_exit) != 0) {
-    log::warn("cannot start the idle release (no memory for it): unused pool memory goes back only when the device "
-              "runs short");
+    log::warn("cannot start {} (no memory for it)", what);
     return;
   }
-  if (int const made = start_background_thread(thread_main, &s, "asyncshim-idle"); made != 0) {
-    log::warn("cannot start the idle release ({}): unused pool memory goes back only when the device runs short",
-              std::strerror(made));
+  char const* const name = s.settings.idle_release_ms != 0 ? "asyncshim-idle" : "asyncshim-metric";
+  if (int const made = start_background_thread(thread_main, &s, name); made != 0) {
+    log::warn("cannot start {} ({})", what, std::strerror(made));
   }
 }
 

@@ -56,10 +56,14 @@ std::uint64_t release_unused(shim_state& s, int device) noexcept;
 // started with the process's first pool: it wakes once a period, does nothing
 // while the program is busy, never works while a stream capture is in
 // progress, and stops before the process's exit handlers tear CUDA down. Its
-// signals are blocked; a forked child has no such thread.
+// signals are blocked; a forked child has no such thread. The same thread
+// writes the metrics file (core/metrics_file.hpp), every
+// ASYNCSHIM_METRICS_INTERVAL, and removes it at exit ("asyncshim-metric"
+// when the idle release is off).
 
 /// Starts the thread, once per process, unless ASYNCSHIM_IDLE_RELEASE is off
-/// (cheap once started: one atomic load, for the allocation path).
+/// and no metrics file is wanted (cheap once started: one atomic load, for
+/// the allocation path).
 /// @{
 void start_idle_release_thread(shim_state& s) noexcept;
 inline void start_idle_release(shim_state& s) noexcept

@@ -21,7 +21,7 @@ TEST(Describe, Defaults)
             "intercept=all ordering=device "
             "log_level=warn "
             "log_file=stderr stats_file=none show_stats=no leak_report=no leak_report_file=none leak_stack_depth=0 "
-            "event_log=none "
+            "event_log=none metrics_file=none metrics_interval=10s (default) "
             "disabled=no");
 }
 
@@ -49,7 +49,8 @@ TEST(Describe, ExplicitValues)
     "in_order_frees=no export_handle_type=posix_file_descriptor "
     "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
     "stats_file=/tmp/stats-%p.json "
-    "show_stats=yes leak_report=no leak_report_file=none leak_stack_depth=0 event_log=none disabled=yes");
+    "show_stats=yes leak_report=no leak_report_file=none leak_stack_depth=0 event_log=none metrics_file=none "
+    "metrics_interval=10s (default) disabled=yes");
 }
 
 TEST(Describe, FromTheEnvironment)
@@ -63,7 +64,8 @@ TEST(Describe, FromTheEnvironment)
                   "free_backlog=off (default) in_order_frees=yes export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no leak_report=no "
-                  "leak_report_file=none leak_stack_depth=0 event_log=none disabled=no");
+                  "leak_report_file=none leak_stack_depth=0 event_log=none metrics_file=none metrics_interval=10s "
+                  "(default) disabled=no");
   EXPECT_EQ(line.find('\n'), std::string::npos);
 }
 

@@ -37,7 +37,7 @@ constexpr char const* known_list =
   "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, "
   "ASYNCSHIM_STATS_FILE, "
   "ASYNCSHIM_SHOW_STATS, ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_LEAK_STACK_DEPTH, "
-  "ASYNCSHIM_EVENT_LOG, "
+  "ASYNCSHIM_EVENT_LOG, ASYNCSHIM_METRICS_FILE, ASYNCSHIM_METRICS_INTERVAL, "
   "ASYNCSHIM_DISABLE";
 
 using asyncshim::config::testing::parse;
@@ -78,6 +78,8 @@ TEST(KnownVariables, FixedOrder)
                                           "ASYNCSHIM_LEAK_REPORT_FILE",
                                           "ASYNCSHIM_LEAK_STACK_DEPTH",
                                           "ASYNCSHIM_EVENT_LOG",
+                                          "ASYNCSHIM_METRICS_FILE",
+                                          "ASYNCSHIM_METRICS_INTERVAL",
                                           "ASYNCSHIM_DISABLE"};
   EXPECT_EQ(cfg::known_variables(), expected);
 }
@@ -757,5 +759,26 @@ TEST(ParseEnvironment, LeakStackDepthIsAWholeNumberUpToSixtyFour)
                                               "report shows no call stacks"),
               std::string::npos)
       << result.diagnostics[0].text;
+  }
+}
+
+// The metrics file's interval: a duration; a bad one, or off (the file would
+// never be written again), is reported and the default is used.
+TEST(ParseEnvironment, MetricsIntervalBadValuesKeepTheDefault)
+{
+  auto const good = parse({"ASYNCSHIM_METRICS_FILE=/tmp/m-%p.prom", "ASYNCSHIM_METRICS_INTERVAL=250ms"});
+  EXPECT_TRUE(good.diagnostics.empty());
+  EXPECT_EQ(good.values.metrics_file, "/tmp/m-%p.prom");
+  EXPECT_EQ(good.values.metrics_interval_ms, 250U);
+  EXPECT_TRUE(good.values.wants_stats());
+  for (char const* bad : {"off", "0", "10", "fast"}) {
+    auto const result = parse({std::string("ASYNCSHIM_METRICS_INTERVAL=") + bad});
+    EXPECT_FALSE(result.values.disabled) << bad;
+    EXPECT_EQ(result.values.metrics_interval_ms, cfg::default_metrics_interval_ms) << bad;
+    ASSERT_EQ(result.diagnostics.size(), 1U) << bad;
+    EXPECT_EQ(result.diagnostics[0].text, std::string("ASYNCSHIM_METRICS_INTERVAL='") + bad +
+                                            "' is not a valid duration: expected a number with the unit ms or s from "
+                                            "1ms to 24h (e.g. 500ms, 10s, 1.5s); using 10s")
+      << bad;
   }
 }

@@ -48,6 +48,8 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("leak_report", a.leak_report, b.leak_report);
   compare("leak_report_file", a.leak_report_file, b.leak_report_file);
   compare("event_log", a.event_log, b.event_log);
+  compare("metrics_file", a.metrics_file, b.metrics_file);
+  compare("metrics_interval_ms", a.metrics_interval_ms, b.metrics_interval_ms);
   compare("leak_stack_depth", a.leak_stack_depth, b.leak_stack_depth);
   return changed;
 }
@@ -72,6 +74,8 @@ std::set<std::string> const all_members{"disabled",
                                         "leak_report",
                                         "leak_report_file",
                                         "event_log",
+                                        "metrics_file",
+                                        "metrics_interval_ms",
                                         "leak_stack_depth"};
 
 // A valid value other than the default, for each variable.
@@ -79,6 +83,8 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_INITIAL_POOL_SIZE", "1GiB"},
   {"ASYNCSHIM_RELEASE_THRESHOLD", "25%"},
   {"ASYNCSHIM_MEMORY_LIMIT", "0:20GiB,10%"},
+  {"ASYNCSHIM_METRICS_FILE", "/tmp/asyncshim-%p.prom"},
+  {"ASYNCSHIM_METRICS_INTERVAL", "2s"},
   {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
   {"ASYNCSHIM_REUSE_CACHE", "64MiB"},
   {"ASYNCSHIM_FREE_BACKLOG", "256MiB"},

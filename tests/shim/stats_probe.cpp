@@ -1,7 +1,7 @@
 // Makes a known set of CUDA calls (against the test double) and exits with
 // live allocations, so that check_stats.py can compare the shim's statistics
 // file with what happened. Prints "pid <n>" (and "child <n>" for `fork`).
-//   stats_probe basic|fork|two-devices|many|threads|handoff|reset|global-free|abort
+//   stats_probe basic|wait|fork|two-devices|many|threads|handoff|reset|global-free|abort
 //   stats_probe main-exits [ipc|late]
 #include "cuda_double.hpp"
 
@@ -109,6 +109,12 @@ int main(int argc, char** argv)
   std::printf("pid %ld\n", static_cast<long>(getpid()));
   if (what == "basic") {
     basic();
+  } else if (what == "wait") {  // basic, then "ready", then exits at a line on standard input
+    basic();
+    std::printf("ready\n");
+    std::fflush(stdout);
+    char line[8];
+    (void)std::fgets(line, sizeof line, stdin);
   } else if (what == "two-devices") {
     basic();
     expect(cudaSetDevice(1) == cudaSuccess, "cudaSetDevice(1)");

@@ -86,6 +86,7 @@ enum class ordering_mode { device, stream, sync };
 enum class log_level { trace, debug, info, warn, error, critical, off };
 
 inline constexpr std::uint64_t default_idle_release_ms = 1000;
+inline constexpr std::uint64_t default_metrics_interval_ms = 10000;
 /// Room for the blocks of a typical training step's most frequent sizes, and
 /// for a 256 MiB block, while staying a small part of a device's memory.
 inline constexpr std::uint64_t default_reuse_cache_bytes = std::uint64_t{256} << 20;
@@ -142,9 +143,16 @@ struct settings {
   /// Every allocation and free as a line of RMM's CSV event log; empty: none.
   /// "%p" stands for the process id.
   std::string event_log;
+  /// Live metrics in Prometheus's text format, written again every
+  /// metrics_interval_ms and removed at exit; empty: none. "%p" stands for
+  /// the process id.
+  /// @{
+  std::string metrics_file;
+  std::uint64_t metrics_interval_ms = default_metrics_interval_ms;
+  /// @}
 
   /// Whether the shim keeps statistics at all (they cost a little per call).
-  [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty(); }
+  [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty() || !metrics_file.empty(); }
   /// Whether the shim follows each allocation for a report of what is left at exit.
   [[nodiscard]] bool wants_leak_report() const { return leak_report || !leak_report_file.empty(); }
   [[nodiscard]] bool intercepts_runtime() const { return intercept != intercept_level::driver; }

@@ -1,0 +1,112 @@
+"""The metrics file (ASYNCSHIM_METRICS_FILE): read while stats_probe waits,
+parsed with Prometheus's own parser (python3-prometheus-client), its values
+matched against the statistics file the same process writes at exit, and gone
+once the process has exited.
+
+    python3 check_metrics.py SHIM STATS_PROBE
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:  # Debian's package, where python3 is not Debian's own
+    sys.path.append("/usr/lib/python3/dist-packages")
+    from prometheus_client.parser import text_string_to_metric_families
+
+SHIM = PROBE = None
+LIMIT = 1 << 30
+
+
+def samples(text):
+    """{(sample name, frozenset of labels): value} of a metrics file."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            found[(s.name, frozenset(s.labels.items()))] = s.value
+    return found
+
+
+class MetricsFile(unittest.TestCase):
+    def test_values_match_the_statistics_and_the_file_goes_at_exit(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, LD_PRELOAD=SHIM, ASYNCSHIM_INITIAL_POOL_SIZE="64MiB",
+                       ASYNCSHIM_METRICS_FILE=os.path.join(d, "asyncshim-%p.prom"),
+                       ASYNCSHIM_METRICS_INTERVAL="20ms", ASYNCSHIM_MEMORY_LIMIT="1GiB",
+                       ASYNCSHIM_STATS_FILE=os.path.join(d, "stats-%p.json"))
+            probe = subprocess.Popen([PROBE, "wait"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+            pid = int(probe.stdout.readline().split()[1])
+            self.assertEqual(probe.stdout.readline().strip(), "ready")
+            path = os.path.join(d, f"asyncshim-{pid}.prom")
+            labels = {"device": "0", "pid": str(pid), "program": "stats_probe"}
+
+            def key(name, **extra):
+                return (name, frozenset(dict(labels, **extra).items()))
+
+            # Written again every 20 ms: wait for one made after the probe's calls.
+            found = {}
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if os.path.exists(path):
+                    with open(path) as f:
+                        found = samples(f.read())
+                    if found.get(key("asyncshim_frees_total")) == 3:
+                        break
+                time.sleep(0.02)
+            self.assertEqual(found.get(key("asyncshim_frees_total")), 3, found)
+            # Only the file itself in the folder: no temporary file left behind.
+            self.assertEqual(glob.glob(os.path.join(d, "*")), [path])
+
+            probe.stdin.write("\n")
+            probe.stdin.close()
+            self.assertEqual(probe.wait(timeout=30), 0)
+            self.assertFalse(os.path.exists(path), "the metrics file is removed at exit")
+            with open(os.path.join(d, f"stats-{pid}.json")) as f:
+                stats = json.load(f)
+            device = next(x for x in stats["devices"] if x["device"] == 0)
+
+            for metric, field in [("asyncshim_allocations_total", "allocations"),
+                                  ("asyncshim_frees_total", "frees"),
+                                  ("asyncshim_failed_allocations_total", "failed_allocations"),
+                                  ("asyncshim_bytes_in_use", "bytes_in_use"),
+                                  ("asyncshim_peak_bytes_in_use", "peak_bytes_in_use")]:
+                self.assertEqual(found[key(metric)], device[field], metric)
+            for reason, count in device["passed_through"].items():
+                if reason != "total":
+                    self.assertEqual(found[key("asyncshim_passed_through_allocations_total", reason=reason)], count,
+                                     reason)
+            self.assertEqual(found[key("asyncshim_memory_limit_bytes")], LIMIT)
+            self.assertEqual(found[key("asyncshim_pool_reserved_bytes")], 64 << 20)
+            for call, ns in device["time_in_calls_ns"].items():
+                seconds = found[key("asyncshim_call_seconds_total", call=call)]
+                self.assertLessEqual(seconds, ns / 1e9 + 1e-9, call)  # the file is older than the statistics
+            self.assertGreater(found[key("asyncshim_call_seconds_total", call="cudaMalloc")], 0)
+
+    def test_a_file_that_cannot_be_written_is_said_once_and_the_program_runs_on(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, LD_PRELOAD=SHIM, ASYNCSHIM_METRICS_INTERVAL="10ms",
+                       ASYNCSHIM_METRICS_FILE=os.path.join(d, "no-such-folder", "m.prom"))
+            probe = subprocess.Popen([PROBE, "wait"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+            self.assertEqual(probe.stdout.readline().split()[0], "pid")
+            self.assertEqual(probe.stdout.readline().strip(), "ready")
+            time.sleep(0.2)  # several intervals
+            probe.stdin.write("\n")
+            probe.stdin.close()
+            self.assertEqual(probe.wait(timeout=30), 0)
+            err = probe.stderr.read()
+            self.assertEqual(err.count("cannot write the metrics file"), 1, err)
+            self.assertIn("no-such-folder/m.prom", err)
+
+
+if __name__ == "__main__":
+    SHIM, PROBE = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
