@@ -10,6 +10,7 @@
 #include "core/memory_limit.hpp"
 #include "core/memory_release.hpp"
 #include "core/metrics_file.hpp"
+#include "core/out_of_memory.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
@@ -452,18 +453,10 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     cudaError_t r = pool->try_allocate_async(&ptr, size, stream);
     // Only in the driver-level attempt, which leaves no error behind when the
     // second try succeeds.
-    if (r == cudaErrorMemoryAllocation && s.settings.ordering != config::ordering_mode::stream &&
-        current_api_level() == api_level::driver && driver().stream_synchronize != nullptr) {
-      // Blocks whose frees are queued or still in flight on the shim's
-      // stream cannot be handed out yet: issue the queue and wait for them,
-      // as native cudaFree would have.
-      if (!during_capture) {
-        issue_queued(s, timer.device);
-        (void)return_cached_to_pool(s, timer.device);
-      }
-      (void)driver().stream_synchronize(own);
-      forget_completed_batches(s, timer.device);
+    if (r == cudaErrorMemoryAllocation && current_api_level() == api_level::driver) {
+      recover_for_allocation(s, timer.device, *pool, own, during_capture);
       r = pool->try_allocate_async(&ptr, size, stream);
+      if (s.stats != nullptr) { s.stats->oom_recovery(timer.device, r == cudaSuccess); }
     }
     return r;
   });

@@ -119,6 +119,11 @@ std::string metrics_text(statistics const& stats, std::span<metrics_device const
   w.family("asyncshim_frees_total", "counter", "Frees the shim served.", counter(&device_counters::frees));
   w.family("asyncshim_failed_allocations_total", "counter", "Allocations that failed (out of memory included).",
            counter(&device_counters::failed_allocations));
+  w.family("asyncshim_oom_recoveries_total", "counter",
+           "Allocations the pool could not serve at first, retried once the shim made what it holds usable.",
+           counter(&device_counters::oom_recoveries));
+  w.family("asyncshim_oom_recovered_total", "counter", "Of those, the allocations that then succeeded.",
+           counter(&device_counters::oom_recovered));
   w.header("asyncshim_passed_through_allocations_total", "counter",
            "Allocations passed to the native allocator, by reason.");
   for (int reason = 0; reason < static_cast<int>(passthrough_reason::count); ++reason) {

@@ -108,6 +108,12 @@ void statistics::count(int device, std::atomic<std::uint64_t> device_counters::*
 
 void statistics::allocation_failed(int device) noexcept { count(device, &device_counters::failed_allocations); }
 
+void statistics::oom_recovery(int device, bool succeeded) noexcept
+{
+  count(device, &device_counters::oom_recoveries);
+  if (succeeded) { count(device, &device_counters::oom_recovered); }
+}
+
 void statistics::allocation_passed_through(int device, passthrough_reason reason) noexcept
 {
   if (device_counters* c = slot(device)) {
@@ -296,7 +302,8 @@ std::string stats_json(report_sources const& sources, long pid)
       "{}    {{\"device\": {}, \"allocations\": {}, \"frees\": {}, \"bytes_requested\": {}, \"bytes_in_use\": {}, "
       "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"allocations_by_entry_point\": {}, "
       "\"pool_reserved_high_water\": {}, "
-      "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, \"time_in_calls_ns\": {}, "
+      "\"passed_through\": {{\"total\": {}{}}}, \"failed_allocations\": {}, "
+      "\"out_of_memory\": {{\"recoveries\": {}, \"recovered\": {}}}, \"time_in_calls_ns\": {}, "
       "\"legacy_ipc\": {{\"exported_blocks\": {}, \"imported_blocks\": {}}}, "
       "\"reuse_cache\": {{\"hits\": {}, \"misses\": {}, \"peak_held_bytes\": {}}}, "
       "\"free_backlog\": {{\"frees_over_limit\": {}, \"frees_waited\": {}, \"waited_ns\": {}, "
@@ -304,10 +311,10 @@ std::string stats_json(report_sources const& sources, long pid)
       separator, d, load(c.allocations), load(c.frees), load(c.bytes_requested), load(c.bytes_in_use),
       load(c.peak_bytes_in_use), load(c.allocations) - std::min(load(c.allocations), load(c.frees)),
       allocations_by_entry_point_json(c), optional_number(reserved_high_water(sources.pools, d)),
-      passed_through_total(c), reasons, load(c.failed_allocations), per_call_json(c.time_ns),
-      load(c.ipc_exported_blocks), load(c.ipc_imported_blocks), load(c.reuse_hits), load(c.reuse_misses),
-      load(c.reuse_peak_held_bytes), load(c.backlog_frees_over_limit), load(c.backlog_frees_waited),
-      load(c.backlog_wait_ns), load(c.backlog_peak_bytes), load(c.in_order_frees));
+      passed_through_total(c), reasons, load(c.failed_allocations), load(c.oom_recoveries), load(c.oom_recovered),
+      per_call_json(c.time_ns), load(c.ipc_exported_blocks), load(c.ipc_imported_blocks), load(c.reuse_hits),
+      load(c.reuse_misses), load(c.reuse_peak_held_bytes), load(c.backlog_frees_over_limit),
+      load(c.backlog_frees_waited), load(c.backlog_wait_ns), load(c.backlog_peak_bytes), load(c.in_order_frees));
     separator = ",\n";
   }
   device_counters const& u = sources.stats.unattributed_counters();

@@ -40,6 +40,13 @@ struct device_counters {
   std::atomic<std::uint64_t> bytes_in_use{0};
   std::atomic<std::uint64_t> peak_bytes_in_use{0};
   std::atomic<std::uint64_t> failed_allocations{0};
+  /// Allocations the pool could not serve at first, for which the shim made
+  /// what it holds usable again and tried once more (core/out_of_memory.hpp),
+  /// and those of them that then succeeded.
+  /// @{
+  std::atomic<std::uint64_t> oom_recoveries{0};
+  std::atomic<std::uint64_t> oom_recovered{0};
+  /// @}
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(passthrough_reason::count)> passed_through{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> time_ns{};
   /// Legacy IPC on pool memory: blocks given a handle here, blocks opened
@@ -79,6 +86,7 @@ class statistics {
   void free_served(int device, std::size_t bytes) noexcept;
   void free_in_order(int device) noexcept;
   void allocation_failed(int device) noexcept;
+  void oom_recovery(int device, bool succeeded) noexcept;
   void allocation_passed_through(int device, passthrough_reason reason) noexcept;
   void free_passed_through() noexcept;
   void block_exported(int device) noexcept;

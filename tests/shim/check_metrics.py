@@ -68,6 +68,7 @@ class MetricsFile(unittest.TestCase):
             probe.stdin.write("\n")
             probe.stdin.close()
             self.assertEqual(probe.wait(timeout=30), 0)
+            probe.stdout.close()
             self.assertFalse(os.path.exists(path), "the metrics file is removed at exit")
             with open(os.path.join(d, f"stats-{pid}.json")) as f:
                 stats = json.load(f)
@@ -79,12 +80,16 @@ class MetricsFile(unittest.TestCase):
                                   ("asyncshim_bytes_in_use", "bytes_in_use"),
                                   ("asyncshim_peak_bytes_in_use", "peak_bytes_in_use")]:
                 self.assertEqual(found[key(metric)], device[field], metric)
+            self.assertEqual(found[key("asyncshim_oom_recoveries_total")], device["out_of_memory"]["recoveries"])
+            self.assertEqual(found[key("asyncshim_oom_recovered_total")], device["out_of_memory"]["recovered"])
             for reason, count in device["passed_through"].items():
                 if reason != "total":
                     self.assertEqual(found[key("asyncshim_passed_through_allocations_total", reason=reason)], count,
                                      reason)
             self.assertEqual(found[key("asyncshim_memory_limit_bytes")], LIMIT)
-            self.assertEqual(found[key("asyncshim_pool_reserved_bytes")], 64 << 20)
+            # The probe's 1 PiB request failed after a recovery, which trimmed the pool to what is in use.
+            self.assertEqual(device["out_of_memory"], {"recoveries": 1, "recovered": 0})
+            self.assertEqual(found[key("asyncshim_pool_reserved_bytes")], device["bytes_in_use"])
             for call, ns in device["time_in_calls_ns"].items():
                 seconds = found[key("asyncshim_call_seconds_total", call=call)]
                 self.assertLessEqual(seconds, ns / 1e9 + 1e-9, call)  # the file is older than the statistics
@@ -103,6 +108,8 @@ class MetricsFile(unittest.TestCase):
             probe.stdin.close()
             self.assertEqual(probe.wait(timeout=30), 0)
             err = probe.stderr.read()
+            probe.stdout.close()
+            probe.stderr.close()
             self.assertEqual(err.count("cannot write the metrics file"), 1, err)
             self.assertIn("no-such-folder/m.prom", err)
 

@@ -128,4 +128,33 @@ TEST_F(ShimMemoryLimitNative, NativeBlocksCountUntilFreed)
   EXPECT_EQ(cudaFree(second), cudaSuccess);
 }
 
+// ---- ShimOutOfMemoryRecovery: 64MiB, frees queued and fenced, no reuse cache,
+// an initial pool of 32 MiB
+
+using ShimOutOfMemoryRecovery = ShimTest;
+
+TEST_F(ShimOutOfMemoryRecovery, QueuedFreesComeBackBeforeAnOutOfMemory)
+{
+  void* first = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, 40 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(first), cudaSuccess);  // queued: the pool still counts it in use
+  void* second = nullptr;
+  ASSERT_EQ(cudaMalloc(&second, 40 * MiB), cudaSuccess);  // after the queue was issued and waited for
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);             // no trace of the first attempt
+  EXPECT_EQ(cudaFree(second), cudaSuccess);
+}
+
+TEST_F(ShimOutOfMemoryRecovery, AFailedRecoveryLeavesThePoolTrimmedToWhatIsInUse)
+{
+  void* kept = nullptr;
+  ASSERT_EQ(cudaMalloc(&kept, 8 * MiB), cudaSuccess);
+  ASSERT_GE(pool_attribute(kept, cudaMemPoolAttrReservedMemCurrent), 32 * MiB);  // the initial pool
+  void* beyond = nullptr;
+  EXPECT_EQ(cudaMalloc(&beyond, 100 * MiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  // Its unused memory went back, so that a request could be mapped anew.
+  EXPECT_EQ(pool_attribute(kept, cudaMemPoolAttrReservedMemCurrent), 8 * MiB);
+  EXPECT_EQ(cudaFree(kept), cudaSuccess);
+}
+
 }  // namespace
