@@ -150,6 +150,12 @@ std::uint64_t release_unused(shim_state& s, int device) noexcept
 
 namespace {
 
+// Only pools give memory back (observe mode has none).
+bool releases_when_idle(shim_state const& s) noexcept
+{
+  return s.settings.idle_release_ms != 0 && s.settings.mode == config::shim_mode::pool;
+}
+
 // The thread's lock, held while it works, so that the exit handler, which
 // takes it to stop the thread, waits for work in progress. Never destroyed.
 struct idle_thread_control {
@@ -182,7 +188,7 @@ void run(shim_state& s) noexcept
 {
   using clock = std::chrono::steady_clock;
   idle_thread_control& c = *control();
-  bool const idle_release = s.settings.idle_release_ms != 0;
+  bool const idle_release = releases_when_idle(s);
   bool const metrics = wants_metrics_file(s);
   auto const period = std::chrono::milliseconds{s.settings.idle_release_ms};
   auto const metrics_period = std::chrono::milliseconds{s.settings.metrics_interval_ms};
@@ -245,8 +251,8 @@ void release_when_idle(shim_state& s) noexcept
 void start_idle_release_thread(shim_state& s) noexcept
 {
   if (s.idle_release_started.exchange(true, std::memory_order_acq_rel)) { return; }
-  if (s.settings.idle_release_ms == 0 && !wants_metrics_file(s)) { return; }
-  char const* const what = s.settings.idle_release_ms != 0
+  if (!releases_when_idle(s) && !wants_metrics_file(s)) { return; }
+  char const* const what = releases_when_idle(s)
                              ? "the idle release: unused pool memory goes back only when the device runs short"
                              : "the metrics file: none is written";
   // Without a way to stop it before CUDA's teardown, no thread.
@@ -254,7 +260,7 @@ void start_idle_release_thread(shim_state& s) noexcept
     log::warn("cannot start {} (no memory for it)", what);
     return;
   }
-  char const* const name = s.settings.idle_release_ms != 0 ? "asyncshim-idle" : "asyncshim-metric";
+  char const* const name = releases_when_idle(s) ? "asyncshim-idle" : "asyncshim-metric";
   if (int const made = start_background_thread(thread_main, &s, name); made != 0) {
     log::warn("cannot start {} ({})", what, std::strerror(made));
   }

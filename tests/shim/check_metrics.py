@@ -51,25 +51,30 @@ class MetricsFile(unittest.TestCase):
             def key(name, **extra):
                 return (name, frozenset(dict(labels, **extra).items()))
 
-            # Written again every 20 ms: wait for one made after the probe's calls.
+            # Written again every 20 ms: wait for one written after the probe's calls (a file's
+            # time stamp comes from a clock that may lag, never lead).
+            ready_ns = time.time_ns()
             found = {}
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
-                if os.path.exists(path):
-                    with open(path) as f:
-                        found = samples(f.read())
-                    if found.get(key("asyncshim_frees_total")) == 3:
+                try:
+                    if os.stat(path).st_mtime_ns > ready_ns:
+                        with open(path) as f:
+                            found = samples(f.read())
                         break
-                time.sleep(0.02)
+                except FileNotFoundError:
+                    pass
+                time.sleep(0.01)
             self.assertEqual(found.get(key("asyncshim_frees_total")), 3, found)
-            # Only the file itself in the folder: no temporary file left behind.
-            self.assertEqual(glob.glob(os.path.join(d, "*")), [path])
+            # The collector reads *.prom: only this one (the temporary file is named otherwise).
+            self.assertEqual(glob.glob(os.path.join(d, "*.prom")), [path])
 
             probe.stdin.write("\n")
             probe.stdin.close()
             self.assertEqual(probe.wait(timeout=30), 0)
             probe.stdout.close()
             self.assertFalse(os.path.exists(path), "the metrics file is removed at exit")
+            self.assertEqual(sorted(os.listdir(d)), [f"stats-{pid}.json"], "nothing else left behind")
             with open(os.path.join(d, f"stats-{pid}.json")) as f:
                 stats = json.load(f)
             device = next(x for x in stats["devices"] if x["device"] == 0)
