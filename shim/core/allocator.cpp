@@ -305,37 +305,6 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   return free_on_stream(s, api, *pool, ptr, record, s.pools.streams(record.device).own);
 }
 
-void log_out_of_memory(shim_state& s, native_api const& api, std::size_t size, int device,
-                       cuda_async_memory_resource& pool) noexcept
-{
-  if (!log::enabled(log::log_level::warn)) { return; }
-  auto const& drv = driver();
-  cuuint64_t reserved = 0;
-  cuuint64_t used = 0;
-  std::size_t free_bytes = 0;
-  std::size_t total_bytes = 0;
-  auto const handle = reinterpret_cast<CUmemoryPool>(pool.pool_handle());
-  if (drv.mem_pool_get_attribute != nullptr) {
-    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
-    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
-  }
-  if (drv.mem_get_info != nullptr) { (void)drv.mem_get_info(&free_bytes, &total_bytes); }
-  std::uint64_t const limit = s.limits.limit(device).value_or(0);
-  if (limit != 0) {
-    log::warn("{}({} bytes = {}) on device {}: out of memory inside the limit of {} (ASYNCSHIM_MEMORY_LIMIT); the "
-              "pool has {} reserved, {} of it in use, and {} more was passed to the native allocator; the device has "
-              "{} free of {}",
-              to_string(api.alloc_call), size, byte_count{size}, device, byte_count{limit}, byte_count{reserved},
-              byte_count{used}, byte_count{s.limits.native_bytes(device)}, byte_count{free_bytes},
-              byte_count{total_bytes});
-    return;
-  }
-  log::warn("{}({} bytes = {}) on device {}: out of memory; the pool has {} reserved, {} of it in use; the device "
-            "has {} free of {}",
-            to_string(api.alloc_call), size, byte_count{size}, device, byte_count{reserved}, byte_count{used},
-            byte_count{free_bytes}, byte_count{total_bytes});
-}
-
 // Observe mode: the native allocator serves everything; with statistics or
 // the leak report on, sizes are recorded so that frees can be counted.
 cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
@@ -384,8 +353,8 @@ cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void*
   return cudaSuccess;
 }
 
-cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
-                            timed_call& timer) noexcept
+cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size, timed_call& timer,
+                            void const* caller) noexcept
 {
   // With a pool's context current, that pool's device is the runtime's
   // current device too (the runtime works in the current context): no need
@@ -449,11 +418,13 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     }
   }
   void* ptr = nullptr;
+  held_back before_recovery;
   cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {
     cudaError_t r = pool->try_allocate_async(&ptr, size, stream);
     // Only in the driver-level attempt, which leaves no error behind when the
     // second try succeeds.
     if (r == cudaErrorMemoryAllocation && current_api_level() == api_level::driver) {
+      before_recovery = held_back_of(s, timer.device);
       recover_for_allocation(s, timer.device, *pool, own, during_capture);
       r = pool->try_allocate_async(&ptr, size, stream);
       if (s.stats != nullptr) { s.stats->oom_recovery(timer.device, r == cudaSuccess); }
@@ -471,7 +442,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     *dev_ptr = nullptr;
     count_failure(s, timer.device);
     note_failed(s, size);
-    log_out_of_memory(s, api, size, timer.device, *pool);
+    report_out_of_memory(s, {api.alloc_call, caller, size, timer.device}, *pool, before_recovery);
     return native_out_of_memory(calls_of(api));
   }
   if (result != cudaSuccess) {
@@ -479,7 +450,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     count_failure(s, timer.device);
     note_failed(s, size);
     if (result == cudaErrorMemoryAllocation) {
-      log_out_of_memory(s, api, size, timer.device, *pool);
+      report_out_of_memory(s, {api.alloc_call, caller, size, timer.device}, *pool, before_recovery);
     } else if (log::enabled(log::log_level::debug)) {
       log::debug("{}({}) on device {}: the pool returned {}", to_string(api.alloc_call), size, timer.device,
                  cuda_status{result});
@@ -503,7 +474,7 @@ shim_state* intercepting(native_api const& api) noexcept
   return wanted ? s : nullptr;
 }
 
-cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t size) noexcept
+cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t size, void const* caller) noexcept
 {
   shim_state* s = intercepting(api);
   if (s == nullptr) { return api.malloc(dev_ptr, size); }
@@ -518,7 +489,7 @@ cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t siz
     } else if (s->settings.mode == config::shim_mode::observe) {
       result = observe_allocation(*s, api, dev_ptr, size, timer);
     } else {
-      result = pool_allocation(*s, api, dev_ptr, size, timer);
+      result = pool_allocation(*s, api, dev_ptr, size, timer, caller);
     }
   }
   arm_report(*s);
@@ -626,7 +597,7 @@ cudaError_t asyncshim_hook_malloc(void** devPtr, size_t size, void const* caller
 {
   using namespace asyncshim::shim;
   if (!runtime(caller).found()) { return runtime_missing_error; }
-  return allocate_with(runtime_api, devPtr, size);
+  return allocate_with(runtime_api, devPtr, size, caller);
 }
 
 cudaError_t asyncshim_hook_free(void* devPtr, void const* caller) noexcept
@@ -640,7 +611,7 @@ CUresult asyncshim_hook_mem_alloc(CUdeviceptr* dptr, size_t bytesize) noexcept
 {
   using namespace asyncshim::shim;
   if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
-  return static_cast<CUresult>(allocate_with(driver_api, reinterpret_cast<void**>(dptr), bytesize));
+  return static_cast<CUresult>(allocate_with(driver_api, reinterpret_cast<void**>(dptr), bytesize, nullptr));
 }
 
 CUresult asyncshim_hook_mem_free(CUdeviceptr dptr) noexcept

@@ -157,4 +157,22 @@ TEST_F(ShimOutOfMemoryRecovery, AFailedRecoveryLeavesThePoolTrimmedToWhatIsInUse
   EXPECT_EQ(cudaFree(kept), cudaSuccess);
 }
 
+TEST_F(ShimOutOfMemoryRecovery, TheWarningSaysWhatTheRecoveryGaveBack)
+{
+  void* queued = nullptr;
+  ASSERT_EQ(cudaMalloc(&queued, 40 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(queued), cudaSuccess);  // queued, not yet issued
+  void* beyond = nullptr;
+  EXPECT_EQ(cudaMalloc(&beyond, 100 * MiB), cudaErrorMemoryAllocation);
+  (void)cudaGetLastError();
+  std::string const text = log_text();
+  EXPECT_NE(text.find("cudaMalloc(104857600 bytes = 100.0 MiB) on device 0: out of memory inside the limit of 64.0 MiB "
+                      "(ASYNCSHIM_MEMORY_LIMIT); the pool has "),
+            std::string::npos)
+    << text;
+  EXPECT_NE(text.find("; before retrying, the shim gave back 0 B kept for reuse and issued 40.0 MiB of queued frees\n"),
+            std::string::npos)
+    << text;
+}
+
 }  // namespace

@@ -241,6 +241,33 @@ TEST_F(ShimOutOfMemory, OneLogLineWithTheFiguresAndTheProgramContinues)
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
 }
 
+// One call site of cudaMalloc in the program (not inlined: one return address).
+[[gnu::noinline]] cudaError_t allocate_a_pebibyte()
+{
+  void* p = nullptr;
+  cudaError_t const result = cudaMalloc(&p, PiB);
+  asm volatile("" ::: "memory");  // no tail call: the return address stays in this function
+  return result;
+}
+
+// A program that retries in a loop is told once per call site.
+TEST_F(ShimOutOfMemory, EachCallSiteIsToldOnce)
+{
+  auto const lines = [] {
+    std::string const text = log_text();
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  auto const before = lines();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(allocate_a_pebibyte(), cudaErrorMemoryAllocation);
+  }
+  EXPECT_EQ(lines(), before + 1);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, PiB), cudaErrorMemoryAllocation);  // another call site
+  EXPECT_EQ(lines(), before + 2);
+  (void)cudaGetLastError();
+}
+
 TEST_F(ShimRedirects, OnePebibyteIsMemoryAllocationAndTheProgramContinues)
 {
   void* p = reinterpret_cast<void*>(0xdead00);
