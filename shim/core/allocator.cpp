@@ -417,6 +417,10 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
       (void)return_cached_to_pool(s, timer.device);
     }
   }
+  // Native blocks on this device too (rare: from before its pool) may take
+  // the pool and them past the limit, which the pool's own bound cannot see.
+  std::uint64_t const native_before = s.limits.any() ? s.limits.native_bytes(timer.device) : 0;
+  std::uint64_t const reserved_before = native_before != 0 ? usage_of(*pool).reserved : 0;
   void* ptr = nullptr;
   held_back before_recovery;
   cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {
@@ -434,11 +438,12 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   if (result == cudaSuccess && during_capture && driver().stream_synchronize != nullptr) {
     (void)driver().stream_synchronize(own);  // the block is idle before the program sees it
   }
-  // The pool's own bound is the limit: only native blocks on this device
-  // too (rare: from before its pool) can take the two past it.
-  if (result == cudaSuccess && s.limits.any() && s.limits.native_bytes(timer.device) != 0 &&
+  // Refused only when it made the pool grow past what the limit leaves: what
+  // the pool had reserved already is within it.
+  if (result == cudaSuccess && native_before != 0 && usage_of(*pool).reserved > reserved_before &&
       !pool_within_limit(s, timer.device, *pool)) {
     (void)pool->try_deallocate_async(ptr, stream);
+    trim_pool_after(*pool, reinterpret_cast<CUstream>(stream));
     *dev_ptr = nullptr;
     count_failure(s, timer.device);
     note_failed(s, size);

@@ -78,7 +78,10 @@ void device_resetting(int device) noexcept
     (void)drv.device_primary_ctx_release(device);
     tracker().context_destroying(primary);
   }
-  if (shim_state* s = existing_state()) { release_device_pool(*s, device); }
+  if (shim_state* s = existing_state()) {
+    release_device_pool(*s, device);
+    s->limits.forget_native(device);
+  }
 }
 
 void context_destroying(CUcontext context) noexcept
@@ -352,7 +355,11 @@ CUresult asyncshim_hook_mem_pool_export_to_shareable_handle(void* handle, CUmemo
 
 CUresult asyncshim_hook_device_primary_ctx_reset(CUdevice device) noexcept
 {
-  if (tracking_active()) { asyncshim::shim::device_resetting(device); }
+  if (tracking_active()) {
+    asyncshim::shim::device_resetting(device);
+  } else if (asyncshim::shim::memory_limit_active()) {  // observe mode: the native blocks go with the context
+    if (asyncshim::shim::shim_state* s = asyncshim::shim::existing_state()) { s->limits.forget_native(device); }
+  }
   return call_real(driver().device_primary_ctx_reset, device);
 }
 

@@ -20,7 +20,7 @@ namespace asyncshim::shim {
 namespace {
 
 // Why a function is replaced, which decides when (cuda/api_table.def).
-enum class purpose { allocation, following, lookup, memory_info };
+enum class purpose { allocation, following, lookup, following_or_limit };
 // Which real addresses mean a replaced function (cuda/api_table.def).
 enum class lookups {
   every_stream,
@@ -205,8 +205,8 @@ bool wanted(purpose why) noexcept
     case purpose::allocation: return driver_interception_active();
     case purpose::following: return tracking_active();
     case purpose::lookup: return driver_interception_active() || tracking_active();
-    // The pool's memory, or a memory limit that applies in observe mode too.
-    case purpose::memory_info: return tracking_active() || memory_limit_active();
+    // Memory info and device resets: a memory limit applies in observe mode too.
+    case purpose::following_or_limit: return tracking_active() || memory_limit_active();
   }
   return false;
 }

@@ -32,6 +32,15 @@ bool first_at_site(interposed_call call, void const* caller) noexcept
 
 }  // namespace
 
+void trim_pool_after(cuda_async_memory_resource& pool, CUstream stream) noexcept
+{
+  auto const& drv = driver();
+  if (drv.stream_synchronize != nullptr) { (void)drv.stream_synchronize(stream); }
+  if (drv.mem_pool_trim_to != nullptr) {
+    (void)drv.mem_pool_trim_to(reinterpret_cast<CUmemoryPool>(pool.pool_handle()), 0);
+  }
+}
+
 held_back held_back_of(shim_state& s, int device) noexcept
 {
   return {s.reuse.held_bytes(device), s.pending.queued_bytes(device)};
@@ -81,12 +90,17 @@ void recover_for_allocation(shim_state& s, int device, cuda_async_memory_resourc
     issue_queued(s, device);
     (void)return_cached_to_pool(s, device);
   }
-  // The frees just issued, the cache's blocks just given back and every free
-  // made on another stream come back to the pool once they have completed.
-  if (!during_capture && drv.ctx_synchronize != nullptr) {
+  // The frees just issued and the cache's blocks just given back come back
+  // to the pool once they have completed: they are on the shim's stream and
+  // the legacy stream. Under stream ordering on per-thread streams a free may
+  // be on any thread's stream, which only the device covers (as native
+  // cudaFree would have waited for it); never during a capture.
+  if (!during_capture && s.settings.ordering == config::ordering_mode::stream &&
+      s.settings.stream == config::stream_choice::per_thread && drv.ctx_synchronize != nullptr) {
     (void)drv.ctx_synchronize();
   } else if (drv.stream_synchronize != nullptr) {
     (void)drv.stream_synchronize(own);
+    if (!during_capture) { (void)drv.stream_synchronize(CU_STREAM_LEGACY); }
   }
   forget_completed_batches(s, device);
   if (drv.mem_pool_trim_to != nullptr) {

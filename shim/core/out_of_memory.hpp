@@ -2,12 +2,13 @@
 // (docs/memory-limit.md#out-of-memory), in every ordering: what the process
 // holds but cannot hand out yet is made usable, once, and the pool is asked
 // again. In order: the queued frees are issued and the reuse cache gives its
-// blocks back to the pool; the device is waited for, so that every free on
-// any stream has completed (as native cudaFree would have waited); the pool
-// gives back the memory it holds unused, so that the request can be mapped
-// anew rather than fail on pieces too small. During a stream capture the
-// device is not waited for (that would break the capture): only the shim's
-// own stream.
+// blocks back to the pool; the streams those frees are on (the shim's and
+// the legacy stream; the whole device under stream ordering on per-thread
+// streams, where a free may be on any thread's stream) are waited for, as
+// native cudaFree would have waited; the pool gives back the memory it holds
+// unused, so that the request can be mapped anew rather than fail on pieces
+// too small. During a stream capture only the shim's own stream is waited
+// for (anything more would break the capture).
 #pragma once
 
 #include "state/shim_state.hpp"
@@ -29,6 +30,10 @@ struct held_back {
 /// current.
 void recover_for_allocation(shim_state& s, int device, cuda_async_memory_resource& pool, CUstream own,
                             bool during_capture) noexcept;
+
+/// Gives the pool's unused memory back once the work on `stream` (where a
+/// block was just given back) has completed.
+void trim_pool_after(cuda_async_memory_resource& pool, CUstream stream) noexcept;
 
 /// An allocation that failed out of memory.
 struct failed_request {

@@ -78,9 +78,12 @@ reuse_cache::reuse_cache() noexcept : serial_(next_cache_serial.fetch_add(1, std
 
 reuse_cache::~reuse_cache()
 {
-  // No stash may keep blocks or credit of a cache that is gone.
-  for (int device = 0; device < max_devices; ++device) {
-    forget(device);
+  // No stash may keep blocks or credit of a cache that is gone (only tests
+  // destroy one: the process's lives until the end), so each stash is waited for.
+  auto const drop = [](thread_stashes::entry const&, void*) noexcept { return true; };
+  for (cache& c : caches_) {
+    (void)thread_stashes::take_all(serial_, static_cast<int>(&c - caches_.data()), drop, nullptr, c.stashed,
+                                   /*wait=*/true);
   }
 }
 

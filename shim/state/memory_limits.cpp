@@ -55,6 +55,22 @@ std::optional<memory_limits::native_block> memory_limits::take_native(void const
   return block;
 }
 
+void memory_limits::forget_native(int device) noexcept
+{
+  if (device < 0 || device >= max_devices) { return; }
+  std::lock_guard lock{native_mutex_};
+  std::uint64_t forgotten = 0;
+  for (auto it = native_.begin(); it != native_.end();) {
+    if (it->second.device == device) {
+      forgotten += it->second.bytes;
+      it = native_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  native_bytes_[static_cast<std::size_t>(device)].fetch_sub(forgotten, std::memory_order_relaxed);
+}
+
 std::uint64_t memory_limits::native_bytes(int device) const noexcept
 {
   if (device < 0 || device >= max_devices) { return 0; }

@@ -43,6 +43,8 @@ class memory_limits {
   /// The record of a native block, removed; nothing for any other pointer.
   [[nodiscard]] std::optional<native_block> take_native(void const* ptr) noexcept;
   [[nodiscard]] std::uint64_t native_bytes(int device) const noexcept;
+  /// The native blocks of `device` went with its context (a device reset).
+  void forget_native(int device) noexcept;
 
  private:
   /// Stored in limits_: 0 until resolved, then the limit or `none`.

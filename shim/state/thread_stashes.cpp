@@ -135,11 +135,15 @@ void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) n
 }
 
 std::uint64_t take_all(std::uint64_t owner, int device, bool (*out)(entry const&, void* context), void* context,
-                       counter const& count) noexcept
+                       counter const& count, bool wait) noexcept
 {
   std::uint64_t credit = 0;
   for (stash* s = all_stashes.load(std::memory_order_acquire); s != nullptr; s = s->next) {
-    if (!lock_briefly(s->lock)) { continue; }
+    if (wait) {
+      s->lock.lock();
+    } else if (!lock_briefly(s->lock)) {
+      continue;
+    }
     std::lock_guard lock{s->lock, std::adopt_lock};
     for (std::size_t i = s->count; i-- > 0;) {
       entry const& e = s->entries[i];

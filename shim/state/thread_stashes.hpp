@@ -57,9 +57,10 @@ using counter = std::atomic<std::uint64_t>;
 /// returns false to leave it where it is (no room to take it), and every
 /// stash's credit for `count`, dropped: returns the credit's bytes, which the
 /// caller takes off `count`. A stash whose lock stays held (copied held into
-/// a forked child) is left alone.
+/// a forked child) is left alone, unless `wait`: for a cache that goes, whose
+/// counter must be named by no stash afterwards.
 [[nodiscard]] std::uint64_t take_all(std::uint64_t owner, int device, bool (*out)(entry const&, void* context),
-                                     void* context, counter const& count) noexcept;
+                                     void* context, counter const& count, bool wait = false) noexcept;
 
 /// The credit for `count` in every stash (a snapshot: threads may be
 /// spending and making it meanwhile).

@@ -128,6 +128,18 @@ TEST_F(ShimMemoryLimitNative, NativeBlocksCountUntilFreed)
   EXPECT_EQ(cudaFree(second), cudaSuccess);
 }
 
+TEST_F(ShimMemoryLimitNative, ADeviceResetTakesTheNativeBlocksWithIt)
+{
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  void* lost = nullptr;
+  ASSERT_EQ(cudaMalloc(&lost, 40 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);  // frees it, with no cudaFree
+  void* next = nullptr;
+  ASSERT_EQ(cudaMalloc(&next, 40 * MiB), cudaSuccess);
+  EXPECT_EQ(info().free, 24 * MiB);
+  EXPECT_EQ(cudaFree(next), cudaSuccess);
+}
+
 // ---- ShimOutOfMemoryRecovery: 64MiB, frees queued and fenced, no reuse cache,
 // an initial pool of 32 MiB
 

@@ -37,8 +37,8 @@ struct size_spec {
 /// allocator), as a size or a percentage of the device's total memory: one
 /// for every device not listed, and one per device listed ("0:20GiB,1:10%").
 struct memory_limits {
-  /// The highest device index a limit may name.
-  static constexpr int max_device = 1023;
+  /// The highest device index a limit may name (the shim serves 64 devices).
+  static constexpr int max_device = 63;
   std::optional<size_spec> others;                 ///< every device not listed; absent: no limit
   std::vector<std::pair<int, size_spec>> devices;  ///< as written, each device once
 
