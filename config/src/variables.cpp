@@ -473,8 +473,8 @@ constexpr std::array table{
              .default_text = "0",
              .accepted = "a whole number from 0 to 64",
              .invalid = on_invalid::uses_default,
-             .summary = "how many frames of each allocating call stack the leak report shows (recorded at "
-                        "each allocation, named at exit); 0: none"},
+             .summary = "how many frames of each allocating call stack the leak report and the out-of-memory "
+                        "warning's largest blocks show (recorded at each allocation); 0: none"},
     .what = "number",
     .describe_key = "leak_stack_depth",
     .apply = apply_leak_stack_depth,

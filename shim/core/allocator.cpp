@@ -63,7 +63,7 @@ native_api const driver_api{
 void arm_report(shim_state& s) noexcept
 {
   if (s.stats != nullptr) { report_at_exit(s.sources); }
-  if (s.leaks != nullptr) { arm_leak_report(s.settings, *s.leaks); }
+  if (s.leaks != nullptr && s.settings.wants_leak_report()) { arm_leak_report(s.settings, *s.leaks); }
 }
 
 cudaStream_t allocation_stream(config::settings const& settings) noexcept

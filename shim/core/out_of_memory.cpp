@@ -2,6 +2,8 @@
 
 #include "core/deferred_frees.hpp"
 #include "cuda/driver.hpp"
+#include "state/leak_report.hpp"
+#include "state/live_blocks.hpp"
 #include "support/log.hpp"
 
 #include <array>
@@ -10,6 +12,8 @@
 
 namespace asyncshim::shim {
 namespace {
+
+constexpr std::size_t largest_blocks_reported = 5;
 
 // The call sites already reported (0: a free slot); beyond them every
 // failure is reported.
@@ -28,6 +32,23 @@ bool first_at_site(interposed_call call, void const* caller) noexcept
     }
   }
   return true;
+}
+
+// The program's largest live blocks on `device`, each with where it was
+// allocated: who holds the memory, inside the process.
+void report_largest_blocks(live_blocks const& blocks, int device)
+{
+  std::vector<live_block> const largest = blocks.largest(device, largest_blocks_reported);
+  if (largest.empty()) { return; }
+  log::warn("  the largest blocks the program holds on device {}, with where each was allocated:", device);
+  for (live_block const& b : largest) {
+    std::string frames;
+    for (void* frame : b.stack) {
+      frames += (frames.empty() ? "" : " <- ") + stack_frame_text(frame);
+    }
+    log::warn("    {} at {:#x} by {}: {}", byte_count{b.bytes}, b.address, to_string(b.call),
+              frames.empty() ? std::string("(no frames)") : frames);
+  }
 }
 
 }  // namespace
@@ -78,6 +99,7 @@ void report_out_of_memory(shim_state& s, failed_request const& request, cuda_asy
               to_string(request.call), request.size, byte_count{request.size}, request.device, limit_text,
               byte_count{reserved}, byte_count{used}, native_text, byte_count{free_bytes}, byte_count{total_bytes},
               held_text);
+    if (s.leaks != nullptr && s.settings.leak_stack_depth > 0) { report_largest_blocks(*s.leaks, request.device); }
   } catch (...) {  // no host memory for the message
   }
 }

@@ -54,9 +54,9 @@ std::string json_escaped(std::string const& text)
   return out;
 }
 
-// One frame of an allocating stack, named at exit: "function+0x1c (object)",
-// or "object+0x1234" (for addr2line) where the object exports no name for it.
-std::string frame_text(void* address)
+}  // namespace
+
+std::string stack_frame_text(void* address)
 {
   Dl_info info{};
   if (dladdr(address, &info) == 0) { return fmt::format("{}", address); }
@@ -72,6 +72,8 @@ std::string frame_text(void* address)
   std::free(demangled);
   return fmt::format("{}+{:#x} ({})", name, at - reinterpret_cast<std::uintptr_t>(info.dli_saddr), object);
 }
+
+namespace {
 
 std::string blocks_text(std::size_t n) { return fmt::format("{} block{}", n, n == 1 ? "" : "s"); }
 
@@ -125,7 +127,7 @@ std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordere
                                 size_text(b.bytes), b.address, b.device, to_string(b.call), b.thread,
                                 age_text(now_ns - b.allocated_ns)));
     for (std::size_t f = 0; f < b.stack.size(); ++f) {
-      lines.push_back(fmt::format("      #{} {}", f, frame_text(b.stack[f])));
+      lines.push_back(fmt::format("      #{} {}", f, stack_frame_text(b.stack[f])));
     }
   }
   if (listed < ordered.size()) {
@@ -156,7 +158,7 @@ std::string leak_report_json(std::vector<live_block> const& ordered, leak_report
     live_block const& b = ordered[i];
     std::string stack;
     for (void* frame : b.stack) {
-      stack += fmt::format("{}\"{}\"", stack.empty() ? "" : ", ", json_escaped(frame_text(frame)));
+      stack += fmt::format("{}\"{}\"", stack.empty() ? "" : ", ", json_escaped(stack_frame_text(frame)));
     }
     out += fmt::format("{}\n    {{\"address\": \"{:#x}\", \"bytes\": {}, \"device\": {}, \"entry_point\": \"{}\", "
                        "\"thread\": {}, \"age_s\": {:.6f}, \"stack\": [{}]}}",

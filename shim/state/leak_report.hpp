@@ -19,6 +19,10 @@ namespace asyncshim::shim {
 inline constexpr std::size_t leak_report_lines_listed = 20;
 inline constexpr std::size_t leak_report_json_listed = 100000;
 
+/// One frame of an allocating stack, named now: "function+0x1c (object)", or
+/// "object+0x1234" (for addr2line) where the object exports no name for it.
+[[nodiscard]] std::string stack_frame_text(void* address);
+
 /// Sorts `blocks` into the report's order.
 void order_for_leak_report(std::vector<live_block>& blocks);
 

@@ -126,6 +126,27 @@ bool live_blocks::snapshot_at_exit(std::vector<live_block>& out) const
   return true;
 }
 
+std::vector<live_block> live_blocks::largest(int device, std::size_t n) const
+{
+  std::vector<live_block> found;
+  std::lock_guard lock{mutex_};
+  for (auto const& [address, block] : blocks_) {
+    if (block.device != device) { continue; }
+    if (found.size() < n) {
+      found.push_back(block);
+      std::push_heap(found.begin(), found.end(),
+                     [](live_block const& a, live_block const& b) { return a.bytes > b.bytes; });
+    } else if (n > 0 && block.bytes > found.front().bytes) {
+      auto const smaller = [](live_block const& a, live_block const& b) { return a.bytes > b.bytes; };
+      std::pop_heap(found.begin(), found.end(), smaller);
+      found.back() = block;
+      std::push_heap(found.begin(), found.end(), smaller);
+    }
+  }
+  std::sort(found.begin(), found.end(), [](live_block const& a, live_block const& b) { return a.bytes > b.bytes; });
+  return found;
+}
+
 std::uint64_t live_blocks::untracked() const noexcept { return untracked_.load(std::memory_order_relaxed); }
 
 }  // namespace asyncshim::shim

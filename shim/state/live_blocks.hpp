@@ -1,7 +1,8 @@
 // The blocks the program has allocated and not freed, with where and when
 // each came from, for the leak report at exit (ASYNCSHIM_LEAK_REPORT,
-// state/leak_report.hpp). Kept only when a report was asked for: each
-// allocation and free then takes one lock and a host allocation here.
+// state/leak_report.hpp) and the out-of-memory report's largest blocks
+// (ASYNCSHIM_LEAK_STACK_DEPTH). Kept only when one of them was asked for:
+// each allocation and free then takes one lock and a host allocation here.
 #pragma once
 
 #include "state/statistics.hpp"  // interposed_call
@@ -56,6 +57,9 @@ class live_blocks {
   /// when another thread holds the record's lock for good (a signal handler
   /// that called exit() interrupted it inside a call).
   [[nodiscard]] bool snapshot_at_exit(std::vector<live_block>& out) const;
+  /// The `n` largest blocks of `device` now, the largest first (for the
+  /// out-of-memory report). Throws std::bad_alloc.
+  [[nodiscard]] std::vector<live_block> largest(int device, std::size_t n) const;
   /// Allocations that could not be recorded (no host memory).
   [[nodiscard]] std::uint64_t untracked() const noexcept;
 

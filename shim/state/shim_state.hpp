@@ -65,10 +65,12 @@ struct shim_state {
   /// What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   report_sources sources{settings, all_stats, pools, &tracker()};
-  /// The program's live blocks for the leak report at exit; null unless one
-  /// was asked for (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE).
-  std::unique_ptr<live_blocks> leaks =
-    settings.wants_leak_report() ? make_live_blocks(settings.leak_stack_depth) : nullptr;
+  /// The program's live blocks for the leak report at exit and the
+  /// out-of-memory report's largest blocks; null unless one was asked for
+  /// (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_LEAK_STACK_DEPTH).
+  std::unique_ptr<live_blocks> leaks = settings.wants_leak_report() || settings.leak_stack_depth > 0
+                                         ? make_live_blocks(settings.leak_stack_depth)
+                                         : nullptr;
   /// The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
   /// file cannot be written.
   event_log* events = settings.event_log.empty() ? nullptr : start_event_log(settings.event_log);

@@ -187,4 +187,36 @@ TEST_F(ShimOutOfMemoryRecovery, TheWarningSaysWhatTheRecoveryGaveBack)
     << text;
 }
 
+// ---- ShimOutOfMemoryStacks: 64MiB, ASYNCSHIM_LEAK_STACK_DEPTH=3
+
+using ShimOutOfMemoryStacks = ShimTest;
+
+TEST_F(ShimOutOfMemoryStacks, TheWarningNamesTheLargestBlocksAndWhereTheyCameFrom)
+{
+  void* blocks[3] = {};
+  std::size_t const sizes[] = {8 * MiB, 24 * MiB, 16 * MiB};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(cudaMalloc(&blocks[i], sizes[i]), cudaSuccess);
+  }
+  void* beyond = nullptr;
+  EXPECT_EQ(cudaMalloc(&beyond, 40 * MiB), cudaErrorMemoryAllocation);
+  (void)cudaGetLastError();
+  std::string const text = log_text();
+  std::size_t const heading =
+    text.find("  the largest blocks the program holds on device 0, with where each was allocated:\n");
+  ASSERT_NE(heading, std::string::npos) << text;
+  // Largest first, each with its frames (the test program's, named by object and offset).
+  std::size_t const first = text.find("    24.0 MiB at 0x", heading);
+  std::size_t const second = text.find("    16.0 MiB at 0x", heading);
+  std::size_t const third = text.find("    8.0 MiB at 0x", heading);
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_LT(first, second) << text;
+  EXPECT_LT(second, third) << text;
+  EXPECT_NE(text.find(" by cudaMalloc: ", first), std::string::npos) << text;
+  EXPECT_NE(text.find("sharing_test", first), std::string::npos) << text;
+  for (void* b : blocks) {
+    EXPECT_EQ(cudaFree(b), cudaSuccess);
+  }
+}
+
 }  // namespace
