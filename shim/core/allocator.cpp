@@ -418,9 +418,11 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     }
   }
   // Native blocks on this device too (rare: from before its pool) may take
-  // the pool and them past the limit, which the pool's own bound cannot see.
-  std::uint64_t const native_before = s.limits.any() ? s.limits.native_bytes(timer.device) : 0;
-  std::uint64_t const reserved_before = native_before != 0 ? usage_of(*pool).reserved : 0;
+  // the pool and them past the limit, which the pool's own bound cannot see;
+  // a pool the driver would not bound is checked every time.
+  bool const check_limit =
+    s.limits.any() && (s.limits.native_bytes(timer.device) != 0 || s.pools.unbounded(timer.device));
+  std::uint64_t const reserved_before = check_limit ? usage_of(*pool).reserved : 0;
   void* ptr = nullptr;
   held_back before_recovery;
   cudaError_t const result = quietly_then_at_caller_level(api.level, context_current, [&] {
@@ -440,7 +442,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
   }
   // Refused only when it made the pool grow past what the limit leaves: what
   // the pool had reserved already is within it.
-  if (result == cudaSuccess && native_before != 0 && usage_of(*pool).reserved > reserved_before &&
+  if (result == cudaSuccess && check_limit && usage_of(*pool).reserved > reserved_before &&
       !pool_within_limit(s, timer.device, *pool)) {
     (void)pool->try_deallocate_async(ptr, stream);
     trim_pool_after(*pool, reinterpret_cast<CUstream>(stream));

@@ -267,6 +267,12 @@ std::uint64_t device_pools::reuse_limit(int device) const noexcept
   return slots_[static_cast<std::size_t>(device)].reuse_limit;
 }
 
+bool device_pools::unbounded(int device) const noexcept
+{
+  if (existing(device) == nullptr) { return false; }
+  return slots_[static_cast<std::size_t>(device)].unbounded;
+}
+
 std::uint64_t device_pools::backlog_limit(int device) const noexcept
 {
   if (existing(device) == nullptr) { return no_backlog_limit; }
@@ -309,11 +315,23 @@ void device_pools::create(int device, slot& s) noexcept
     // that an initial size the device cannot give leaves a working pool.
     using handle = cuda_async_memory_resource::allocation_handle_type;
     config::handle_type export_type = resolve_handle_type(settings_.export_handle_type, device);
-    auto const make_pool = [&] {
+    bool bounded = limit != 0;
+    auto const make_bounded_pool = [&] {
       // The pool itself never reserves past the limit.
-      return std::make_unique<cuda_async_memory_resource>(
-        std::size_t{0}, threshold, static_cast<handle>(export_type),
-        limit != 0 ? std::optional<std::size_t>{limit} : std::nullopt);
+      return std::make_unique<cuda_async_memory_resource>(std::size_t{0}, threshold, static_cast<handle>(export_type),
+                                                          bounded ? std::optional<std::size_t>{limit} : std::nullopt);
+    };
+    auto const make_pool = [&] {
+      if (!bounded) { return make_bounded_pool(); }
+      try {
+        return make_bounded_pool();
+      } catch (cuda_error const& e) {
+        log::info("device {}: cannot bound the pool by the memory limit ({}): each allocation is checked against it "
+                  "instead",
+                  device, cuda_status{e.error()});
+        bounded = false;
+        return make_bounded_pool();
+      }
     };
     std::unique_ptr<cuda_async_memory_resource> pool;
     try {
@@ -346,6 +364,7 @@ void device_pools::create(int device, slot& s) noexcept
                         ? resolve(settings_.free_backlog, total_bytes, free_bytes).value_or(no_backlog_limit)
                         : no_backlog_limit;
     s.export_type = export_type;
+    s.unbounded = limit != 0 && !bounded;
     s.pool = std::move(pool);
   } catch (std::exception const& e) {
     report_creation_failure(device, initial, threshold, e, settings_);

@@ -75,6 +75,9 @@ class device_pools {
   /// The most the reuse cache of `device` keeps idle (ASYNCSHIM_REUSE_CACHE,
   /// resolved for the device; 0 unless the ordering is device, and without a pool).
   [[nodiscard]] std::uint64_t reuse_limit(int device) const noexcept;
+  /// Whether the pool of `device` could not be bounded by its memory limit
+  /// (the driver refused the pool's maxSize): each allocation is then checked.
+  [[nodiscard]] bool unbounded(int device) const noexcept;
   /// The most freed memory of `device` that may wait for the device to catch
   /// up (ASYNCSHIM_FREE_BACKLOG, resolved for the device); no_backlog_limit
   /// unless it was set and the ordering is device, and without a pool.
@@ -100,6 +103,7 @@ class device_pools {
     device_streams streams;
     std::uint64_t kept = 0;
     std::uint64_t reuse_limit = 0;
+    bool unbounded = false;
     std::uint64_t backlog_limit = no_backlog_limit;
     config::handle_type export_type = config::handle_type::none;
     /// Pools of earlier lives of the device (before a reset); kept, never

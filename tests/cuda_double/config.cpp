@@ -70,6 +70,9 @@ configuration read_config()
     c.memory = n;
   }
   if (char const* v = env("CUDA_DOUBLE_NO_POOLS")) { c.no_pools = parse_flag("CUDA_DOUBLE_NO_POOLS", v); }
+  if (char const* v = env("CUDA_DOUBLE_NO_POOL_MAX_SIZE")) {
+    c.no_pool_max_size = parse_flag("CUDA_DOUBLE_NO_POOL_MAX_SIZE", v);
+  }
   if (char const* v = env("CUDA_DOUBLE_POOL_HANDLE_TYPES");
       v && parse_number("CUDA_DOUBLE_POOL_HANDLE_TYPES", v, std::numeric_limits<int>::max(), n)) {
     c.pool_handle_types = static_cast<unsigned>(n);

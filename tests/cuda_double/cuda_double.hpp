@@ -99,6 +99,9 @@
 //                                  cudaMallocFromPoolAsync, cudaFreeAsync,
 //                                  cudaDeviceGetDefaultMemPool) fail with
 //                                  cudaErrorNotSupported.
+//   CUDA_DOUBLE_NO_POOL_MAX_SIZE=1 cudaMemPoolCreate/cuMemPoolCreate with a
+//                                  maxSize fail with cudaErrorInvalidValue, as
+//                                  a driver older than the field may.
 //   CUDA_DOUBLE_POOL_HANDLE_TYPES=N value of cudaDevAttrMemoryPoolSupportedHandleTypes
 //                                  (default 9 = posix fd | fabric, as on an H200);
 //                                  cudaMemPoolCreate refuses other handle types

@@ -74,6 +74,7 @@ struct configuration {
   bool no_driver = false;
   std::uint64_t memory = default_memory;
   bool no_pools = false;
+  bool no_pool_max_size = false;  // CUDA_DOUBLE_NO_POOL_MAX_SIZE: a pool with a maxSize is refused (older drivers)
   unsigned pool_handle_types = default_pool_handle_types;
   bool no_peer = false;                      // CUDA_DOUBLE_NO_PEER: no pair of devices can access each other
   bool fabric_ok = false;                    // CUDA_DOUBLE_FABRIC_OK: fabric handles can be exported (IMEX)

@@ -207,6 +207,7 @@ operation_outcome create_pool(pool_settings const* properties, cudaMemPool_t* ou
   if (!properties->pinned) { return operation_outcome::invalid_value; }
   if (!properties->on_device || !m.valid_device(properties->device)) { return operation_outcome::invalid_value; }
   if ((properties->handle_types & ~config().pool_handle_types) != 0) { return operation_outcome::not_supported; }
+  if (properties->max_size != 0 && config().no_pool_max_size) { return operation_outcome::invalid_value; }
   mutex_lock lock(m.mu);
   pool_state& pool =
     m.create_pool(properties->device, properties->handle_types, properties->max_size, /*is_default=*/false);
