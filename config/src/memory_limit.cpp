@@ -79,14 +79,13 @@ memory_limit_parse parse_memory_limit_detailed(std::string_view name, std::strin
       auto const [end, ec] = std::from_chars(index_text.data(), index_text.data() + index_text.size(), index);
       if (index_text.empty() || ec != std::errc{} || end != index_text.data() + index_text.size() || index < 0 ||
           index > memory_limits::max_device) {
-        return refuse(
-          fmt::format("'{}' is not a device index (0 to {})", std::string(index_text), memory_limits::max_device));
+        return refuse(fmt::format("{} is not a device index (0 to {})", quoted(index_text), memory_limits::max_device));
       }
       device = index;
       size_text = entry.substr(colon + 1);
     }
     auto const parsed = parse_size_detailed(size_text);
-    if (!parsed.value) { return refuse(fmt::format("'{}' is not a size", std::string(trim(size_text)))); }
+    if (!parsed.value) { return refuse(fmt::format("{} is not a size", quoted(trim(size_text)))); }
     if (parsed.value->unit == size_spec::kind::half_of_free) {
       return refuse("half-free is accepted only by ASYNCSHIM_INITIAL_POOL_SIZE");
     }

@@ -85,4 +85,16 @@ INSTANTIATE_TEST_SUITE_P(
                     refused{"0:1G,", "an entry between commas is empty"}, refused{"5:abc", "'abc' is not a size"},
                     refused{"101%", "'101%' is not a size"}, refused{"1GB", "'1GB' is not a size"}));
 
+// A message is one line, whatever the value holds.
+TEST(MemoryLimit, ARefusedEntryIsQuotedOnOneLine)
+{
+  auto const result = parse({"ASYNCSHIM_MEMORY_LIMIT=2:1G\n3=x"});
+  ASSERT_FALSE(result.diagnostics.empty());
+  std::string const& text = result.diagnostics.front().text;
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  EXPECT_NE(text.find("ASYNCSHIM_MEMORY_LIMIT='2:1G\\n3=x' is not a valid limit: '1G\\n3=x' is not a size"),
+            std::string::npos)
+    << text;
+}
+
 }  // namespace

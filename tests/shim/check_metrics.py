@@ -51,20 +51,26 @@ class MetricsFile(unittest.TestCase):
             def key(name, **extra):
                 return (name, frozenset(dict(labels, **extra).items()))
 
-            # Written again every 20 ms: wait for one written after the probe's calls (a file's
-            # time stamp comes from a clock that may lag, never lead).
+            # Written again every 20 ms, each time a new file renamed over the last. A file
+            # written after the probe's calls may hold figures read before them; the next one
+            # holds figures read after it was written (its time stamp comes from a clock that
+            # may lag, never lead).
             ready_ns = time.time_ns()
             found = {}
+            first = None
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 try:
-                    if os.stat(path).st_mtime_ns > ready_ns:
+                    st = os.stat(path)
+                    if first is None and st.st_mtime_ns > ready_ns:
+                        first = (st.st_ino, st.st_mtime_ns)
+                    elif first is not None and (st.st_ino, st.st_mtime_ns) != first:
                         with open(path) as f:
                             found = samples(f.read())
                         break
                 except FileNotFoundError:
                     pass
-                time.sleep(0.01)
+                time.sleep(0.005)
             self.assertEqual(found.get(key("asyncshim_frees_total")), 3, found)
             # The collector reads *.prom: only this one (the temporary file is named otherwise).
             self.assertEqual(glob.glob(os.path.join(d, "*.prom")), [path])
