@@ -85,6 +85,10 @@ configuration read_config()
     c.simulate = true;
     c.simulate_seed = n;
   }
+  if (char const* v = env("CUDA_DOUBLE_SIMULATE_LAZY")) {
+    c.simulate_lazy = parse_flag("CUDA_DOUBLE_SIMULATE_LAZY", v);
+  }
+  if (char const* v = env("CUDA_DOUBLE_TIGHT_POOL")) { c.tight_pool = parse_flag("CUDA_DOUBLE_TIGHT_POOL", v); }
   if (char const* v = env("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS")) {
     c.runtime_private_submissions = parse_flag("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS", v);
   }

@@ -130,6 +130,16 @@
 //                                  ended counts for nothing.
 //   CUDA_DOUBLE_SIMULATE=SEED      the virtual GPU (below) runs, its every choice
 //                                  drawn from SEED.
+//   CUDA_DOUBLE_SIMULATE_LAZY=1    the virtual GPU runs no task but those a
+//                                  synchronization waits for: work on a stream
+//                                  nobody waits for stays pending.
+//   CUDA_DOUBLE_TIGHT_POOL=1       under the virtual GPU, a block a pool keeps
+//                                  after its free holds its bytes until an
+//                                  allocation of its size takes it or a trim
+//                                  gives it back (a trim: only once its free
+//                                  has run): a pool whose free memory is in
+//                                  pieces, or behind frees still pending, must
+//                                  grow to serve any other size.
 //   CUDA_DOUBLE_NEWER_ABI=NAMES    as a driver newer than the headers: NAMES are
 //                                  base names, comma-separated ("cuMemAlloc,
 //                                  cuStreamDestroy"); cuDriverGetVersion and
@@ -869,6 +879,12 @@ CUDA_DOUBLE_API int cuda_double_pointer_kind(void const* p);
 // Number of live imported allocations (kind 4; also counted in
 // cuda_double_live_allocations).
 CUDA_DOUBLE_API int cuda_double_imported_allocations(void);
+
+// The processes that take memory of `device` (its allocations and pools'
+// reservations): with CUDA_DOUBLE_SHARED_MEMORY every live process sharing
+// the file, else this one. Up to `max` pids and byte counts; returns how many.
+// (The NVML double, libnvidia-ml.so.1, answers its process queries with it.)
+CUDA_DOUBLE_API int cuda_double_device_processes(int device, unsigned* pids, unsigned long long* bytes, int max);
 
 // The pool a live pool allocation starting at p came from (for cudaMallocAsync:
 // the device's default pool, the one cudaDeviceGetDefaultMemPool returns; for

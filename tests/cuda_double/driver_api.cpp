@@ -298,6 +298,19 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice d
   });
 }
 
+// "0000:01:00.0" for device 0: the bus is the ordinal plus one, the domain
+// its high bits (the NVML double reads it back).
+CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev)
+{
+  return run_driver(call_gate::initialized, [&] {
+    if (pciBusId == nullptr || len <= 0) { return CUDA_ERROR_INVALID_VALUE; }
+    if (!model().valid_device(dev)) { return CUDA_ERROR_INVALID_DEVICE; }
+    unsigned const bus = static_cast<unsigned>(dev) + 1;
+    std::snprintf(pciBusId, static_cast<std::size_t>(len), "%04x:%02x:00.0", bus >> 8, bus & 0xffu);
+    return CUDA_SUCCESS;
+  });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev)
 {
   return run_driver(call_gate::initialized,

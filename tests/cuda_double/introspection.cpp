@@ -9,6 +9,7 @@
 #include "cuda_double.hpp"
 #include "model.hpp"
 #include "operations.hpp"
+#include "shared_devices.hpp"
 
 using cuda_double::model;
 
@@ -156,6 +157,15 @@ CUDA_DOUBLE_API int cuda_double_imported_allocations(void)
   auto& m = model();
   mutex_lock lock(m.mu);
   return m.imported_allocations();
+}
+
+CUDA_DOUBLE_API int cuda_double_device_processes(int device, unsigned* pids, unsigned long long* bytes, int max)
+{
+  auto& m = model();
+  mutex_lock lock(m.mu);
+  if (!m.valid_device(device) || pids == nullptr || bytes == nullptr || max <= 0) { return 0; }
+  cuda_double::device_state const& dev = m.device(device);
+  return cuda_double::shared_devices().processes(device, dev.used + dev.reserved, pids, bytes, max);
 }
 
 CUDA_DOUBLE_API int cuda_double_pool_access(cudaMemPool_t pool, int device)

@@ -120,7 +120,7 @@ model_state& model()
 model_state::model_state(configuration const& c)
     : devices_(static_cast<std::size_t>(c.devices)), contexts_(static_cast<std::size_t>(c.devices))
 {
-  if (c.simulate) { gpu.start(c.simulate_seed); }
+  if (c.simulate) { gpu.start(c.simulate_seed, c.simulate_lazy); }
   for (int d = 0; d < c.devices; ++d) {
     contexts_[static_cast<std::size_t>(d)].device = d;
     contexts_[static_cast<std::size_t>(d)].domain = d;
@@ -347,12 +347,15 @@ operation_outcome model_state::allocate_native(int d, std::size_t size, allocati
 operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture,
                                                   void* reuse)
 {
-  if (size > max64 - pool.used) { return operation_outcome::out_of_memory; }
+  if (size > max64 - pool.used - pool.kept) { return operation_outcome::out_of_memory; }
+  // A reused kept block brings its own bytes; any other allocation needs room beside the kept ones.
+  bool const reuses_kept = reuse != nullptr && pool.kept >= size;
   std::uint64_t const needed = pool.used + size;
+  std::uint64_t const taken = reuses_kept ? pool.used + pool.kept : needed + pool.kept;
   std::uint64_t new_reserved = pool.reserved;
-  if (needed > pool.reserved) {
-    if (pool.max_size != 0 && needed > pool.max_size) { return operation_outcome::out_of_memory; }
-    if (!round_up(needed, pool_granularity, new_reserved)) { return operation_outcome::out_of_memory; }
+  if (taken > pool.reserved) {
+    if (pool.max_size != 0 && taken > pool.max_size) { return operation_outcome::out_of_memory; }
+    if (!round_up(taken, pool_granularity, new_reserved)) { return operation_outcome::out_of_memory; }
     if (pool.max_size != 0) { new_reserved = std::min(new_reserved, pool.max_size); }
     if (new_reserved - pool.reserved > free_bytes(pool.device)) { return operation_outcome::out_of_memory; }
   }
@@ -362,6 +365,7 @@ operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t 
   if (p == nullptr) { return operation_outcome::out_of_memory; }
   insert_allocation(p, allocation_record{size, pool.device, &pool, allocation_kind::pool, capture});
   set_reserved(pool, new_reserved);
+  if (reuses_kept) { pool.kept -= size; }
   pool.used = needed;
   pool.used_high = std::max(pool.used_high, pool.used);
   *out = p;
@@ -383,6 +387,7 @@ void model_state::release(void* p)
     taken_changed(a.device);
   }
   if (gpu.on() && a.kind == allocation_kind::pool) {
+    if (config().tight_pool) { a.pool->kept += a.size; }
     gpu.keep({reinterpret_cast<std::uintptr_t>(p), a.size, a.pool, freeing_on, freeing_task});
     return;
   }
@@ -396,6 +401,7 @@ void model_state::release_kept(pool_state& pool, bool only_finished)
     a.size = b.size;
     a.pool = &pool;
     a.kind = allocation_kind::pool;
+    pool.kept -= std::min<std::uint64_t>(pool.kept, b.size);
     free_memory(reinterpret_cast<void*>(b.address), a);
   });
 }
@@ -568,7 +574,7 @@ bool model_state::can_access(int d, allocation_record const& a)
 void model_state::trim_pool(pool_state& pool, std::uint64_t keep)
 {
   release_kept(pool, /*only_finished=*/true);
-  std::uint64_t const target = std::max(pool.used, std::min(pool.reserved, keep));
+  std::uint64_t const target = std::max(pool.used + pool.kept, std::min(pool.reserved, keep));
   if (pool.reserved > target) { set_reserved(pool, target); }
 }
 
@@ -576,8 +582,10 @@ void model_state::trim_pools(int d)
 {
   for (pool_state* pool : live_pools_) {
     if (pool->device != d) { continue; }
+    // A tight pool under its release threshold keeps its pieces as they are.
+    if (config().tight_pool && pool->reserved <= pool->release_threshold) { continue; }
     release_kept(*pool, /*only_finished=*/true);
-    std::uint64_t const keep = std::max(pool->used, pool->release_threshold);
+    std::uint64_t const keep = std::max(pool->used + pool->kept, pool->release_threshold);
     if (pool->reserved > keep) { set_reserved(*pool, keep); }
   }
 }

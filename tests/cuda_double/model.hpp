@@ -83,6 +83,8 @@ struct configuration {
   bool runtime_private_submissions = false;  // CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS
   bool simulate = false;                     // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
   std::uint64_t simulate_seed = 0;
+  bool simulate_lazy = false;  // CUDA_DOUBLE_SIMULATE_LAZY: work runs only when a synchronization waits for it
+  bool tight_pool = false;     // CUDA_DOUBLE_TIGHT_POOL: a kept block's bytes serve only its own size until trimmed
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();
 
@@ -126,6 +128,7 @@ struct pool_state {
   arena_state arena;
   std::uint64_t reserved = 0;
   std::uint64_t used = 0;
+  std::uint64_t kept = 0;  // CUDA_DOUBLE_TIGHT_POOL: bytes of the kept blocks, unusable for other sizes
   std::uint64_t reserved_high = 0;
   std::uint64_t used_high = 0;
   std::uint64_t release_threshold = 0;

@@ -66,6 +66,7 @@ proc_entry const table[] = {
   {"cuDeviceGetCount", 2000, fn(&cuDeviceGetCount), nullptr},
   {"cuDeviceGetName", 2000, fn(&cuDeviceGetName), nullptr},
   {"cuDeviceGetAttribute", 2000, fn(&cuDeviceGetAttribute), nullptr},
+  {"cuDeviceGetPCIBusId", 4010, fn(&cuDeviceGetPCIBusId), nullptr},
   {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
   {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
   {"cuDevicePrimaryCtxReset", 7000, fn(&primary_ctx_reset_v7000), nullptr},

@@ -115,6 +115,29 @@ void shared_memory_file::publish(int device, std::uint64_t bytes)
   if (process_slot* slot = my_slot()) { __atomic_store_n(&slot->taken[device], bytes, __ATOMIC_RELAXED); }
 }
 
+int shared_memory_file::processes(int device, std::uint64_t mine, unsigned* pids, unsigned long long* bytes, int max)
+{
+  shared_file& s = shared();
+  int n = 0;
+  if (s.slots == nullptr || device < 0 || device >= shared_device_count) {
+    if (mine > 0 && max > 0) {
+      pids[0] = static_cast<unsigned>(::getpid());
+      bytes[0] = mine;
+      n = 1;
+    }
+    return n;
+  }
+  for (int i = 0; i < shared_slots && n < max; ++i) {
+    std::int64_t const pid = __atomic_load_n(&s.slots[i].pid, __ATOMIC_ACQUIRE);
+    std::uint64_t const taken = __atomic_load_n(&s.slots[i].taken[device], __ATOMIC_RELAXED);
+    if (pid == 0 || taken == 0 || !alive(pid)) { continue; }
+    pids[n] = static_cast<unsigned>(pid);
+    bytes[n] = taken;
+    ++n;
+  }
+  return n;
+}
+
 shared_memory_file& shared_devices()
 {
   static shared_memory_file devices;

@@ -20,6 +20,10 @@ class shared_memory_file {
   std::uint64_t taken_by_others(int device);
   // This process now takes `bytes` of `device`. Called under the model's lock.
   void publish(int device, std::uint64_t bytes);
+  // The live processes sharing the file that take some of `device` (this
+  // one included): up to `max` pids and their bytes; how many were written.
+  // Without the file, this process alone, taking `mine`.
+  int processes(int device, std::uint64_t mine, unsigned* pids, unsigned long long* bytes, int max);
 };
 
 shared_memory_file& shared_devices();

@@ -25,12 +25,12 @@ std::string hex(std::uintptr_t a)
 
 }  // namespace
 
-void virtual_gpu::start(std::uint64_t seed)
+void virtual_gpu::start(std::uint64_t seed, bool lazy)
 {
   on_ = true;
   state_ = seed ^ 0x9e3779b97f4a7c15ULL;
   // Swarm: each seed runs the GPU at its own pace.
-  idle_percent_ = static_cast<unsigned>(below(95));
+  idle_percent_ = lazy ? 100 : static_cast<unsigned>(below(95));
   burst_ = 1 + static_cast<unsigned>(below(8));
   slow_percent_ = static_cast<unsigned>(below(60));
   pause_percent_ = static_cast<unsigned>(below(30));

@@ -39,7 +39,8 @@ class virtual_gpu {
     std::uint64_t owner = 0;  // resolved when the work is submitted
   };
 
-  void start(std::uint64_t seed);
+  // lazy: no task runs but when a synchronization waits for it.
+  void start(std::uint64_t seed, bool lazy);
   [[nodiscard]] bool on() const noexcept { return on_; }
 
   // The queue of a stream: the legacy stream of a device, a thread's
