@@ -2,13 +2,22 @@
 
 #include "core/deferred_frees.hpp"
 #include "cuda/driver.hpp"
+#include "cuda/nvml.hpp"
 #include "state/leak_report.hpp"
 #include "state/live_blocks.hpp"
 #include "support/log.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace asyncshim::shim {
 namespace {
@@ -34,20 +43,141 @@ bool first_at_site(interposed_call call, void const* caller) noexcept
   return true;
 }
 
-// The program's largest live blocks on `device`, each with where it was
-// allocated: who holds the memory, inside the process.
-void report_largest_blocks(live_blocks const& blocks, int device)
+// Whether process `pid`, as this process sees it, has a CUDA driver loaded:
+// NVML's pids are the host's, and inside a container the same number can
+// name an unrelated process here.
+bool uses_cuda(unsigned pid)
 {
-  std::vector<live_block> const largest = blocks.largest(device, largest_blocks_reported);
-  if (largest.empty()) { return; }
-  log::warn("  the largest blocks the program holds on device {}, with where each was allocated:", device);
-  for (live_block const& b : largest) {
-    std::string frames;
-    for (void* frame : b.stack) {
-      frames += (frames.empty() ? "" : " <- ") + stack_frame_text(frame);
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%u/maps", pid);
+  std::FILE* f = std::fopen(path, "re");
+  if (f == nullptr) { return false; }
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+    found = std::strstr(line, "libcuda.so") != nullptr;
+  }
+  std::fclose(f);
+  return found;
+}
+
+// The name the kernel gives process `pid` (its command, at most 15
+// characters), or nothing where this process cannot see it.
+std::string process_name(unsigned pid)
+{
+  if (!uses_cuda(pid)) { return {}; }
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%u/comm", pid);
+  std::FILE* f = std::fopen(path, "re");
+  if (f == nullptr) { return {}; }
+  char name[64] = {};
+  bool const read = std::fgets(name, sizeof name, f) != nullptr;
+  std::fclose(f);
+  if (!read) { return {}; }
+  std::string text = name;
+  if (!text.empty() && text.back() == '\n') { text.pop_back(); }
+  return text;
+}
+
+// The processes on `device` as NVML sees them (loaded now, never at start-up).
+std::optional<std::vector<out_of_memory_report::process>> device_processes(int device)
+{
+  auto const& drv = driver();
+  char bus_id[32] = {};
+  if (drv.device_get_pci_bus_id == nullptr ||
+      drv.device_get_pci_bus_id(bus_id, static_cast<int>(sizeof bus_id), device) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  auto const seen = processes_on_device(bus_id);
+  if (!seen) { return std::nullopt; }
+  auto const me = static_cast<unsigned>(::getpid());
+  std::vector<out_of_memory_report::process> out;
+  for (device_process const& p : *seen) {
+    out.push_back({p.pid, process_name(p.pid), p.bytes, p.pid == me});
+  }
+  // The largest holders first.
+  std::stable_sort(out.begin(), out.end(), [](auto const& a, auto const& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+// Everything the report says, gathered once for the warning and the statistics.
+out_of_memory_report gather_report(shim_state& s, failed_request const& request, cuda_async_memory_resource& pool,
+                                   held_back before_recovery)
+{
+  auto const& drv = driver();
+  out_of_memory_report r;
+  r.call = request.call;
+  r.bytes = request.size;
+  r.device = request.device;
+  if (auto const limit = s.limits.limit(request.device); limit && *limit > 0) { r.limit = limit; }
+  auto const handle = reinterpret_cast<CUmemoryPool>(pool.pool_handle());
+  if (drv.mem_pool_get_attribute != nullptr) {
+    cuuint64_t value = 0;
+    if (drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) == CUDA_SUCCESS) {
+      r.pool_reserved = value;
     }
-    log::warn("    {} at {:#x} by {}: {}", byte_count{b.bytes}, b.address, to_string(b.call),
-              frames.empty() ? std::string("(no frames)") : frames);
+    if (drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value) == CUDA_SUCCESS) {
+      r.pool_used = value;
+    }
+  }
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  if (drv.mem_get_info != nullptr && drv.mem_get_info(&free_bytes, &total_bytes) == CUDA_SUCCESS) {
+    r.device_free = free_bytes;
+    r.device_total = total_bytes;
+  }
+  r.cached = before_recovery.cached;
+  r.queued = before_recovery.queued;
+  r.native = s.limits.native_bytes(request.device);
+  if (s.leaks != nullptr && s.settings.leak_stack_depth > 0) {
+    for (live_block const& b : s.leaks->largest(request.device, largest_blocks_reported)) {
+      out_of_memory_report::block block{b.bytes, b.address, b.call, {}};
+      for (void* frame : b.stack) {
+        block.frames.push_back(stack_frame_text(frame));
+      }
+      r.largest_blocks.push_back(std::move(block));
+    }
+  }
+  r.processes = device_processes(request.device);
+  return r;
+}
+
+void warn_out_of_memory(out_of_memory_report const& r)
+{
+  std::string const limit_text =
+    r.limit ? fmt::format(" inside the limit of {} (ASYNCSHIM_MEMORY_LIMIT)", byte_count{*r.limit}) : std::string{};
+  std::string const native_text =
+    r.native == 0 ? std::string{}
+                  : fmt::format(", and {} more was passed to the native allocator", byte_count{r.native});
+  std::string const held_text =
+    r.cached + r.queued == 0
+      ? std::string{}
+      : fmt::format("; before retrying, the shim gave back {} kept for reuse and issued {} of queued frees",
+                    byte_count{r.cached}, byte_count{r.queued});
+  log::warn("{}({} bytes = {}) on device {}: out of memory{}; the pool has {} reserved, {} of it in use{}; the "
+            "device has {} free of {}{}",
+            to_string(r.call), r.bytes, byte_count{r.bytes}, r.device, limit_text, byte_count{r.pool_reserved},
+            byte_count{r.pool_used}, native_text, byte_count{r.device_free}, byte_count{r.device_total}, held_text);
+  if (!r.largest_blocks.empty()) {
+    log::warn("  the largest blocks the program holds on device {}, with where each was allocated:", r.device);
+    for (auto const& b : r.largest_blocks) {
+      std::string frames;
+      for (auto const& frame : b.frames) {
+        frames += (frames.empty() ? "" : " <- ") + frame;
+      }
+      log::warn("    {} at {:#x} by {}: {}", byte_count{b.bytes}, b.address, to_string(b.call),
+                frames.empty() ? std::string("(no frames)") : frames);
+    }
+  }
+  if (r.processes && !r.processes->empty()) {
+    log::warn("  the processes using device {} (as the driver's NVML library sees them):", r.device);
+    for (auto const& p : *r.processes) {
+      log::warn("    pid {} ({}): {}", p.pid,
+                p.this_process   ? std::string("this process")
+                : p.name.empty() ? std::string("not visible here")
+                                 : p.name,
+                p.bytes ? fmt::format("{}", byte_count{*p.bytes}) : std::string("memory not reported"));
+    }
   }
 }
 
@@ -70,37 +200,13 @@ held_back held_back_of(shim_state& s, int device) noexcept
 void report_out_of_memory(shim_state& s, failed_request const& request, cuda_async_memory_resource& pool,
                           held_back before_recovery) noexcept
 {
-  if (!log::enabled(log::log_level::warn) || !first_at_site(request.call, request.caller)) { return; }
-  auto const& drv = driver();
-  cuuint64_t reserved = 0;
-  cuuint64_t used = 0;
-  std::size_t free_bytes = 0;
-  std::size_t total_bytes = 0;
-  auto const handle = reinterpret_cast<CUmemoryPool>(pool.pool_handle());
-  if (drv.mem_pool_get_attribute != nullptr) {
-    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
-    (void)drv.mem_pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
-  }
-  if (drv.mem_get_info != nullptr) { (void)drv.mem_get_info(&free_bytes, &total_bytes); }
-  std::uint64_t const limit = s.limits.limit(request.device).value_or(0);
+  bool const warn = log::enabled(log::log_level::warn);
+  if ((!warn && s.stats == nullptr) || !first_at_site(request.call, request.caller)) { return; }
   try {
-    std::string const limit_text =
-      limit == 0 ? std::string{} : fmt::format(" inside the limit of {} (ASYNCSHIM_MEMORY_LIMIT)", byte_count{limit});
-    std::uint64_t const native = s.limits.native_bytes(request.device);
-    std::string const native_text =
-      native == 0 ? std::string{} : fmt::format(", and {} more was passed to the native allocator", byte_count{native});
-    std::string const held_text =
-      before_recovery.cached + before_recovery.queued == 0
-        ? std::string{}
-        : fmt::format("; before retrying, the shim gave back {} kept for reuse and issued {} of queued frees",
-                      byte_count{before_recovery.cached}, byte_count{before_recovery.queued});
-    log::warn("{}({} bytes = {}) on device {}: out of memory{}; the pool has {} reserved, {} of it in use{}; the "
-              "device has {} free of {}{}",
-              to_string(request.call), request.size, byte_count{request.size}, request.device, limit_text,
-              byte_count{reserved}, byte_count{used}, native_text, byte_count{free_bytes}, byte_count{total_bytes},
-              held_text);
-    if (s.leaks != nullptr && s.settings.leak_stack_depth > 0) { report_largest_blocks(*s.leaks, request.device); }
-  } catch (...) {  // no host memory for the message
+    out_of_memory_report report = gather_report(s, request, pool, before_recovery);
+    if (warn) { warn_out_of_memory(report); }
+    if (s.stats != nullptr) { s.oom_reports.add(std::move(report)); }
+  } catch (...) {  // no host memory for the report
   }
 }
 

@@ -1,5 +1,6 @@
 #include "state/leak_report.hpp"
 
+#include "support/json_text.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
 
@@ -35,23 +36,6 @@ std::string size_text(std::uint64_t bytes)
 {
   if (bytes < 1024) { return fmt::format("{} B", bytes); }
   return fmt::format("{} ({} B)", byte_count{bytes}, bytes);
-}
-
-// `text` as the inside of a JSON string.
-std::string json_escaped(std::string const& text)
-{
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -158,7 +142,7 @@ std::string leak_report_json(std::vector<live_block> const& ordered, leak_report
     live_block const& b = ordered[i];
     std::string stack;
     for (void* frame : b.stack) {
-      stack += fmt::format("{}\"{}\"", stack.empty() ? "" : ", ", json_escaped(stack_frame_text(frame)));
+      stack += fmt::format("{}{}", stack.empty() ? "" : ", ", json_string(stack_frame_text(frame)));
     }
     out += fmt::format("{}\n    {{\"address\": \"{:#x}\", \"bytes\": {}, \"device\": {}, \"entry_point\": \"{}\", "
                        "\"thread\": {}, \"age_s\": {:.6f}, \"stack\": [{}]}}",

@@ -12,6 +12,7 @@
 #include "state/ipc_imports.hpp"
 #include "state/live_blocks.hpp"
 #include "state/memory_limits.hpp"
+#include "state/out_of_memory_reports.hpp"
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
 
@@ -64,7 +65,8 @@ struct shim_state {
   ipc_imports imports;  ///< blocks opened from other processes' handles
   /// What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
-  report_sources sources{settings, all_stats, pools, &tracker()};
+  out_of_memory_reports oom_reports;  ///< kept only when statistics were asked for
+  report_sources sources{settings, all_stats, pools, &tracker(), &oom_reports};
   /// The program's live blocks for the leak report at exit and the
   /// out-of-memory report's largest blocks; null unless one was asked for
   /// (ASYNCSHIM_LEAK_REPORT, ASYNCSHIM_LEAK_REPORT_FILE, ASYNCSHIM_LEAK_STACK_DEPTH).

@@ -2,7 +2,9 @@
 
 #include "cuda/calling_thread.hpp"
 #include "cuda/runtime.hpp"
+#include "state/out_of_memory_reports.hpp"
 #include "state/stream_tracker.hpp"
+#include "support/json_text.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
 
@@ -177,27 +179,6 @@ namespace {
 
 constexpr int format_version = 1;
 
-std::string json_string(std::string_view text)
-{
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_size(std::optional<config::size_spec> const& spec)
 {
   return spec ? json_string(spec->to_string()) : "null";
@@ -319,9 +300,11 @@ std::string stats_json(report_sources const& sources, long pid)
   }
   device_counters const& u = sources.stats.unattributed_counters();
   out += fmt::format("\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
-                     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}}\n}}\n",
+                     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}},\n  \"out_of_memory_reports\": {}\n}}\n",
                      passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(),
-                     per_call_json(u.time_ns));
+                     per_call_json(u.time_ns),
+                     out_of_memory_reports_json(sources.oom_reports != nullptr ? sources.oom_reports->all()
+                                                                               : std::vector<out_of_memory_report>{}));
   return out;
 }
 

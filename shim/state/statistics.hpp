@@ -135,11 +135,14 @@ class timed_call {
 // the table of ASYNCSHIM_SHOW_STATS.
 class stream_tracker;
 
+class out_of_memory_reports;
+
 struct report_sources {
   config::settings const& settings;
   statistics const& stats;
   device_pools const& pools;
   stream_tracker const* streams = nullptr;  ///< whether submissions were followed; none: they were not
+  out_of_memory_reports const* oom_reports = nullptr;
 };
 
 /// The JSON document for process `pid`.

@@ -67,6 +67,36 @@ class PoolMode(unittest.TestCase):
         self.assertEqual(other["failed_allocations"], 0)
         self.assertEqual(other["frees_passed_through"], 2)  # nullptr and the foreign pointer
 
+    def test_the_out_of_memory_report_is_kept_whole(self):
+        # basic's one failure (1 PiB): its report, with the driver's NVML (the
+        # double) naming this process and the largest blocks with their stacks.
+        nvml = os.environ.get("NVML_DOUBLE_DIR")
+        if not nvml:
+            self.skipTest("NVML_DOUBLE_DIR (the NVML double's folder) is not set")
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("basic", d, LD_LIBRARY_PATH=nvml, ASYNCSHIM_LEAK_STACK_DEPTH="2")
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+        reports = stats["out_of_memory_reports"]
+        self.assertEqual(len(reports), 1, reports)
+        r = reports[0]
+        self.assertEqual((r["entry_point"], r["bytes"], r["device"], r["limit"]), ("cudaMalloc", 1 << 50, 0, None))
+        self.assertGreaterEqual(r["pool_reserved"], r["pool_used"])
+        self.assertGreater(r["device_total"], 0)
+        self.assertEqual([b["bytes"] for b in r["largest_blocks"]], [5000, 4000])
+        self.assertTrue(all(b["stack"] and b["entry_point"] == "cudaMalloc" for b in r["largest_blocks"]))
+        self.assertEqual(len(r["processes"]), 1, r["processes"])
+        me = r["processes"][0]
+        self.assertEqual((me["pid"], me["name"], me["this_process"]), (pids["pid"], "stats_probe", True))
+        self.assertGreaterEqual(me["bytes"], 9000)  # its live blocks (the recovery trimmed the rest)
+
+    def test_without_the_driver_s_nvml_the_processes_are_unknown(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("basic", d)
+            stats = load(os.path.join(d, f"stats-{pids['pid']}.json"))
+        self.assertEqual(len(stats["out_of_memory_reports"]), 1)
+        self.assertIsNone(stats["out_of_memory_reports"][0]["processes"])
+        self.assertEqual(stats["out_of_memory_reports"][0]["largest_blocks"], [])
+
     def test_devices_are_reported_separately(self):
         with tempfile.TemporaryDirectory() as d:
             pids, _ = run_probe("two-devices", d, CUDA_DOUBLE_DEVICES="2")

@@ -187,6 +187,67 @@ TEST_F(ShimOutOfMemoryRecovery, TheWarningSaysWhatTheRecoveryGaveBack)
     << text;
 }
 
+// ---- ShimOutOfMemoryPending: 64MiB, the virtual GPU running work only when
+// a synchronization waits for it, a pool whose kept blocks serve only their
+// own size until trimmed, no reuse cache
+
+using ShimOutOfMemoryPending = ShimTest;
+
+// Launches the double's kernel that touches [p, p + bytes) on `stream`.
+void touch(void* p, std::size_t bytes, cudaStream_t stream)
+{
+  unsigned long long n = 1;
+  auto pointer = reinterpret_cast<CUdeviceptr>(p);
+  void* params[] = {&n, &pointer, &bytes};
+  ASSERT_EQ(cuLaunchKernel(static_cast<CUfunction>(cuda_double_touch_kernel()), 1, 1, 1, 1, 1, 1, 0,
+                           reinterpret_cast<CUstream>(stream), params, nullptr),
+            CUDA_SUCCESS);
+}
+
+TEST_F(ShimOutOfMemoryPending, FreeMemoryInPiecesTooSmallServesALargerBlockAfterTheRecovery)
+{
+  void* pieces[8] = {};
+  for (void*& piece : pieces) {
+    ASSERT_EQ(cudaMalloc(&piece, 6 * MiB), cudaSuccess);
+  }
+  for (void* piece : pieces) {
+    ASSERT_EQ(cudaFree(piece), cudaSuccess);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the frees have run: 48 MiB free, in 6 MiB pieces
+  cuda_double_reset_counters();
+  void* larger = nullptr;
+  ASSERT_EQ(cudaMalloc(&larger, 40 * MiB), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The pool refused it first: the pieces stood in the way until the trim.
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 1u);
+  EXPECT_EQ(cudaFree(larger), cudaSuccess);
+}
+
+TEST_F(ShimOutOfMemoryPending, ABlockFreedBehindWorkOnABusyStreamServesTheNextAfterTheRecovery)
+{
+  cudaStream_t busy = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking), cudaSuccess);
+  void* first = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, 40 * MiB), cudaSuccess);
+  cuda_double_sim_handout(first, 40 * MiB);
+  touch(first, 40 * MiB, busy);  // pending: nothing waits for the stream
+  ASSERT_EQ(cudaFree(first), cudaSuccess);
+  EXPECT_EQ(cudaStreamQuery(busy), cudaErrorNotReady);
+  (void)cudaGetLastError();
+  cuda_double_reset_counters();
+  void* second = nullptr;
+  ASSERT_EQ(cudaMalloc(&second, 40 * MiB), cudaSuccess);
+  cuda_double_sim_handout(second, 40 * MiB);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cuda_double_get_counters().failed_calls, 1u);  // the first attempt, before the recovery
+  EXPECT_EQ(cudaStreamQuery(busy), cudaSuccess);           // the recovery waited for the work before the free
+  touch(second, 40 * MiB, busy);
+  ASSERT_EQ(cudaStreamSynchronize(busy), cudaSuccess);
+  EXPECT_EQ(cuda_double_sim_get_summary().uses_after_reissue, 0u);
+  EXPECT_EQ(cudaFree(second), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(busy), cudaSuccess);
+}
+
 // ---- ShimOutOfMemoryStacks: 64MiB, ASYNCSHIM_LEAK_STACK_DEPTH=3
 
 using ShimOutOfMemoryStacks = ShimTest;

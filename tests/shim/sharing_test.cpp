@@ -323,6 +323,7 @@ class neighbour {
   neighbour& operator=(neighbour const&) = delete;
 
   [[nodiscard]] std::string const& first_line() const { return first_line_; }
+  [[nodiscard]] pid_t pid() const { return pid_; }
   // Lets a holding neighbour go; its exit status.
   int finish()
   {
@@ -410,6 +411,30 @@ TEST_F(ShimNeighbours, AShortDeviceGetsManySmallFreesBackAtOnce)
   // neighbour would find 1 GiB.
   EXPECT_LT(pool_attribute(shim_pool, cudaMemPoolAttrReservedMemCurrent), 4 * GiB);
   EXPECT_TRUE(neighbour_can_allocate(2 * GiB));
+  EXPECT_EQ(holder.finish(), 0);
+}
+
+using ShimOutOfMemoryNeighbours = ShimNeighbours;
+
+TEST_F(ShimOutOfMemoryNeighbours, TheWarningNamesTheProcessesUsingTheDevice)
+{
+  neighbour holder{"hold", 5 * GiB};
+  ASSERT_EQ(holder.first_line(), "holding\n");
+  void* mine = nullptr;
+  ASSERT_EQ(cudaMalloc(&mine, 1 * GiB), cudaSuccess);
+  void* beyond = nullptr;
+  EXPECT_EQ(cudaMalloc(&beyond, 4 * GiB), cudaErrorMemoryAllocation);
+  (void)cudaGetLastError();
+  std::string const text = log_text();
+  // Through the driver's NVML (the double): the holder first, the larger.
+  std::size_t const heading = text.find("  the processes using device 0 (as the driver's NVML library sees them):\n");
+  ASSERT_NE(heading, std::string::npos) << text;
+  std::size_t const other =
+    text.find("    pid " + std::to_string(holder.pid()) + " (memory_neighbou): 5.0 GiB\n", heading);
+  std::size_t const self = text.find("    pid " + std::to_string(getpid()) + " (this process): 1.0 GiB\n", heading);
+  EXPECT_NE(other, std::string::npos) << text;
+  EXPECT_LT(other, self) << text;
+  EXPECT_EQ(cudaFree(mine), cudaSuccess);
   EXPECT_EQ(holder.finish(), 0);
 }
 
