@@ -28,34 +28,29 @@ namespace {
 
 // One API level's native calls, in runtime terms (CUresult codes equal the
 // cudaError_t codes, CUdeviceptr is a pointer-sized integer).
-struct native_api {
+struct native_api : native_calls {
   api_level level;
   interposed_call alloc_call;
   interposed_call free_call;
-  cudaError_t (*malloc)(void** ptr, std::size_t size);
-  cudaError_t (*free)(void* ptr);
   cudaError_t (*current_device)(int* device);
 };
 
-native_calls calls_of(native_api const& api) noexcept { return {api.malloc, api.free}; }
-
 native_api const runtime_api{
+  {[](void** p, std::size_t n) { return runtime().malloc(p, n); }, [](void* p) { return runtime().free(p); }},
   api_level::runtime,
   interposed_call::malloc,
   interposed_call::free,
-  [](void** p, std::size_t n) { return runtime().malloc(p, n); },
-  [](void* p) { return runtime().free(p); },
   [](int* d) { return runtime().get_device(d); },
 };
 
 native_api const driver_api{
+  {[](void** p, std::size_t n) {
+     return static_cast<cudaError_t>(driver().mem_alloc(reinterpret_cast<CUdeviceptr*>(p), n));
+   },
+   [](void* p) { return static_cast<cudaError_t>(driver().mem_free(reinterpret_cast<CUdeviceptr>(p))); }},
   api_level::driver,
   interposed_call::driver_malloc,
   interposed_call::driver_free,
-  [](void** p, std::size_t n) {
-    return static_cast<cudaError_t>(driver().mem_alloc(reinterpret_cast<CUdeviceptr*>(p), n));
-  },
-  [](void* p) { return static_cast<cudaError_t>(driver().mem_free(reinterpret_cast<CUdeviceptr>(p))); },
   [](int* d) { return static_cast<cudaError_t>(driver().ctx_get_device(d)); },
 };
 
@@ -313,7 +308,7 @@ cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_
   if (wants_metrics_file(s)) { start_idle_release(s); }  // the thread that writes it
   cudaError_t result = cudaSuccess;
   if (s.limits.any() && api.current_device(&timer.device) == cudaSuccess) {
-    result = native_allocation_within_limit(s, calls_of(api), timer.device, dev_ptr, size);
+    result = native_allocation_within_limit(s, api, timer.device, dev_ptr, size);
   } else {
     result = api.malloc(dev_ptr, size);
   }
@@ -384,7 +379,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     count_passthrough(s, timer.device,
                       during_capture ? passthrough_reason::capture : passthrough_reason::pool_unavailable);
     return during_capture ? api.malloc(dev_ptr, size)
-                          : native_allocation_within_limit(s, calls_of(api), timer.device, dev_ptr, size);
+                          : native_allocation_within_limit(s, api, timer.device, dev_ptr, size);
   }
   start_idle_release(s);  // with the process's first pool
   if (!during_capture && s.settings.frees_in_order()) { check_runtime_submissions_followed(); }
@@ -450,7 +445,7 @@ cudaError_t pool_allocation(shim_state& s, native_api const& api, void** dev_ptr
     count_failure(s, timer.device);
     note_failed(s, size);
     report_out_of_memory(s, {api.alloc_call, caller, size, timer.device}, *pool, before_recovery);
-    return native_out_of_memory(calls_of(api));
+    return native_out_of_memory(api);
   }
   if (result != cudaSuccess) {
     *dev_ptr = nullptr;  // as a failed native allocation leaves it

@@ -62,15 +62,19 @@ CUmemoryPool handle_of(cuda_async_memory_resource const& pool) noexcept
 // Trims the pool to what it keeps; in the pool's context. The bytes given back.
 std::uint64_t trim(shim_state& s, int device, cuda_async_memory_resource& pool) noexcept
 {
-  auto const& drv = driver();
-  if (drv.mem_pool_trim_to == nullptr) { return 0; }
   std::uint64_t const before = usage_of(pool).reserved;
-  if (drv.mem_pool_trim_to(handle_of(pool), s.pools.kept_bytes(device)) != CUDA_SUCCESS) { return 0; }
+  if (!trim_pool_to(pool, s.pools.kept_bytes(device))) { return 0; }
   std::uint64_t const after = usage_of(pool).reserved;
   return before > after ? before - after : 0;
 }
 
 }  // namespace
+
+bool trim_pool_to(cuda_async_memory_resource& pool, std::uint64_t keep) noexcept
+{
+  auto const& drv = driver();
+  return drv.mem_pool_trim_to != nullptr && drv.mem_pool_trim_to(handle_of(pool), keep) == CUDA_SUCCESS;
+}
 
 pool_usage usage_of(cuda_async_memory_resource const& pool) noexcept
 {

@@ -35,6 +35,10 @@ struct pool_usage {
 [[nodiscard]] pool_usage usage_of(cuda_async_memory_resource const& pool) noexcept;
 /// @}
 
+/// Gives the pool's unused memory back to the device down to `keep` bytes
+/// reserved; in the pool's context. False when the driver cannot trim.
+bool trim_pool_to(cuda_async_memory_resource& pool, std::uint64_t keep) noexcept;
+
 /// The program freed `bytes` of `device`'s pool memory, now handed to the pool
 /// on `stream` (a free at once, or a batch of queued frees). The calling
 /// thread holds the tracker's access and no capture is in progress.

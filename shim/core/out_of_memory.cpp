@@ -1,6 +1,7 @@
 #include "core/out_of_memory.hpp"
 
 #include "core/deferred_frees.hpp"
+#include "core/memory_release.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvml.hpp"
 #include "state/leak_report.hpp"
@@ -187,9 +188,7 @@ void trim_pool_after(cuda_async_memory_resource& pool, CUstream stream) noexcept
 {
   auto const& drv = driver();
   if (drv.stream_synchronize != nullptr) { (void)drv.stream_synchronize(stream); }
-  if (drv.mem_pool_trim_to != nullptr) {
-    (void)drv.mem_pool_trim_to(reinterpret_cast<CUmemoryPool>(pool.pool_handle()), 0);
-  }
+  (void)trim_pool_to(pool, 0);
 }
 
 held_back held_back_of(shim_state& s, int device) noexcept
@@ -231,9 +230,7 @@ void recover_for_allocation(shim_state& s, int device, cuda_async_memory_resourc
     if (!during_capture) { (void)drv.stream_synchronize(CU_STREAM_LEGACY); }
   }
   forget_completed_batches(s, device);
-  if (drv.mem_pool_trim_to != nullptr) {
-    (void)drv.mem_pool_trim_to(reinterpret_cast<CUmemoryPool>(pool.pool_handle()), 0);
-  }
+  (void)trim_pool_to(pool, 0);
 }
 
 }  // namespace asyncshim::shim
