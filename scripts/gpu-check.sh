@@ -22,7 +22,8 @@
 # observe,torch,trace. Parts: tiers (the CPU and
 # GPU ctest tiers), breaks (the GPU tier against a shim broken three ways:
 # not a library, disabled by an invalid variable, a fence that leaves a
-# stream out; every test that runs it must fail, tests/gpu/break_check.py), ipc (legacy IPC lines and costs), sharing, stress,
+# stream out; every test that runs it must fail, tests/gpu/break_check.py),
+# limits (ASYNCSHIM_MEMORY_LIMIT with CuPy and JAX), ipc (legacy IPC lines and costs), sharing, stress,
 # followed (each kind of submission to a non-blocking stream seen, PyTorch's
 # lookups leaving followed submissions on, ResNet-18's memory held), observe
 # (leak report, event log, lifecycle answers), sanitizer, torch (same
@@ -32,7 +33,7 @@
 # still brings back what ran.
 set -uo pipefail
 skip_ab=0
-parts=tiers,breaks,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
+parts=tiers,breaks,limits,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
 all_parts=$parts
 while (($# > 0)); do
   case $1 in
@@ -128,7 +129,7 @@ if want tiers; then
 run_ctest "CPU tier" ctest-cpu.log -LE gpu --parallel 8 || failed=1
 # (the ordering stress runs below, once per mode, with its numbers in the
 # summary; with two GPUs, so do the two-GPU tests, verbosely)
-excluded='torch|gpu\.ordering|gpu\.sharing'
+excluded='torch|gpu\.ordering|gpu\.sharing|gpu\.limit'
 [[ ${gpus:-0} -ge 2 ]] && excluded+="|$two_gpu_tests"
 run_ctest "GPU tier" ctest-gpu.log -L gpu -E "$excluded" || failed=1
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$logs/ctest-gpu.log" | sed -E 's/ \.+/ /' | sed 's/^/    /' >"$logs/gpu-tests.txt"
@@ -151,6 +152,15 @@ if want breaks; then
   python3 tests/gpu/break_check.py "$build" fence \
     --regex '^gpu\.shim\.busy_stream(_in_order_off|_reuse_cache)?$' >"$logs/break-fence.log" 2>&1 || failed=1
   while read -r l; do note "    $l"; done < <(grep -E 'break_check: fence' "$logs/break-fence.log")
+fi
+
+# The memory limit on a shared GPU: two processes at 40%, CuPy's memory info,
+# JAX's preallocation inside the limit (each takes much of the device: alone).
+if want limits; then
+  note "memory limit (tests/gpu/limit_check.py):"
+  run_ctest "memory limit" ctest-limits.log -V -L gpu -R '^gpu\.limit\.' || failed=1
+  while read -r l; do note "    $l"; done < <(grep -E '^[0-9]+: (neighbour|holder|jax|meminfo|NVML|FAIL)|Test +#[0-9]+: gpu\.limit' \
+    "$logs/ctest-limits.log" | sed -E 's/ \.+/ /')
 fi
 
 shim=$PWD/$build/shim/libasyncshim.so
