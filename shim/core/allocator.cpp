@@ -175,8 +175,10 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
 // stream, so a kept block with no action there could be handed to a new
 // owner while a blocking stream still uses it. `barrier_recorded`: the
 // tracker has just recorded the pool's barrier there, which is that action.
+// `to_pool` says whether the block went to the pool (not kept).
 cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
-                                 allocation_record const& record, bool barrier_recorded, bool* record_kept) noexcept
+                                 allocation_record const& record, bool barrier_recorded, bool* record_kept,
+                                 bool& to_pool) noexcept
 {
   if (reuses_blocks(s, record.device)) {
     auto const record_event = driver().event_record;
@@ -186,6 +188,7 @@ cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool
       return cudaSuccess;
     }
   }
+  to_pool = true;
   return release_to_pool(s, api_level::driver, pool, ptr, CU_STREAM_LEGACY, record_kept);
 }
 
@@ -230,8 +233,9 @@ bool freed_in_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr, 
   auto access = streams.access();
   device_streams const& pool_streams = s.pools.streams(record.device);
   bool record_kept = true;
+  bool to_pool = false;
   auto const free_on_legacy = [&](bool barrier_recorded) {
-    return free_in_legacy_order(s, pool, ptr, record, barrier_recorded, &record_kept);
+    return free_in_legacy_order(s, pool, ptr, record, barrier_recorded, &record_kept, to_pool);
   };
   if (!streams.free_in_order(pool_streams.context, pool_streams.in_order_barrier, record.handed_out, free_on_legacy,
                              result)) {
@@ -239,7 +243,8 @@ bool freed_in_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr, 
   }
   if (result == cudaSuccess) {
     if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
-    note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY);
+    // A kept block leaves the pool's unused memory as it was (the cache's is bounded).
+    if (to_pool) { note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY); }
     return true;
   }
   return !record_kept;  // should the free have failed with its record kept, the queue tries again

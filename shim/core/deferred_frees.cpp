@@ -1,5 +1,7 @@
 #include "core/deferred_frees.hpp"
 
+#include "state/thread_stashes.hpp"
+
 #include "core/memory_release.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
@@ -332,9 +334,24 @@ void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool,
 
 bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes) noexcept
 {
-  if (!s.reuse.keep_in_legacy_order(device, {ptr, bytes, true}, s.pools.reuse_limit(device))) { return false; }
-  if (s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.counted_bytes(device)); }
-  return true;
+  std::uint64_t const limit = s.pools.reuse_limit(device);
+  reuse_cache::block const freed{ptr, bytes, true};
+  bool kept = s.reuse.keep_in_legacy_order(device, freed, limit);
+  cuda_async_memory_resource* pool = kept || bytes > limit ? nullptr : s.pools.existing(device);
+  if (pool != nullptr) {
+    // The newest block stays rather than the thread's older ones, which go to
+    // the pool as a flush would give them: a size the program has moved on
+    // from would otherwise keep its new size out of the cache for good.
+    std::array<reuse_cache::block, thread_stashes::slots> room{};
+    api_level_scope level{api_level::driver};  // under the stream tracker's locks: no runtime call
+    std::size_t const n = s.reuse.make_room(device, bytes, limit, room.data(), room.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      free_to_pool(s, *pool, s.pools.streams(device).own, room[i]);
+    }
+    kept = s.reuse.keep_in_legacy_order(device, freed, limit);
+  }
+  if (kept && s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.counted_bytes(device)); }
+  return kept;
 }
 
 void* reused_block(shim_state& s, int device, std::size_t bytes) noexcept

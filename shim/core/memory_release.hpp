@@ -1,6 +1,7 @@
 // Giving the pools' unused memory back to the device, so that other processes
 // on the GPU can have it (README, "Sharing a GPU"). Two occasions:
-//  - a device that runs short: once a thread has freed another 64 MiB, if
+//  - a device that runs short: once a thread has freed another 64 MiB to the
+//    pool (a block the reuse cache keeps leaves it as it was), if
 //    its pool holds more unused memory than the device has free (and more
 //    than 256 MiB), the freeing thread waits for those frees on the device,
 //    as native cudaFree waits, and the pool gives its unused memory back

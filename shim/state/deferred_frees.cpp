@@ -179,13 +179,16 @@ bool reuse_cache::keep_in_legacy_order(int device, block b, std::uint64_t limit)
   cache* c = of(device);
   if (c == nullptr) { return false; }
   if (thread_stashes::put_on_credit({b.ptr, b.bytes, serial_, device}, c->stashed)) { return true; }
-  // Counted before it is in the stash, so that the limit holds across threads.
-  std::uint64_t const stashed = c->stashed.fetch_add(b.bytes, std::memory_order_relaxed) + b.bytes;
+  // Counted before it is in the stash, so that the limit holds across threads;
+  // the thread's own credit, counted already, covers part of it (else a block
+  // as large as the limit would never fit beside it).
+  std::uint64_t const rest = b.bytes - thread_stashes::spend_credit(c->stashed, b.bytes);
+  std::uint64_t const stashed = c->stashed.fetch_add(rest, std::memory_order_relaxed) + rest;
   if (stashed + c->held.load(std::memory_order_relaxed) <= limit &&
       thread_stashes::put({b.ptr, b.bytes, serial_, device})) {
     return true;
   }
-  c->stashed.fetch_sub(b.bytes, std::memory_order_relaxed);
+  c->stashed.fetch_sub(b.bytes, std::memory_order_relaxed);  // the credit spent goes too
   std::lock_guard lock{c->mutex};
   if (c->idle_bytes + c->stashed.load(std::memory_order_relaxed) + b.bytes > limit) { return false; }
   try {
@@ -196,6 +199,25 @@ bool reuse_cache::keep_in_legacy_order(int device, block b, std::uint64_t limit)
   c->idle_bytes += b.bytes;
   c->update_held();
   return true;
+}
+
+std::size_t reuse_cache::make_room(int device, std::size_t bytes, std::uint64_t limit, block* out,
+                                   std::size_t capacity) noexcept
+{
+  cache* c = of(device);
+  if (c == nullptr || bytes > limit || capacity == 0) { return 0; }
+  std::uint64_t const counted = c->stashed.load(std::memory_order_relaxed) + c->held.load(std::memory_order_relaxed);
+  if (counted + bytes <= limit) { return 0; }  // room already (another thread's blocks went meanwhile)
+  std::array<thread_stashes::entry, thread_stashes::slots> taken{};
+  std::size_t const n = thread_stashes::take_for_room(serial_, device, counted + bytes - limit, taken.data(),
+                                                      std::min(capacity, taken.size()));
+  std::uint64_t taken_bytes = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = {taken[i].ptr, taken[i].bytes, true};
+    taken_bytes += taken[i].bytes;
+  }
+  c->stashed.fetch_sub(taken_bytes, std::memory_order_relaxed);
+  return n;
 }
 
 CUevent reuse_cache::spare_event(int device) noexcept

@@ -105,6 +105,18 @@ bool put_on_credit(entry const& e, counter const& count) noexcept
   return true;
 }
 
+std::uint64_t spend_credit(counter const& count, std::uint64_t most) noexcept
+{
+  stash* s = own();
+  if (s == nullptr) { return 0; }
+  std::lock_guard lock{s->lock};
+  if (s->credit_counter.load(std::memory_order_relaxed) != &count) { return 0; }
+  std::uint64_t const credit = s->credit.load(std::memory_order_relaxed);
+  std::uint64_t const spent = credit < most ? credit : most;
+  s->credit.store(credit - spent, std::memory_order_release);
+  return spent;
+}
+
 void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) noexcept
 {
   stash* s = own();
@@ -132,6 +144,25 @@ void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) n
     }
   }
   return nullptr;
+}
+
+std::size_t take_for_room(std::uint64_t owner, int device, std::uint64_t bytes, entry* out,
+                          std::size_t capacity) noexcept
+{
+  stash* s = own();
+  if (s == nullptr) { return 0; }
+  std::lock_guard lock{s->lock};
+  std::size_t taken = 0;
+  std::uint64_t taken_bytes = 0;
+  for (std::size_t i = s->count; i-- > 0 && taken < capacity && taken_bytes < bytes;) {
+    entry const& e = s->entries[i];
+    if (e.device == device && e.owner == owner) {
+      out[taken++] = e;
+      taken_bytes += e.bytes;
+      s->entries[i] = s->entries[--s->count];
+    }
+  }
+  return taken;
 }
 
 std::uint64_t take_all(std::uint64_t owner, int device, bool (*out)(entry const&, void* context), void* context,

@@ -47,11 +47,21 @@ using counter = std::atomic<std::uint64_t>;
 /// counts it already); false when the credit is short or the stash full.
 [[nodiscard]] bool put_on_credit(entry const& e, counter const& count) noexcept;
 
+/// Up to `most` bytes of the calling thread's credit for `count`, taken from
+/// the stash: `count` still counts them, now for the caller.
+[[nodiscard]] std::uint64_t spend_credit(counter const& count, std::uint64_t most) noexcept;
+
 /// A block of exactly `bytes` of `owner`'s `device` from the calling thread's
 /// stash, taken out; null when there is none. Its bytes become credit for
 /// `count`, or are taken off it (beyond the cap, or while the credit is
 /// another counter's).
 [[nodiscard]] void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) noexcept;
+
+/// Blocks of `owner`'s `device` from the calling thread's stash, taken out
+/// into `out` until they add up to `bytes` or `capacity` are taken; returns
+/// how many. The caller takes their bytes off its counter.
+[[nodiscard]] std::size_t take_for_room(std::uint64_t owner, int device, std::uint64_t bytes, entry* out,
+                                        std::size_t capacity) noexcept;
 
 /// Every stash's blocks of `owner`'s `device`, each given to `out`, which
 /// returns false to leave it where it is (no room to take it), and every

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -210,6 +211,47 @@ TEST(ReuseCache, AStashesCreditCountsAgainstTheLimitUntilAFlush)
   // Nothing counted any more: the whole limit is free again.
   std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x4000), 1000, true}, 1000); }).join();
   EXPECT_TRUE(other_kept);
+}
+
+// A thread's credit that is short of a block covers part of it: a block as
+// large as the limit still fits beside the thread's credit for smaller ones.
+TEST(ReuseCache, AShortCreditCoversPartOfTheNextBlock)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x1000), 100, true}, 1000));
+  EXPECT_EQ(cache->take(0, 100), address(0x1000));  // 100 of credit
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x2000), 1000, true}, 1000));
+  EXPECT_EQ(cache->held_bytes(0), 1000U);
+  bool other_kept = true;  // the credit went into the block: nothing left over it
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x3000), 1, true}, 1000); }).join();
+  EXPECT_FALSE(other_kept);
+  EXPECT_EQ(cache->take(0, 1000), address(0x2000));
+  std::vector<block> blocks;
+  cache->take_all(0, blocks, nullptr);
+  std::thread([&] { other_kept = cache->keep_in_legacy_order(0, {address(0x4000), 1000, true}, 1000); }).join();
+  EXPECT_TRUE(other_kept);  // nothing counted after a flush
+}
+
+// A block that does not fit beside the thread's own stashed blocks can have
+// them taken out for the pool; another thread's blocks are never taken.
+TEST(ReuseCache, AThreadsOwnStashedBlocksMakeRoomForItsNewestBlock)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  std::array<block, 8> room{};
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x1000), 300, true}, 1000));
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x2000), 300, true}, 1000));
+  std::thread([&] { EXPECT_TRUE(cache->keep_in_legacy_order(0, {address(0x3000), 300, true}, 1000)); }).join();
+  EXPECT_FALSE(cache->keep_in_legacy_order(0, {address(0x4000), 400, true}, 1000));
+  EXPECT_EQ(cache->make_room(0, 1001, 1000, room.data(), room.size()), 0U);  // never fits
+  ASSERT_EQ(cache->make_room(0, 400, 1000, room.data(), room.size()), 1U);   // 300 of this thread's is enough
+  EXPECT_TRUE(room[0].in_legacy_order);
+  EXPECT_TRUE(room[0].ptr == address(0x1000) || room[0].ptr == address(0x2000));
+  ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x4000), 400, true}, 1000));
+  EXPECT_EQ(cache->held_bytes(0), 1000U);
+  // Only the other thread's block and the new one are left for this thread to make room with.
+  EXPECT_EQ(cache->make_room(0, 1000, 1000, room.data(), room.size()), 2U);
+  EXPECT_EQ(cache->held_bytes(0), 300U);  // the other thread's
+  EXPECT_EQ(cache->take(0, 400), nullptr);
 }
 
 // A thread's credit is for one device at a time: a hit on another device

@@ -112,6 +112,36 @@ TEST_F(ShimInOrderReuseCache, BlocksBeyondTheLimitGoToThePoolOnTheLegacyStream)
   EXPECT_EQ(cached, 5);
 }
 
+// A program that moves on to a larger size: its older block goes to the pool
+// to make room, and the new size is served from the cache from then on.
+TEST_F(ShimInOrderReuseCache, TheNewestSizeTakesTheRoomOfTheThreadsOlderBlocks)
+{
+  void* room = nullptr;  // the pool reserves room first: a miss that would make it grow flushes the cache
+  ASSERT_EQ(cudaMalloc(&room, 40 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(room), cudaSuccess);
+  void* small = nullptr;
+  ASSERT_EQ(cudaMalloc(&small, 10 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(small), cudaSuccess);  // kept: 10 of 16 MiB
+  void* large = nullptr;
+  ASSERT_EQ(cudaMalloc(&large, 12 * MiB), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(large), cudaSuccess);  // 10 + 12 > 16: the 10 MiB block makes way
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees + 1);
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
+  EXPECT_EQ(cuda_double_pointer_kind(small), unknown);  // back in the pool
+  EXPECT_EQ(cuda_double_pointer_kind(large), pool);     // kept
+  for (int i = 0; i < 3; ++i) {
+    void* again = nullptr;
+    ASSERT_EQ(cudaMalloc(&again, 12 * MiB), cudaSuccess);
+    EXPECT_EQ(again, large);
+    ASSERT_EQ(cudaFree(again), cudaSuccess);
+  }
+  auto const hits = cuda_double_get_counters();
+  EXPECT_EQ(hits.pool_allocs, after.pool_allocs);  // no CUDA call for the allocations
+  EXPECT_EQ(hits.pool_frees, after.pool_frees);
+}
+
 TEST_F(ShimInOrderReuseCache, AnAllocationOnlyTheirMemoryCanServeGetsThemBackOnTheLegacyStream)
 {
   std::vector<void*> blocks(5);
