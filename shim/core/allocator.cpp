@@ -175,20 +175,21 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
 // stream, so a kept block with no action there could be handed to a new
 // owner while a blocking stream still uses it. `barrier_recorded`: the
 // tracker has just recorded the pool's barrier there, which is that action.
-// `to_pool` says whether the block went to the pool (not kept).
+// `to_pool` counts the bytes that went to the pool: the block when the cache
+// does not keep it, else the thread's older blocks it took the room of.
 cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
                                  allocation_record const& record, bool barrier_recorded, bool* record_kept,
-                                 bool& to_pool) noexcept
+                                 std::size_t& to_pool) noexcept
 {
   if (reuses_blocks(s, record.device)) {
     auto const record_event = driver().event_record;
     CUevent const barrier = s.pools.streams(record.device).in_order_barrier;
     if ((barrier_recorded || (record_event != nullptr && record_event(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS)) &&
-        keep_freed_in_order(s, record.device, ptr, record.bytes)) {
+        keep_freed_in_order(s, record.device, ptr, record.bytes, to_pool)) {
       return cudaSuccess;
     }
   }
-  to_pool = true;
+  to_pool += record.bytes;
   return release_to_pool(s, api_level::driver, pool, ptr, CU_STREAM_LEGACY, record_kept);
 }
 
@@ -233,7 +234,7 @@ bool freed_in_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr, 
   auto access = streams.access();
   device_streams const& pool_streams = s.pools.streams(record.device);
   bool record_kept = true;
-  bool to_pool = false;
+  std::size_t to_pool = 0;
   auto const free_on_legacy = [&](bool barrier_recorded) {
     return free_in_legacy_order(s, pool, ptr, record, barrier_recorded, &record_kept, to_pool);
   };
@@ -244,7 +245,7 @@ bool freed_in_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr, 
   if (result == cudaSuccess) {
     if (s.stats != nullptr) { s.stats->free_in_order(record.device); }
     // A kept block leaves the pool's unused memory as it was (the cache's is bounded).
-    if (to_pool) { note_freed(s, record.device, record.bytes, CU_STREAM_LEGACY); }
+    if (to_pool > 0) { note_freed(s, record.device, to_pool, CU_STREAM_LEGACY); }
     return true;
   }
   return !record_kept;  // should the free have failed with its record kept, the queue tries again

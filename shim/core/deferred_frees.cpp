@@ -332,7 +332,7 @@ void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool,
   }
 }
 
-bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes) noexcept
+bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes, std::size_t& to_pool) noexcept
 {
   std::uint64_t const limit = s.pools.reuse_limit(device);
   reuse_cache::block const freed{ptr, bytes, true};
@@ -347,8 +347,9 @@ bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes
     std::size_t const n = s.reuse.make_room(device, bytes, limit, room.data(), room.size());
     for (std::size_t i = 0; i < n; ++i) {
       free_to_pool(s, *pool, s.pools.streams(device).own, room[i]);
+      to_pool += room[i].bytes;
     }
-    kept = s.reuse.keep_in_legacy_order(device, freed, limit);
+    kept = n > 0 && s.reuse.keep_in_legacy_order(device, freed, limit);
   }
   if (kept && s.stats != nullptr) { s.stats->reuse_held(device, s.reuse.counted_bytes(device)); }
   return kept;

@@ -106,8 +106,11 @@ void keep_for_reuse(shim_state& s, int device, cuda_async_memory_resource& pool,
 /// A block the program freed in the legacy stream's order (its record still
 /// claimed), kept for reuse on the legacy stream (the caller has recorded its
 /// action on the legacy stream; a hit makes no CUDA call); false when it does
-/// not fit within the limit (the caller frees it to the pool).
-[[nodiscard]] bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes) noexcept;
+/// not fit within the limit (the caller frees it to the pool). The thread's
+/// older blocks it takes the room of go to the pool, their bytes added to
+/// `to_pool`. In the pool's context.
+[[nodiscard]] bool keep_freed_in_order(shim_state& s, int device, void* ptr, std::size_t bytes,
+                                       std::size_t& to_pool) noexcept;
 
 /// Moves the batches of `device` whose fence has completed to the idle blocks
 /// (those beyond the limit go to the pool). The caller holds the tracker's

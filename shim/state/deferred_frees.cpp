@@ -209,7 +209,7 @@ std::size_t reuse_cache::make_room(int device, std::size_t bytes, std::uint64_t 
   std::uint64_t const counted = c->stashed.load(std::memory_order_relaxed) + c->held.load(std::memory_order_relaxed);
   if (counted + bytes <= limit) { return 0; }  // room already (another thread's blocks went meanwhile)
   std::array<thread_stashes::entry, thread_stashes::slots> taken{};
-  std::size_t const n = thread_stashes::take_for_room(serial_, device, counted + bytes - limit, taken.data(),
+  std::size_t const n = thread_stashes::take_for_room(serial_, device, bytes, counted + bytes - limit, taken.data(),
                                                       std::min(capacity, taken.size()));
   std::uint64_t taken_bytes = 0;
   for (std::size_t i = 0; i < n; ++i) {

@@ -178,10 +178,11 @@ class reuse_cache {
   /// frees it to the pool on the legacy stream).
   [[nodiscard]] bool keep_in_legacy_order(int device, block b, std::uint64_t limit) noexcept;
 
-  /// The calling thread's stashed blocks of `device`, taken out into `out`
-  /// (at most `capacity`) until a block of `bytes` would fit `limit`; returns
-  /// how many (0: none would make room). They are for the pool, in the legacy
-  /// stream's order, as a flush would give them.
+  /// The calling thread's stashed blocks of `device` (none of `bytes`), taken
+  /// out into `out` (at most `capacity`) so that a block of `bytes` fits
+  /// `limit`; returns how many, 0 when they would not make enough room (none
+  /// are taken then). They are for the pool, in the legacy stream's order, as
+  /// a flush would give them.
   [[nodiscard]] std::size_t make_room(int device, std::size_t bytes, std::uint64_t limit, block* out,
                                       std::size_t capacity) noexcept;
 

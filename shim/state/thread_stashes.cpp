@@ -146,19 +146,27 @@ void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) n
   return nullptr;
 }
 
-std::size_t take_for_room(std::uint64_t owner, int device, std::uint64_t bytes, entry* out,
+std::size_t take_for_room(std::uint64_t owner, int device, std::size_t size, std::uint64_t bytes, entry* out,
                           std::size_t capacity) noexcept
 {
   stash* s = own();
   if (s == nullptr) { return 0; }
   std::lock_guard lock{s->lock};
+  // A block of the size being kept would only change places with it.
+  auto const makes_room = [&](entry const& e) { return e.device == device && e.owner == owner && e.bytes != size; };
+  std::uint64_t available = 0;
+  std::size_t blocks = 0;
+  for (std::size_t i = s->count; i-- > 0 && blocks < capacity && available < bytes;) {
+    if (makes_room(s->entries[i])) {
+      available += s->entries[i].bytes;
+      ++blocks;
+    }
+  }
+  if (available < bytes) { return 0; }
   std::size_t taken = 0;
-  std::uint64_t taken_bytes = 0;
-  for (std::size_t i = s->count; i-- > 0 && taken < capacity && taken_bytes < bytes;) {
-    entry const& e = s->entries[i];
-    if (e.device == device && e.owner == owner) {
-      out[taken++] = e;
-      taken_bytes += e.bytes;
+  for (std::size_t i = s->count; i-- > 0 && taken < blocks;) {
+    if (makes_room(s->entries[i])) {
+      out[taken++] = s->entries[i];
       s->entries[i] = s->entries[--s->count];
     }
   }

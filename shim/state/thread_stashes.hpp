@@ -57,11 +57,12 @@ using counter = std::atomic<std::uint64_t>;
 /// another counter's).
 [[nodiscard]] void* take(std::uint64_t owner, int device, std::size_t bytes, counter& count) noexcept;
 
-/// Blocks of `owner`'s `device` from the calling thread's stash, taken out
-/// into `out` until they add up to `bytes` or `capacity` are taken; returns
-/// how many. The caller takes their bytes off its counter.
-[[nodiscard]] std::size_t take_for_room(std::uint64_t owner, int device, std::uint64_t bytes, entry* out,
-                                        std::size_t capacity) noexcept;
+/// Blocks of `owner`'s `device` from the calling thread's stash, none of
+/// `size` bytes, taken out into `out` until they add up to `bytes`; returns
+/// how many, and takes none when those blocks (at most `capacity`) add up to
+/// less. The caller takes their bytes off its counter.
+[[nodiscard]] std::size_t take_for_room(std::uint64_t owner, int device, std::size_t size, std::uint64_t bytes,
+                                        entry* out, std::size_t capacity) noexcept;
 
 /// Every stash's blocks of `owner`'s `device`, each given to `out`, which
 /// returns false to leave it where it is (no room to take it), and every

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -248,10 +249,77 @@ TEST(ReuseCache, AThreadsOwnStashedBlocksMakeRoomForItsNewestBlock)
   EXPECT_TRUE(room[0].ptr == address(0x1000) || room[0].ptr == address(0x2000));
   ASSERT_TRUE(cache->keep_in_legacy_order(0, {address(0x4000), 400, true}, 1000));
   EXPECT_EQ(cache->held_bytes(0), 1000U);
-  // Only the other thread's block and the new one are left for this thread to make room with.
-  EXPECT_EQ(cache->make_room(0, 1000, 1000, room.data(), room.size()), 2U);
-  EXPECT_EQ(cache->held_bytes(0), 300U);  // the other thread's
+  // This thread's 700 cannot make room for 1000 beside the other thread's 300: nothing is taken.
+  EXPECT_EQ(cache->make_room(0, 1000, 1000, room.data(), room.size()), 0U);
+  EXPECT_EQ(cache->held_bytes(0), 1000U);
+  // A block of the size being kept is not taken for it (they would only change places).
+  EXPECT_EQ(cache->make_room(0, 300, 1000, room.data(), room.size()), 1U);
+  EXPECT_EQ(room[0].ptr, address(0x4000));
+  EXPECT_EQ(cache->held_bytes(0), 600U);
   EXPECT_EQ(cache->take(0, 400), nullptr);
+  std::vector<block> blocks;
+  cache->take_all(0, blocks, nullptr);
+  EXPECT_EQ(blocks.size(), 2U);
+  EXPECT_EQ(cache->counted_bytes(0), 0U);  // nothing counted that is not held
+}
+
+// Room made, blocks kept and taken on two threads while a third flushes:
+// every block comes out exactly once, and nothing stays counted.
+TEST(ReuseCache, RoomMakingBesideFlushesLosesAndDoublesNothing)
+{
+  auto cache = std::make_unique<reuse_cache>();
+  constexpr std::uint64_t limit = 4096;
+  constexpr std::size_t sizes[] = {100, 700, 1500};
+  std::vector<void*> out_a;
+  std::vector<void*> out_b;
+  std::vector<void*> out_flush;
+  std::atomic<bool> done{false};
+  auto const churn = [&](std::uintptr_t base, std::vector<void*>& out) {
+    std::array<block, 8> room{};
+    for (std::uintptr_t i = 0; i < 20000; ++i) {
+      std::size_t const bytes = sizes[(i / 7) % 3];
+      void* const p = address(base + i * 0x100);
+      if (!cache->keep_in_legacy_order(0, {p, bytes, true}, limit)) {
+        std::size_t const n = cache->make_room(0, bytes, limit, room.data(), room.size());
+        for (std::size_t k = 0; k < n; ++k) {
+          out.push_back(room[k].ptr);
+        }
+        if (n == 0 || !cache->keep_in_legacy_order(0, {p, bytes, true}, limit)) { out.push_back(p); }
+      }
+      if (i % 3 == 0) {
+        if (void* t = cache->take(0, bytes)) { out.push_back(t); }
+      }
+    }
+  };
+  std::thread flusher([&] {
+    std::vector<block> blocks;
+    while (!done.load()) {
+      blocks.clear();
+      cache->take_all(0, blocks, nullptr);
+      for (block const& b : blocks) {
+        out_flush.push_back(b.ptr);
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::thread a([&] { churn(0x10000000, out_a); });
+  std::thread b([&] { churn(0x90000000, out_b); });
+  a.join();
+  b.join();
+  done = true;
+  flusher.join();
+  std::vector<block> rest;
+  cache->take_all(0, rest, nullptr);
+  std::vector<void*> all = out_a;
+  all.insert(all.end(), out_b.begin(), out_b.end());
+  all.insert(all.end(), out_flush.begin(), out_flush.end());
+  for (block const& r : rest) {
+    all.push_back(r.ptr);
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());  // none came out twice
+  EXPECT_EQ(all.size(), 40000U);                                     // none was lost
+  EXPECT_EQ(cache->counted_bytes(0), 0U);
 }
 
 // A thread's credit is for one device at a time: a hit on another device

@@ -131,6 +131,8 @@ TEST_F(ShimInOrderReuseCache, TheNewestSizeTakesTheRoomOfTheThreadsOlderBlocks)
   EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);
   EXPECT_EQ(cuda_double_pointer_kind(small), unknown);  // back in the pool
   EXPECT_EQ(cuda_double_pointer_kind(large), pool);     // kept
+  EXPECT_EQ(cudaFree(small), cudaErrorInvalidValue);    // freed once already
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   for (int i = 0; i < 3; ++i) {
     void* again = nullptr;
     ASSERT_EQ(cudaMalloc(&again, 12 * MiB), cudaSuccess);
