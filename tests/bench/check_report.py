@@ -29,12 +29,12 @@ SIZES = (256, 4096, 65536)
 GiB = 1 << 30
 
 
-def torch(model, config, step_ms, reserved=None, purpose="time"):
+def torch(model, config, step_ms, reserved=None, purpose="time", used=None):
     """torch_bench's record of one run."""
     return {"bench": "torch", "model": model, "description": f"{model}, made up", "config": config, "steps": 40,
             "warmup": 10, "median_step_ms": step_ms, "p10_step_ms": step_ms, "p90_step_ms": step_ms,
             "mean_step_ms": step_ms, "reserved_high_water_bytes": reserved, "purpose": purpose, "torch": "2.11",
-            "torch_cuda": "13.0", "gpu": "none"}
+            "torch_cuda": "13.0", "gpu": "none", "device_used_bytes": used}
 
 
 def threads(allocator, per_thread_count):
@@ -96,11 +96,11 @@ def make_raw(raw):
         # The first allocation and growth, this build's and the earlier build's (its row goes to the entry).
         "growth-shim-2M": [growth("shim, defaults", 8890.0)],
         "before-growth-2M": [growth("0123abc, its defaults", 7890.0)],
-        "torch-resnet18-caching-r1": [torch("resnet18", "caching", 10.0, reserved=2 * GiB)],
+        "torch-resnet18-caching-r1": [torch("resnet18", "caching", 10.0, reserved=2 * GiB, used=4 * GiB)],
         "torch-resnet18-uncached-shim-device-r1": [torch("resnet18", "uncached+shim:device", 11.0)],
         "torch-resnet18-uncached-shim-no-reuse": [torch("resnet18", "uncached+shim:device+no-reuse", 9.5)],
         "torch-resnet18-uncached-shim-memory": [torch("resnet18", "uncached+shim:device", 30.0, reserved=12 * GiB,
-                                                      purpose="memory")],
+                                                      purpose="memory", used=5 * GiB)],
         "torch-resnet18-uncached-shim-no-reuse-memory": [torch("resnet18", "uncached+shim:device+no-reuse", 31.0,
                                                                reserved=3 * GiB, purpose="memory")],
     }
@@ -204,6 +204,8 @@ def main():
     expect("## The goals with the reuse cache off" in page, "the page has the goals without the reuse cache")
     expect("| resnet18 | 2 GiB | 12 GiB (**6.00×**), 30.00 ms a step | 3 GiB (**1.50×**), 31.00 ms a step |" in page,
            "the memory table has the defaults and the reuse cache off side by side, with their steps")
+    expect("| resnet18 | 4 GiB | 5 GiB (**1.25×**) | — |" in page,
+           "the device memory used, by NVML, beside the caching allocator's; a run without it shows none")
     expect("## Observing: the leak report and the event log" in page, "the page has the observing section")
     section = page.split("## Observing", 1)[-1].split("\n## ", 1)[0]
     expect("| 4 KiB | 0.900 µs | **1.10×** (0.990 µs) | **3.00×** (2.700 µs) | **1.10×** (0.990 µs) |" in section,

@@ -176,18 +176,19 @@ def timed_torch(records):
     return [r for r in records if not (r.get("bench") == "torch" and r.get("purpose") == "memory")]
 
 
-def torch_memory(records):
+def torch_memory(records, field="reserved_high_water_bytes"):
     """{model: {"caching": bytes, config: bytes}}: PyTorch's caching allocator's max_memory_reserved, and the
     reserved high-water mark of the shim's pool in each uncached run made for it (--purpose memory, no initial
-    pool), by configuration ("uncached+shim:device" for the defaults); medians over the runs."""
+    pool), by configuration ("uncached+shim:device" for the defaults); medians over the runs. With
+    field="device_used_bytes": the device's used memory (NVML) in the same runs."""
     found = {}
     for r in records:
-        if r.get("bench") != "torch" or r.get("reserved_high_water_bytes") is None:
+        if r.get("bench") != "torch" or r.get(field) is None:
             continue
         if r.get("config") == "caching":
-            found.setdefault(r["model"], {}).setdefault("caching", []).append(r["reserved_high_water_bytes"])
+            found.setdefault(r["model"], {}).setdefault("caching", []).append(r[field])
         elif r.get("purpose") == "memory" and r.get("config", "").startswith("uncached+shim:"):
-            found.setdefault(r["model"], {}).setdefault(r["config"], []).append(r["reserved_high_water_bytes"])
+            found.setdefault(r["model"], {}).setdefault(r["config"], []).append(r[field])
     return {model: {k: statistics.median(v) for k, v in m.items()} for model, m in found.items()}
 
 
@@ -594,10 +595,8 @@ def torch_memory_steps(records):
     return {model: {k: statistics.median(v) for k, v in m.items()} for model, m in steps.items()}
 
 
-def torch_memory_lines(records):
-    memory = torch_memory(records)
-    memory_steps = torch_memory_steps(records)
-    configs = [(key, text) for key, text in MEMORY_CONFIGS if any(key in m for m in memory.values())]
+def memory_rows(memory, configs, steps=None):
+    """A row per model: the caching allocator's bytes, then each configuration's with its ratio to them."""
     rows = []
     for model, m in memory.items():
         row = [model, size_text(int(m["caching"])) if "caching" in m else "—"]
@@ -605,16 +604,32 @@ def torch_memory_lines(records):
             r = ratio(m.get(key), m.get("caching"))
             cell = (f"{size_text(int(m[key]))} (**{times(r)}**)" if r is not None
                     else size_text(int(m[key])) if key in m else "—")
-            step = memory_steps.get(model, {}).get(key)
+            step = (steps or {}).get(model, {}).get(key)
             row.append(cell + (f", {step:.2f} ms a step" if step is not None else ""))
         rows.append(row)
+    return rows
+
+
+def torch_memory_lines(records):
+    memory = torch_memory(records)
+    configs = [(key, text) for key, text in MEMORY_CONFIGS if any(key in m for m in memory.values())]
+    rows = memory_rows(memory, configs, torch_memory_steps(records))
     if not rows:
         return []
-    return ["", "Memory held: PyTorch's caching allocator's `torch.cuda.max_memory_reserved()`, and the reserved "
-            "high-water mark of the shim's pool (the reuse cache included) in uncached runs of their own, not timed, "
-            "with the shim's default settings (no initial pool) and with the settings each column names. In parentheses: the ratio to the caching allocator; then the median step of that run (not the "
-            "timed runs above: the pool starts empty).", "",
-            table(["model", "caching allocator"] + [text for _, text in configs], rows)]
+    lines = ["", "Memory held: PyTorch's caching allocator's `torch.cuda.max_memory_reserved()`, and the reserved "
+             "high-water mark of the shim's pool (the reuse cache included) in uncached runs of their own, not timed, "
+             "with the shim's default settings (no initial pool) and with the settings each column names. In "
+             "parentheses: the ratio to the caching allocator; then the median step of that run (not the "
+             "timed runs above: the pool starts empty).", "",
+             table(["model", "caching allocator"] + [text for _, text in configs], rows)]
+    used = torch_memory(records, "device_used_bytes")
+    used_rows = memory_rows(used, configs)
+    if used_rows:
+        lines += ["", "Device memory used, the same runs: the device's used memory by NVML at its most after a step, "
+                  "less what it was once the CUDA context was made — every allocator's memory alike, including what "
+                  "PyTorch takes through `cudaMalloc` outside its cache, which `max_memory_reserved()` leaves out.",
+                  "", table(["model", "caching allocator"] + [text for _, text in configs], used_rows)]
+    return lines
 
 
 def before_after_pairs(before, records):

@@ -13,7 +13,11 @@ Prints one JSON object on one line (median, p10, p90 and mean step time in ms
 over the timed steps; the memory the allocator held at its most,
 reserved_high_water_bytes: PyTorch's max_memory_reserved() for its caching
 allocator, else the reserved high-water mark of the CUDA pool that served the
-tensors, which under the shim is the shim's pool; and what the process
+tensors, which under the shim is the shim's pool; device_used_bytes, the
+device's used memory by NVML at its most after a step, less what it was once
+the CUDA context was made: every allocator's memory alike, what PyTorch takes
+outside its cache included (None without NVML; meaningful only with nothing
+else on the GPU, as in scripts/benchmarks.sh); and what the process
 actually ran with: the allocator backend PyTorch reports, whether the shim is
 loaded, its ordering), then one line for people. Each step is bracketed by torch.cuda.synchronize(), so a step
 is everything it queued on the device. Prints "SKIP: ..." and exits 0 without
@@ -155,6 +159,43 @@ def pool_reserved_high_water(pointer: int):
     return value.value
 
 
+class DeviceMemory:
+    """The device's used memory as the driver's NVML library reports it, for
+    the GPU torch computes on; used() is None without NVML."""
+
+    def __init__(self, torch):
+        import ctypes
+
+        class Info(ctypes.Structure):
+            _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+        self.ctypes, self.info, self.device = ctypes, Info, None
+        try:
+            self.nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        except OSError:
+            return
+        if self.nvml.nvmlInit_v2() != 0:
+            return
+        device = ctypes.c_void_p()
+        index = torch.cuda.current_device()
+        p = torch.cuda.get_device_properties(index)
+        if hasattr(p, "pci_bus_id"):  # NVML's numbering may differ from CUDA's: by bus id
+            bus_id = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0".encode()
+            found = self.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus_id, ctypes.byref(device)) == 0
+        else:
+            found = "CUDA_VISIBLE_DEVICES" not in os.environ and \
+                self.nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(device)) == 0
+        self.device = device if found else None
+
+    def used(self):
+        if self.device is None:
+            return None
+        info = self.info()
+        if self.nvml.nvmlDeviceGetMemoryInfo(self.device, self.ctypes.byref(info)) != 0:
+            return None
+        return info.used
+
+
 def configuration(backend: str, shim: bool, ordering: str) -> str:
     """What the process ran with, from what it observes (not from a label)."""
     if backend == "cudaMallocAsync":
@@ -186,6 +227,11 @@ def main() -> int:
     torch = torch_with_cuda()
     if torch is None:
         return 0
+    torch.zeros(1, device="cuda")  # the context (and under the shim its pool) first: not the model's memory
+    torch.cuda.synchronize()
+    device_memory = DeviceMemory(torch)
+    used_at_start = device_memory.used()
+    used_most = used_at_start
     model, optimizer, data, description, loss_fn = prepare(torch, args.model)
     times = []
     for step in range(args.warmup + args.steps):
@@ -199,6 +245,9 @@ def main() -> int:
         torch.cuda.synchronize()
         if step >= args.warmup:
             times.append(1000 * (time.perf_counter() - start))
+        used = device_memory.used()  # outside the timed region
+        if used is not None and used_most is not None:
+            used_most = max(used_most, used)
     final_loss = loss.item()
     # The memory the allocator held at its most: PyTorch's cache, or the pool
     # that served the tensors (the shim's, for an uncached run under it).
@@ -219,6 +268,7 @@ def main() -> int:
         "p90_step_ms": percentile(ordered, 0.9), "mean_step_ms": statistics.fmean(times),
         "final_loss": final_loss,
         "reserved_high_water_bytes": reserved_high_water, "purpose": args.purpose,
+        "device_used_bytes": used_most - used_at_start if used_at_start is not None else None,
         "ASYNCSHIM_INITIAL_POOL_SIZE": os.environ.get("ASYNCSHIM_INITIAL_POOL_SIZE"),
         "ASYNCSHIM_REUSE_CACHE": os.environ.get("ASYNCSHIM_REUSE_CACHE"),
         "allocator_backend": backend, "shim": shim, "ordering": ordering if shim else None,
