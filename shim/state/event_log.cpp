@@ -5,6 +5,7 @@
 #include "support/fork_quiet.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
+#include "support/spin_lock.hpp"
 #include "support/thread_id.hpp"
 
 #include <pthread.h>
@@ -33,6 +34,9 @@ namespace {
 
 // A thread's buffer wakes the writer when it holds this many records.
 constexpr std::size_t batch_records = 4096;
+// A thread adds its records to the shared count this many at a time (the
+// writer adds the rest when it takes them): one shared write per 64 events.
+constexpr std::size_t counted_together = 64;
 constexpr std::size_t first_reserve = 256;
 // Records buffered in all, at most; beyond, events are dropped (and counted)
 // rather than the host's memory filled while the disk is slow.
@@ -51,8 +55,9 @@ constexpr auto exit_lock_wait = std::chrono::seconds{2};
 // crash handlers reach every one), and taken over by a new thread once its
 // own has exited and the writer has emptied it.
 struct thread_buffer {
-  std::mutex mutex;
+  spin_lock lock;  // held for a push_back by its thread, for a swap by the writer
   std::vector<event_record> records;
+  std::size_t uncounted = 0;  // records not yet in the shared count
   // Set without the lock when the owner's thread ends: that thread
   // may hold the lock for good (exit() from a signal handler that
   // interrupted it inside a call).
@@ -75,7 +80,8 @@ long local_utc_offset_s() noexcept
 
 // Takes `m` within `wait`, or not at all: a thread interrupted inside a call
 // by a signal whose handler calls exit() holds its lock for good.
-bool lock_within(std::mutex& m, std::chrono::milliseconds wait) noexcept
+template <class Lock>
+bool lock_within(Lock& m, std::chrono::milliseconds wait) noexcept
 {
   auto const until = std::chrono::steady_clock::now() + wait;
   for (;;) {
@@ -104,7 +110,7 @@ class event_log {
     }
     bool wake = false;
     {
-      std::lock_guard lock{b->mutex};
+      std::lock_guard lock{b->lock};
       try {
         if (b->records.capacity() == 0) { b->records.reserve(first_reserve); }
         // The number is taken under the buffer's lock: a writer that read the
@@ -117,7 +123,10 @@ class event_log {
                              bytes,
                              stream};
         b->records.push_back(r);
-        buffered_.fetch_add(1, std::memory_order_relaxed);
+        if (++b->uncounted == counted_together) {
+          buffered_.fetch_add(counted_together, std::memory_order_relaxed);
+          b->uncounted = 0;
+        }
         wake = b->records.size() == batch_records;
       } catch (...) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -157,6 +166,7 @@ class event_log {
       write_records(batch.begin(), first_held);
       buffered_.fetch_sub(static_cast<std::uint64_t>(first_held - batch.begin()), std::memory_order_relaxed);
       batch.erase(batch.begin(), first_held);
+      if (!final && batch.empty()) { written_below_.store(horizon, std::memory_order_relaxed); }
     }
     if (final) {
       // What stayed locked, or was recorded while this pass ran.
@@ -191,7 +201,7 @@ class event_log {
           taken = std::move(recycled_.back());
           recycled_.pop_back();
         }
-        if (!lock_within(b->mutex, wait)) {
+        if (!lock_within(b->lock, wait)) {
           if (!final) {  // written by a later pass, in order
             recycled_.push_back(std::move(taken));
             return false;
@@ -199,8 +209,11 @@ class event_log {
           continue;  // its records are lost (counted by the caller)
         }
         {
-          std::lock_guard lock{b->mutex, std::adopt_lock};
+          std::lock_guard lock{b->lock, std::adopt_lock};
           taken.swap(b->records);
+          // Counted before they are written (and taken off the count).
+          buffered_.fetch_add(b->uncounted, std::memory_order_relaxed);
+          b->uncounted = 0;
         }
         auto const merged = static_cast<std::ptrdiff_t>(batch.size());
         batch.insert(batch.end(), taken.begin(), taken.end());
@@ -238,13 +251,14 @@ class event_log {
     }
     if (!buffers_mutex_.try_lock()) { return; }
     for (thread_buffer* b : buffers_) {
-      if (!b->mutex.try_lock()) { continue; }  // its thread is inside a call: skipped
+      if (!b->lock.try_lock()) { continue; }  // its thread is inside a call: skipped
       for (event_record const& r : b->records) {
         put(r);
       }
-      buffered_.fetch_sub(b->records.size(), std::memory_order_relaxed);
+      buffered_.fetch_sub(b->records.size() - b->uncounted, std::memory_order_relaxed);
       b->records.clear();
-      b->mutex.unlock();
+      b->uncounted = 0;
+      b->lock.unlock();
     }
     buffers_mutex_.unlock();
     crashing_.store(false, std::memory_order_relaxed);
@@ -260,8 +274,11 @@ class event_log {
       // Once a second: when the program's threads have all ended, the thread
       // ends (what is left is written at exit).
       if (pass % passes_between_looks == 0 && only_background_threads_left()) { return; }
-      // A pass with nothing to write allocates nothing.
-      if (buffered_.load(std::memory_order_relaxed) == 0) { continue; }
+      // A pass with nothing to write allocates nothing: no event has been
+      // numbered since the last pass wrote everything below its start.
+      if (next_sequence_.load(std::memory_order_relaxed) == written_below_.load(std::memory_order_relaxed)) {
+        continue;
+      }
       write_pending(false);
     }
   }
@@ -313,7 +330,7 @@ class event_log {
     try {
       std::lock_guard lock{buffers_mutex_};
       for (thread_buffer* b : buffers_) {
-        std::lock_guard inner{b->mutex};
+        std::lock_guard inner{b->lock};
         if (b->owner_gone.load(std::memory_order_acquire) && b->records.empty()) {
           b->owner_gone.store(false, std::memory_order_relaxed);
           mine = b;
@@ -367,8 +384,11 @@ class event_log {
   int write_error_ = 0;
   std::mutex wake_mutex_;
   std::condition_variable wake_;
+  // Records buffered and not yet written, counted `counted_together` at a
+  // time by each thread (up to that many short per thread).
   std::atomic<std::uint64_t> buffered_{0};
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> written_below_{0};  // every event numbered below it is written
   std::atomic<bool> crashing_{false};
 };
 

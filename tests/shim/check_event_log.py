@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.dont_write_bytecode = True
@@ -147,6 +148,33 @@ class EventLog(unittest.TestCase):
             rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
         self.assertEqual([(r[2], int(r[4])) for r in rows[1:]], [("allocate", 1000), ("allocate", 2000),
                                                                   ("allocate", 3000)])
+
+    def test_a_running_program_s_events_are_written_within_a_pass(self):
+        # A few events (fewer than a thread counts together), then the program
+        # waits: the writer's next pass (every 100 ms) writes them, so that a
+        # SIGKILL later loses none of them.
+        with tempfile.TemporaryDirectory() as d:
+            full = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
+            full.update(LD_PRELOAD=SHIM, ASYNCSHIM_INITIAL_POOL_SIZE="64MiB",
+                        ASYNCSHIM_EVENT_LOG=os.path.join(d, "events.csv"))
+            probe = subprocess.Popen([PROBE, "wait"], env=full, cwd=d, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+            try:
+                lines = [probe.stdout.readline() for _ in range(2)]
+                self.assertIn("ready\n", lines)
+                with open(GOLDEN, newline="") as fh:
+                    expected = len(fh.read().splitlines())
+                rows = []
+                for _ in range(100):  # up to 2 s: a pass is due every 100 ms
+                    time.sleep(0.02)
+                    with open(os.path.join(d, "events.csv"), newline="") as fh:
+                        rows = fh.read().splitlines()
+                    if len(rows) >= expected:
+                        break
+            finally:
+                probe.kill()
+                probe.wait()
+        self.assertEqual(len(rows), expected, "the events of a waiting program are not written while it waits")
 
     def test_an_unwritable_path_is_said_and_the_program_runs(self):
         with tempfile.TemporaryDirectory() as d:
