@@ -23,7 +23,9 @@
 # GPU ctest tiers), breaks (the GPU tier against a shim broken three ways:
 # not a library, disabled by an invalid variable, a fence that leaves a
 # stream out; every test that runs it must fail, tests/gpu/break_check.py),
-# limits (ASYNCSHIM_MEMORY_LIMIT with CuPy and JAX), ipc (legacy IPC lines and costs), sharing, stress,
+# limits (ASYNCSHIM_MEMORY_LIMIT with CuPy and JAX), memory-kinds (the native
+# pitch rule and what a pool in host memory gives, measured without the shim),
+# ipc (legacy IPC lines and costs), sharing, stress,
 # followed (each kind of submission to a non-blocking stream seen, PyTorch's
 # lookups leaving followed submissions on, ResNet-18's memory held), observe
 # (leak report, event log, lifecycle answers), sanitizer, torch (same
@@ -33,7 +35,7 @@
 # still brings back what ran.
 set -uo pipefail
 skip_ab=0
-parts=tiers,breaks,limits,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
+parts=tiers,breaks,limits,memory-kinds,ipc,sharing,stress,followed,observe,sanitizer,torch,two-gpu,trace,ab
 all_parts=$parts
 while (($# > 0)); do
   case $1 in
@@ -161,6 +163,21 @@ if want limits; then
   run_ctest "memory limit" ctest-limits.log -V -L gpu -R '^gpu\.limit\.' || failed=1
   while read -r l; do note "    $l"; done < <(grep -E '^[0-9]+: (neighbour|holder|jax|meminfo|NVML|FAIL)|Test +#[0-9]+: gpu\.limit' \
     "$logs/ctest-limits.log" | sed -E 's/ \.+/ /')
+fi
+
+# Pitched and host-pool memory, natively (tests/gpu/pitch_rule_probe.cu,
+# host_pool_probe.cu): findings for serving those kinds from pools; each
+# probe's whole output is in the logs.
+if want memory-kinds; then
+  for probe in pitch_rule_probe host_pool_probe; do
+    exe=$PWD/$build/tests/gpu/$probe
+    [[ -x $exe ]] || { note "$probe: not built"; failed=1; continue; }
+    timeout 300 "$exe" >"$logs/$probe.out" 2>&1
+    status=$?
+    [[ $status -eq 0 ]] || failed=1
+    note "$probe (exit $status): $(tail -1 "$logs/$probe.out")"
+    while read -r l; do note "    $l"; done < <(grep -E '^(MISS|FAIL|DIFFERS|beyond|pair|SKIP)' "$logs/$probe.out" | head -30)
+  done
 fi
 
 shim=$PWD/$build/shim/libasyncshim.so
