@@ -109,6 +109,7 @@ class event_log {
       return;
     }
     bool wake = false;
+    bool numbered = false;
     {
       std::lock_guard lock{b->lock};
       try {
@@ -122,6 +123,7 @@ class event_log {
                              reinterpret_cast<std::uintptr_t>(pointer),
                              bytes,
                              stream};
+        numbered = true;
         b->records.push_back(r);
         if (++b->uncounted == counted_together) {
           buffered_.fetch_add(counted_together, std::memory_order_relaxed);
@@ -130,6 +132,7 @@ class event_log {
         wake = b->records.size() == batch_records;
       } catch (...) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
+        if (numbered) { numbered_dropped_.fetch_add(1, std::memory_order_relaxed); }
       }
     }
     if (wake) { wake_.notify_one(); }
@@ -164,14 +167,19 @@ class event_log {
       auto const first_held = std::lower_bound(batch.begin(), batch.end(), horizon,
                                                [](event_record const& r, auto h) { return r.sequence < h; });
       write_records(batch.begin(), first_held);
-      buffered_.fetch_sub(static_cast<std::uint64_t>(first_held - batch.begin()), std::memory_order_relaxed);
+      auto const written = static_cast<std::uint64_t>(first_held - batch.begin());
+      buffered_.fetch_sub(written, std::memory_order_relaxed);
+      written_.fetch_add(written, std::memory_order_relaxed);
       batch.erase(batch.begin(), first_held);
       if (!final && batch.empty()) { written_below_.store(horizon, std::memory_order_relaxed); }
     }
     if (final) {
-      // What stayed locked, or was recorded while this pass ran.
-      std::uint64_t const left = buffered_.load(std::memory_order_relaxed);
-      if (left > 0) { dropped_.fetch_add(left, std::memory_order_relaxed); }
+      // What stayed locked, or was recorded while this pass ran: every event
+      // numbered and neither written nor dropped already.
+      std::uint64_t const numbered = next_sequence_.load(std::memory_order_relaxed);
+      std::uint64_t const accounted =
+        written_.load(std::memory_order_relaxed) + numbered_dropped_.load(std::memory_order_relaxed);
+      if (numbered > accounted) { dropped_.fetch_add(numbered - accounted, std::memory_order_relaxed); }
       say_what_was_lost();
     }
   }
@@ -246,6 +254,7 @@ class event_log {
         put(r);
       }
       buffered_.fetch_sub(pending_.size(), std::memory_order_relaxed);
+      written_.fetch_add(pending_.size(), std::memory_order_relaxed);
       pending_.clear();
       write_mutex_.unlock();
     }
@@ -256,6 +265,7 @@ class event_log {
         put(r);
       }
       buffered_.fetch_sub(b->records.size() - b->uncounted, std::memory_order_relaxed);
+      written_.fetch_add(b->records.size(), std::memory_order_relaxed);
       b->records.clear();
       b->uncounted = 0;
       b->lock.unlock();
@@ -330,7 +340,8 @@ class event_log {
     try {
       std::lock_guard lock{buffers_mutex_};
       for (thread_buffer* b : buffers_) {
-        std::lock_guard inner{b->lock};
+        if (!b->lock.try_lock()) { continue; }  // busy (or held for good): not one to take over
+        std::lock_guard inner{b->lock, std::adopt_lock};
         if (b->owner_gone.load(std::memory_order_acquire) && b->records.empty()) {
           b->owner_gone.store(false, std::memory_order_relaxed);
           mine = b;
@@ -388,7 +399,9 @@ class event_log {
   // time by each thread (up to that many short per thread).
   std::atomic<std::uint64_t> buffered_{0};
   std::atomic<std::uint64_t> dropped_{0};
-  std::atomic<std::uint64_t> written_below_{0};  // every event numbered below it is written
+  std::atomic<std::uint64_t> written_below_{0};     // every event numbered below it is written
+  std::atomic<std::uint64_t> written_{0};           // events written, for what exit says was lost
+  std::atomic<std::uint64_t> numbered_dropped_{0};  // numbered, then dropped (no host memory)
   std::atomic<bool> crashing_{false};
 };
 
