@@ -176,7 +176,7 @@ if want memory-kinds; then
     status=$?
     [[ $status -eq 0 ]] || failed=1
     note "$probe (exit $status): $(tail -1 "$logs/$probe.out")"
-    while read -r l; do note "    $l"; done < <(grep -E '^(MISS|FAIL|DIFFERS|beyond|pair|SKIP)' "$logs/$probe.out" | head -30)
+    while read -r l; do note "    $l"; done < <(grep -E '^(MISS|FAIL|DIFFERS|beyond|pair|SKIP|steps)' "$logs/$probe.out" | head -80)
   done
 fi
 

@@ -4,9 +4,12 @@
 // (cudaDevAttrTexturePitchAlignment). Run without the shim: it measures the
 // rule a pool-served pitched allocation must reproduce.
 //   pitch_rule_probe        prints "MISS ..." for each case the rule gets
-//                           wrong (the first 20), what a width beyond the
-//                           device's largest pitch gives, and a last line
-//                           "pitch rule: N cases, M missed (alignment A)".
+//                           wrong (the first 20); "steps ...": for each call
+//                           (height 3), the widths that share a pitch, run
+//                           by run, from which the rule can be read; what a
+//                           width beyond the device's largest pitch gives;
+//                           and a last line "pitch rule: N cases, M missed
+//                           (alignment A)".
 // Exit status: 0 when every case was measured, 1 when a call failed.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -53,6 +56,36 @@ std::vector<std::size_t> widths()
   return w;
 }
 
+// The runs of widths that get one pitch: "pitch P: widths A-B", the first 24.
+class steps {
+ public:
+  explicit steps(char const* what) : what_{what} {}
+  void add(std::size_t width, std::size_t pitch)
+  {
+    if (count_ > 0 && pitch == pitch_ && width == last_ + 1) {
+      last_ = width;
+      return;
+    }
+    flush();
+    first_ = last_ = width;
+    pitch_ = pitch;
+    ++count_;
+  }
+  void flush()
+  {
+    if (count_ > 0 && count_ <= 24) {
+      std::printf("steps %s: pitch %zu: widths %zu-%zu\n", what_, pitch_, first_, last_);
+    }
+  }
+
+ private:
+  char const* what_;
+  std::size_t first_ = 0;
+  std::size_t last_ = 0;
+  std::size_t pitch_ = 0;
+  int count_ = 0;
+};
+
 }  // namespace
 
 int main()
@@ -69,6 +102,9 @@ int main()
     return 1;
   }
   auto const a = static_cast<std::size_t>(alignment);
+  steps runtime_steps{"cudaMallocPitch"};
+  steps driver_steps[] = {steps{"cuMemAllocPitch element 4"}, steps{"cuMemAllocPitch element 8"},
+                          steps{"cuMemAllocPitch element 16"}};
   for (std::size_t height : {std::size_t{1}, std::size_t{3}, std::size_t{1024}}) {
     for (std::size_t width : widths()) {
       void* p = nullptr;
@@ -79,6 +115,7 @@ int main()
         continue;
       }
       compare("cudaMallocPitch", width, height, 0, pitch, rounded_up(width, a));
+      if (height == 3) { runtime_steps.add(width, pitch); }
       (void)cudaFree(p);
       cudaPitchedPtr pitched{};
       if (cudaMalloc3D(&pitched, make_cudaExtent(width, height, 2)) != cudaSuccess) {
@@ -88,7 +125,8 @@ int main()
       }
       compare("cudaMalloc3D", width, height, 0, pitched.pitch, rounded_up(width, a));
       (void)cudaFree(pitched.ptr);
-      for (unsigned element : {4U, 8U, 16U}) {
+      for (int e = 0; e < 3; ++e) {
+        unsigned const element = 4U << e;
         CUdeviceptr d = 0;
         std::size_t driver_pitch = 0;
         if (cuMemAllocPitch(&d, &driver_pitch, width, height, element) != CUDA_SUCCESS) {
@@ -97,9 +135,14 @@ int main()
           continue;
         }
         compare("cuMemAllocPitch", width, height, element, driver_pitch, rounded_up(width, a));
+        if (height == 3) { driver_steps[e].add(width, driver_pitch); }
         (void)cuMemFree(d);
       }
     }
+  }
+  runtime_steps.flush();
+  for (steps& d : driver_steps) {
+    d.flush();
   }
   // Beyond the largest pitch: the error each call gives (the shim must give the same).
   void* p = nullptr;
