@@ -34,9 +34,6 @@ namespace {
 
 // A thread's buffer wakes the writer when it holds this many records.
 constexpr std::size_t batch_records = 4096;
-// A thread adds its records to the shared count this many at a time (the
-// writer adds the rest when it takes them): one shared write per 64 events.
-constexpr std::size_t counted_together = 64;
 constexpr std::size_t first_reserve = 256;
 // Records buffered in all, at most; beyond, events are dropped (and counted)
 // rather than the host's memory filled while the disk is slow.
@@ -57,7 +54,6 @@ constexpr auto exit_lock_wait = std::chrono::seconds{2};
 struct thread_buffer {
   spin_lock lock;  // held for a push_back by its thread, for a swap by the writer
   std::vector<event_record> records;
-  std::size_t uncounted = 0;  // records not yet in the shared count
   // Set without the lock when the owner's thread ends: that thread
   // may hold the lock for good (exit() from a signal handler that
   // interrupted it inside a call).
@@ -99,7 +95,7 @@ class event_log {
 
   void record(event_action action, void const* pointer, std::size_t bytes, std::uintptr_t stream) noexcept
   {
-    if (buffered_.load(std::memory_order_relaxed) >= most_buffered) {
+    if (buffered() >= most_buffered) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -125,10 +121,6 @@ class event_log {
                              stream};
         numbered = true;
         b->records.push_back(r);
-        if (++b->uncounted == counted_together) {
-          buffered_.fetch_add(counted_together, std::memory_order_relaxed);
-          b->uncounted = 0;
-        }
         wake = b->records.size() == batch_records;
       } catch (...) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -168,7 +160,6 @@ class event_log {
                                                [](event_record const& r, auto h) { return r.sequence < h; });
       write_records(batch.begin(), first_held);
       auto const written = static_cast<std::uint64_t>(first_held - batch.begin());
-      buffered_.fetch_sub(written, std::memory_order_relaxed);
       written_.fetch_add(written, std::memory_order_relaxed);
       batch.erase(batch.begin(), first_held);
       if (!final && batch.empty()) { written_below_.store(horizon, std::memory_order_relaxed); }
@@ -176,10 +167,7 @@ class event_log {
     if (final) {
       // What stayed locked, or was recorded while this pass ran: every event
       // numbered and neither written nor dropped already.
-      std::uint64_t const numbered = next_sequence_.load(std::memory_order_relaxed);
-      std::uint64_t const accounted =
-        written_.load(std::memory_order_relaxed) + numbered_dropped_.load(std::memory_order_relaxed);
-      if (numbered > accounted) { dropped_.fetch_add(numbered - accounted, std::memory_order_relaxed); }
+      dropped_.fetch_add(buffered(), std::memory_order_relaxed);
       say_what_was_lost();
     }
   }
@@ -219,9 +207,6 @@ class event_log {
         {
           std::lock_guard lock{b->lock, std::adopt_lock};
           taken.swap(b->records);
-          // Counted before they are written (and taken off the count).
-          buffered_.fetch_add(b->uncounted, std::memory_order_relaxed);
-          b->uncounted = 0;
         }
         auto const merged = static_cast<std::ptrdiff_t>(batch.size());
         batch.insert(batch.end(), taken.begin(), taken.end());
@@ -253,7 +238,6 @@ class event_log {
       for (event_record const& r : pending_) {
         put(r);
       }
-      buffered_.fetch_sub(pending_.size(), std::memory_order_relaxed);
       written_.fetch_add(pending_.size(), std::memory_order_relaxed);
       pending_.clear();
       write_mutex_.unlock();
@@ -264,10 +248,8 @@ class event_log {
       for (event_record const& r : b->records) {
         put(r);
       }
-      buffered_.fetch_sub(b->records.size() - b->uncounted, std::memory_order_relaxed);
       written_.fetch_add(b->records.size(), std::memory_order_relaxed);
       b->records.clear();
-      b->uncounted = 0;
       b->lock.unlock();
     }
     buffers_mutex_.unlock();
@@ -294,6 +276,16 @@ class event_log {
   }
 
   [[nodiscard]] long pid() const noexcept { return pid_; }
+
+  // Events numbered and neither written nor dropped: in the threads' buffers
+  // or pending_. The counts are read before the number, which only grows.
+  [[nodiscard]] std::uint64_t buffered() const noexcept
+  {
+    std::uint64_t const accounted =
+      written_.load(std::memory_order_relaxed) + numbered_dropped_.load(std::memory_order_relaxed);
+    std::uint64_t const numbered = next_sequence_.load(std::memory_order_relaxed);
+    return numbered > accounted ? numbered - accounted : 0;
+  }
 
  private:
   // Formats into chunk_ (made with the log: no allocation here) and writes
@@ -395,9 +387,6 @@ class event_log {
   int write_error_ = 0;
   std::mutex wake_mutex_;
   std::condition_variable wake_;
-  // Records buffered and not yet written, counted `counted_together` at a
-  // time by each thread (up to that many short per thread).
-  std::atomic<std::uint64_t> buffered_{0};
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> written_below_{0};     // every event numbered below it is written
   std::atomic<std::uint64_t> written_{0};           // events written, for what exit says was lost
