@@ -1,8 +1,10 @@
 // What the interposed allocation entry points do, at both API levels:
-// cudaMalloc/cudaFree (runtime) and cuMemAlloc_v2/cuMemFree_v2 (driver). Both
-// use the same pools (state/device_pools.hpp) and the same ownership record,
-// so memory from either can be freed through the other. The exports (abi/)
-// only forward here.
+// cudaMalloc/cudaFree (runtime) and cuMemAlloc_v2/cuMemFree_v2 (driver), and
+// the pitched cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch_v2, served as
+// a block of pitch × rows bytes with the native pitch (cuda/pitch_rule.hpp).
+// All use the same pools (state/device_pools.hpp) and the same ownership
+// record, so memory from any can be freed through the other level. The
+// exports (abi/) only forward here.
 #include "core/deferred_frees.hpp"
 #include "core/followed_submissions.hpp"
 #include "core/hooks.hpp"
@@ -14,6 +16,7 @@
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/error_text.hpp"
+#include "cuda/pitch_rule.hpp"
 #include "cuda/runtime.hpp"
 #include "state/allocation_registry.hpp"
 #include "state/device_pools.hpp"
@@ -22,6 +25,9 @@
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
 #include "support/log.hpp"
+
+#include <cstdint>
+#include <optional>
 
 namespace asyncshim::shim {
 namespace {
@@ -35,7 +41,7 @@ struct native_api : native_calls {
   cudaError_t (*current_device)(int* device);
 };
 
-native_api const runtime_api{
+constexpr native_api runtime_api{
   {[](void** p, std::size_t n) { return runtime().malloc(p, n); }, [](void* p) { return runtime().free(p); }},
   api_level::runtime,
   interposed_call::malloc,
@@ -43,7 +49,7 @@ native_api const runtime_api{
   [](int* d) { return runtime().get_device(d); },
 };
 
-native_api const driver_api{
+constexpr native_api driver_api{
   {[](void** p, std::size_t n) {
      return static_cast<cudaError_t>(driver().mem_alloc(reinterpret_cast<CUdeviceptr*>(p), n));
    },
@@ -53,6 +59,16 @@ native_api const driver_api{
   interposed_call::driver_free,
   [](int* d) { return static_cast<cudaError_t>(driver().ctx_get_device(d)); },
 };
+
+// The same levels, for the pitched entry points (counted under their own names).
+constexpr native_api with_alloc_call(native_api api, interposed_call call) noexcept
+{
+  api.alloc_call = call;
+  return api;
+}
+constexpr native_api runtime_pitch_api = with_alloc_call(runtime_api, interposed_call::malloc_pitch);
+constexpr native_api runtime_3d_api = with_alloc_call(runtime_api, interposed_call::malloc_3d);
+constexpr native_api driver_pitch_api = with_alloc_call(driver_api, interposed_call::driver_malloc_pitch);
 
 // After a call into CUDA (so the exit handler runs before the runtime's own teardown).
 void arm_report(shim_state& s) noexcept
@@ -577,6 +593,46 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
   return result;
 }
 
+// A pitched block as the pool serves it: `rows` rows of the native pitch.
+struct pitched_block {
+  std::size_t pitch = 0;
+  std::size_t bytes = 0;
+};
+
+// The block for rows of `width` bytes on the calling thread's device; none
+// where the native call answers: an invalid request, no current device or
+// context, a device whose pitch limits cannot be read, a width beyond the
+// largest pitch, a size past what a size_t holds.
+std::optional<pitched_block> pitched_block_for(native_api const& api, std::size_t width, std::size_t rows) noexcept
+{
+  int device = -1;
+  if (width == 0 || rows == 0 || api.current_device(&device) != cudaSuccess) { return std::nullopt; }
+  std::optional<pitch_limits> const limits = pitch_limits_of(device);
+  if (!limits) { return std::nullopt; }
+  std::optional<std::size_t> const pitch = native_pitch(width, *limits);
+  if (!pitch || rows > SIZE_MAX / *pitch) { return std::nullopt; }
+  return pitched_block{*pitch, *pitch * rows};
+}
+
+// A pitched request, intercepted: served as a block of `block.bytes` (or, as
+// for cudaMalloc, passed to the native plain call of that size); the native
+// pitched call `native` answers whatever the shim leaves alone.
+template <class Native>
+cudaError_t allocate_pitched(native_api const& api, void** dev_ptr, std::size_t* pitch, std::size_t width,
+                             std::size_t rows, void const* caller, Native native) noexcept
+{
+  if (intercepting(api) == nullptr) { return native(); }
+  std::optional<pitched_block> const block =
+    dev_ptr != nullptr && pitch != nullptr ? pitched_block_for(api, width, rows) : std::nullopt;
+  if (!block) {
+    api_level_scope level{api.level};  // not intercepted again at the driver level
+    return native();
+  }
+  cudaError_t const result = allocate_with(api, dev_ptr, block->bytes, caller);
+  if (result == cudaSuccess) { *pitch = block->pitch; }
+  return result;
+}
+
 cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
 {
   shim_state* s = intercepting(api);
@@ -620,6 +676,57 @@ CUresult asyncshim_hook_mem_alloc(CUdeviceptr* dptr, size_t bytesize) noexcept
   using namespace asyncshim::shim;
   if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
   return static_cast<CUresult>(allocate_with(driver_api, reinterpret_cast<void**>(dptr), bytesize, nullptr));
+}
+
+cudaError_t asyncshim_hook_malloc_pitch(void** devPtr, size_t* pitch, size_t width, size_t height,
+                                        void const* caller) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!runtime(caller).found() || runtime().malloc_pitch == nullptr) { return runtime_missing_error; }
+  return allocate_pitched(runtime_pitch_api, devPtr, pitch, width, height, caller,
+                          [&] { return runtime().malloc_pitch(devPtr, pitch, width, height); });
+}
+
+cudaError_t asyncshim_hook_malloc_3d(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent, void const* caller) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!runtime(caller).found() || runtime().malloc_3d == nullptr) { return runtime_missing_error; }
+  auto const native = [&] { return runtime().malloc_3d(pitchedDevPtr, extent); };
+  // A volume is depth × height rows, each of the pitch.
+  if (pitchedDevPtr == nullptr || (extent.depth != 0 && extent.height > SIZE_MAX / extent.depth)) {
+    return allocate_pitched(runtime_3d_api, nullptr, nullptr, 0, 0, caller, native);
+  }
+  void* ptr = nullptr;
+  std::size_t pitch = 0;
+  bool answered_natively = false;
+  cudaError_t const result =
+    allocate_pitched(runtime_3d_api, &ptr, &pitch, extent.width, extent.height * extent.depth, caller, [&] {
+      answered_natively = true;
+      return native();
+    });
+  if (result == cudaSuccess && !answered_natively) {
+    pitchedDevPtr->ptr = ptr;
+    pitchedDevPtr->pitch = pitch;
+    pitchedDevPtr->xsize = extent.width;
+    pitchedDevPtr->ysize = extent.height;
+  }
+  return result;
+}
+
+CUresult asyncshim_hook_mem_alloc_pitch(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
+                                        unsigned int ElementSizeBytes) noexcept
+{
+  using namespace asyncshim::shim;
+  if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
+  if (driver().mem_alloc_pitch == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }  // a driver without it
+  auto const native = [&] {
+    return static_cast<cudaError_t>(driver().mem_alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+  };
+  // Other element sizes are an error natively (cuda.h).
+  bool const valid_element = ElementSizeBytes == 4 || ElementSizeBytes == 8 || ElementSizeBytes == 16;
+  return static_cast<CUresult>(allocate_pitched(driver_pitch_api,
+                                                valid_element ? reinterpret_cast<void**>(dptr) : nullptr, pPitch,
+                                                WidthInBytes, Height, nullptr, native));
 }
 
 CUresult asyncshim_hook_mem_free(CUdeviceptr dptr) noexcept

@@ -62,6 +62,9 @@ char const* to_string(interposed_call call) noexcept
     case interposed_call::free: return "cudaFree";
     case interposed_call::driver_malloc: return "cuMemAlloc_v2";
     case interposed_call::driver_free: return "cuMemFree_v2";
+    case interposed_call::malloc_pitch: return "cudaMallocPitch";
+    case interposed_call::malloc_3d: return "cudaMalloc3D";
+    case interposed_call::driver_malloc_pitch: return "cuMemAllocPitch_v2";
     case interposed_call::count: break;
   }
   return "unknown";
@@ -228,9 +231,13 @@ std::string per_call_json(Counters const& counters)
 
 std::string allocations_by_entry_point_json(device_counters const& c)
 {
-  return fmt::format("{{\"cudaMalloc\": {}, \"cuMemAlloc_v2\": {}}}",
-                     load(c.allocations_by_call[static_cast<std::size_t>(interposed_call::malloc)]),
-                     load(c.allocations_by_call[static_cast<std::size_t>(interposed_call::driver_malloc)]));
+  std::string out = "{";
+  for (int call = 0; call < static_cast<int>(interposed_call::count); ++call) {
+    if (!allocates(static_cast<interposed_call>(call))) { continue; }
+    out += fmt::format("{}\"{}\": {}", out.size() == 1 ? "" : ", ", to_string(static_cast<interposed_call>(call)),
+                       load(c.allocations_by_call[static_cast<std::size_t>(call)]));
+  }
+  return out + "}";
 }
 
 std::vector<int> used_devices(statistics const& stats)

@@ -27,12 +27,26 @@ enum class passthrough_reason : int {
 [[nodiscard]] char const* to_string(passthrough_reason reason) noexcept;
 
 /// The interposed entry points, as named in the statistics.
-enum class interposed_call : int { malloc, free, driver_malloc, driver_free, count };
+enum class interposed_call : int {
+  malloc,
+  free,
+  driver_malloc,
+  driver_free,
+  malloc_pitch,         ///< cudaMallocPitch
+  malloc_3d,            ///< cudaMalloc3D
+  driver_malloc_pitch,  ///< cuMemAllocPitch_v2
+  count
+};
+/// Whether `call` allocates (rather than frees).
+[[nodiscard]] constexpr bool allocates(interposed_call call) noexcept
+{
+  return call != interposed_call::free && call != interposed_call::driver_free && call != interposed_call::count;
+}
 [[nodiscard]] char const* to_string(interposed_call call) noexcept;
 
 struct device_counters {
   std::atomic<std::uint64_t> allocations{0};  ///< served: by the pool, or counted in observe mode
-  /// The same, by the entry point that caught them (cudaMalloc or cuMemAlloc_v2).
+  /// The same, by the entry point that caught them (cudaMalloc, cuMemAlloc_v2, the pitched calls).
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(interposed_call::count)> allocations_by_call{};
   std::atomic<std::uint64_t> frees{0};
   std::atomic<std::uint64_t> in_order_frees{0};  ///< of them, to the pool at once on the legacy stream

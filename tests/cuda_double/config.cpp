@@ -88,6 +88,10 @@ configuration read_config()
   if (char const* v = env("CUDA_DOUBLE_SIMULATE_LAZY")) {
     c.simulate_lazy = parse_flag("CUDA_DOUBLE_SIMULATE_LAZY", v);
   }
+  if (char const* v = env("CUDA_DOUBLE_TEXTURE_ALIGNMENT");
+      v && parse_number("CUDA_DOUBLE_TEXTURE_ALIGNMENT", v, std::size_t{1} << 20, n) && n > 0) {
+    c.texture_alignment = static_cast<std::size_t>(n);
+  }
   if (char const* v = env("CUDA_DOUBLE_TIGHT_POOL")) { c.tight_pool = parse_flag("CUDA_DOUBLE_TIGHT_POOL", v); }
   if (char const* v = env("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS")) {
     c.runtime_private_submissions = parse_flag("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS", v);

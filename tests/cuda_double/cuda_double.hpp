@@ -860,6 +860,8 @@ struct cuda_double_counters {
   unsigned long long ipc_mem_closes;          // cuIpcCloseMemHandle successes (none, likewise)
   unsigned long long runtime_device_queries;  // cudaGetDevice calls (a thread inside the runtime when
                                               // another forks can leave the child's exit hanging)
+  unsigned long long pitched_mallocs;         // cudaMallocPitch + cudaMalloc3D + cuMemAllocPitch_v2
+                                              // calls that allocated (not in native_ or driver_mallocs)
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);

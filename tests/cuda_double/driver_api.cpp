@@ -473,6 +473,24 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesiz
   });
 }
 
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                                                    size_t Height, unsigned int ElementSizeBytes)
+{
+  return run_driver(call_gate::context, [&] {
+    if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0) { return CUDA_ERROR_INVALID_VALUE; }
+    if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) {
+      return CUDA_ERROR_INVALID_VALUE;  // as documented in cuda.h
+    }
+    *dptr = 0;
+    void* p = nullptr;
+    operation_outcome const o = operations::allocate_pitched(cuda_double::current_context()->device, WidthInBytes,
+                                                             Height, allocation_kind::driver, &p, pPitch);
+    if (o != operation_outcome::ok) { return to_cu_result(o); }
+    *dptr = as_deviceptr(p);
+    return CUDA_SUCCESS;
+  });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
   return run_driver(call_gate::initialized, [&] {

@@ -84,7 +84,11 @@ struct configuration {
   bool simulate = false;                     // CUDA_DOUBLE_SIMULATE: the virtual GPU runs, with this seed
   std::uint64_t simulate_seed = 0;
   bool simulate_lazy = false;  // CUDA_DOUBLE_SIMULATE_LAZY: work runs only when a synchronization waits for it
-  bool tight_pool = false;     // CUDA_DOUBLE_TIGHT_POOL: a kept block's bytes serve only its own size until trimmed
+  // CUDA_DOUBLE_TEXTURE_ALIGNMENT: the device's texture alignment, which the
+  // double's pitched allocations round their rows up to (its native rule).
+  std::size_t texture_alignment = 512;
+  std::size_t max_pitch = 2147483647;  // the largest pitch (the attribute's value on NVIDIA GPUs)
+  bool tight_pool = false;  // CUDA_DOUBLE_TIGHT_POOL: a kept block's bytes serve only its own size until trimmed
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();
 
@@ -249,8 +253,8 @@ struct counter_set {
     free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
     peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
     pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0}, pool_handle_imports{0},
-    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0}, runtime_device_queries{0};
-  static constexpr std::size_t counter_count = 35;
+    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0}, runtime_device_queries{0}, pitched_mallocs{0};
+  static constexpr std::size_t counter_count = 36;
   std::array<std::atomic<unsigned long long>*, counter_count> all()
   {
     return {&native_mallocs,
@@ -287,7 +291,8 @@ struct counter_set {
             &pool_pointer_imports,
             &ipc_mem_opens,
             &ipc_mem_closes,
-            &runtime_device_queries};
+            &runtime_device_queries,
+            &pitched_mallocs};
   }
 };
 static_assert(sizeof(cuda_double_counters) == counter_set::counter_count * sizeof(unsigned long long));

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <string>
@@ -194,6 +195,9 @@ operation_outcome device_attribute(int device, int attr, int* value)
       break;
     case cudaDevAttrComputeCapabilityMajor: *value = compute_capability_major; break;
     case cudaDevAttrComputeCapabilityMinor: *value = compute_capability_minor; break;
+    case cudaDevAttrTextureAlignment: *value = static_cast<int>(config().texture_alignment); break;
+    case cudaDevAttrTexturePitchAlignment: *value = 32; break;
+    case cudaDevAttrMaxPitch: *value = static_cast<int>(config().max_pitch); break;
     default: *value = 0; break;
   }
   return operation_outcome::ok;
@@ -271,6 +275,25 @@ operation_outcome allocate(int device, std::size_t size, allocation_kind kind, v
   if (operation_outcome o = m.allocate_native(device, size, kind, out); o != operation_outcome::ok) { return o; }
   (kind == allocation_kind::driver ? m.counters.driver_mallocs : m.counters.native_mallocs)
     .fetch_add(1, std::memory_order_relaxed);
+  return operation_outcome::ok;
+}
+
+operation_outcome allocate_pitched(int device, std::size_t width, std::size_t rows, allocation_kind kind, void** out,
+                                   std::size_t* pitch)
+{
+  std::size_t const alignment = config().texture_alignment;
+  if (width > config().max_pitch) { return operation_outcome::invalid_value; }
+  std::size_t const rounded = (width + alignment - 1) / alignment * alignment;
+  if (rows > std::numeric_limits<std::size_t>::max() / rounded) { return operation_outcome::out_of_memory; }
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  m.gpu.progress();
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
+  if (operation_outcome o = m.allocate_native(device, rounded * rows, kind, out); o != operation_outcome::ok) {
+    return o;
+  }
+  *pitch = rounded;
+  m.counters.pitched_mallocs.fetch_add(1, std::memory_order_relaxed);
   return operation_outcome::ok;
 }
 

@@ -54,6 +54,12 @@ CUDA_DOUBLE_INTERNAL operation_outcome device_attribute(int device, int attr, in
 // runtime (cudaMalloc, counted in native_mallocs) or driver (cuMemAlloc_v2,
 // driver_mallocs). Potentially unsafe.
 CUDA_DOUBLE_INTERNAL operation_outcome allocate(int device, std::size_t size, allocation_kind kind, void** out);
+// cudaMallocPitch, cudaMalloc3D (rows: height × depth) and cuMemAllocPitch_v2
+// (kind driver), width > 0 and rows > 0: rows of `width` bytes rounded up to
+// the texture alignment (the double's native rule), counted in
+// pitched_mallocs; invalid_value beyond the largest pitch.
+CUDA_DOUBLE_INTERNAL operation_outcome allocate_pitched(int device, std::size_t width, std::size_t rows,
+                                                        allocation_kind kind, void** out, std::size_t* pitch);
 // p non-null; any live allocation. caller: runtime (cudaFree, counted in
 // native_frees) or driver (cuMemFree_v2, driver_frees). Potentially unsafe.
 CUDA_DOUBLE_INTERNAL operation_outcome release(void* p, allocation_kind caller);

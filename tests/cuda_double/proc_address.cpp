@@ -81,6 +81,7 @@ proc_entry const table[] = {
   {"cuCtxSynchronize", 2000, fn(&cuCtxSynchronize), nullptr},
   {"cuCtxSynchronize", 13000, fn(&cuCtxSynchronize_v2), nullptr},
   {"cuMemAlloc", 3020, fn(&cuMemAlloc_v2), nullptr},
+  {"cuMemAllocPitch", 3020, fn(&cuMemAllocPitch_v2), nullptr},
   {"cuMemFree", 3020, fn(&cuMemFree_v2), nullptr},
   {"cuMemGetInfo", 3020, fn(&cuMemGetInfo_v2), nullptr},
   {"cuMemcpyHtoD", 3020, fn(&cuMemcpyHtoD_v2), nullptr},  // no _v2_ptds in the double

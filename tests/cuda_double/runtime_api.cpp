@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <new>
 
@@ -469,6 +470,40 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size)
     *devPtr = nullptr;
     if (size == 0) { return cudaSuccess; }
     return to_cuda_error(operations::allocate(device, size, allocation_kind::runtime, devPtr));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height)
+{
+  return run_api(gated_call, [&] {
+    int const device = context_device();
+    if (devPtr == nullptr || pitch == nullptr) { return cudaErrorInvalidValue; }
+    *devPtr = nullptr;
+    if (width == 0 || height == 0) {  // nothing allocated
+      *pitch = 0;
+      return cudaSuccess;
+    }
+    return to_cuda_error(operations::allocate_pitched(device, width, height, allocation_kind::runtime, devPtr, pitch));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent)
+{
+  return run_api(gated_call, [&] {
+    int const device = context_device();
+    if (pitchedDevPtr == nullptr) { return cudaErrorInvalidValue; }
+    if (extent.width == 0 || extent.height == 0 || extent.depth == 0) {  // nothing allocated
+      *pitchedDevPtr = cudaPitchedPtr{nullptr, 0, extent.width, extent.height};
+      return cudaSuccess;
+    }
+    if (extent.height > std::numeric_limits<std::size_t>::max() / extent.depth) { return cudaErrorMemoryAllocation; }
+    void* p = nullptr;
+    std::size_t pitch = 0;
+    operation_outcome const o = operations::allocate_pitched(device, extent.width, extent.height * extent.depth,
+                                                             allocation_kind::runtime, &p, &pitch);
+    if (o != operation_outcome::ok) { return to_cuda_error(o); }
+    *pitchedDevPtr = cudaPitchedPtr{p, pitch, extent.width, extent.height};
+    return cudaSuccess;
   });
 }
 

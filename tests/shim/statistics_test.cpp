@@ -83,11 +83,13 @@ TEST_F(report, TheJsonDocumentHasTheCountsOfEachUsedDevice)
   EXPECT_NE(json.find("\"format\": \"asyncshim-stats\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"format_version\": 1"), std::string::npos) << json;
   EXPECT_NE(json.find("\"pid\": 4242"), std::string::npos) << json;
-  EXPECT_NE(json.find("{\"device\": 2, \"allocations\": 2, \"frees\": 1, \"bytes_requested\": 8192, "
-                      "\"bytes_in_use\": 4096, \"peak_bytes_in_use\": 8192, \"live_allocations\": 1, "
-                      "\"allocations_by_entry_point\": {\"cudaMalloc\": 2, \"cuMemAlloc_v2\": 0}, "
-                      "\"pool_reserved_high_water\": null"),
-            std::string::npos)
+  EXPECT_NE(
+    json.find("{\"device\": 2, \"allocations\": 2, \"frees\": 1, \"bytes_requested\": 8192, "
+              "\"bytes_in_use\": 4096, \"peak_bytes_in_use\": 8192, \"live_allocations\": 1, "
+              "\"allocations_by_entry_point\": {\"cudaMalloc\": 2, \"cuMemAlloc_v2\": 0, \"cudaMallocPitch\": 0, "
+              "\"cudaMalloc3D\": 0, \"cuMemAllocPitch_v2\": 0}, "
+              "\"pool_reserved_high_water\": null"),
+    std::string::npos)
     << json;
   EXPECT_EQ(json.find("\"device\": 0"), std::string::npos) << "an unused device is not reported:\n" << json;
   EXPECT_EQ(json.back(), '\n');

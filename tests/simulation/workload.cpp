@@ -85,6 +85,7 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_CONTEXTS", {"off", "on"}},
   {"WORKLOAD_ASYNC_COPIES", {"off", "on"}},
   {"WORKLOAD_IPC", {"off", "on"}},
+  {"WORKLOAD_PITCHED", {"off", "on"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -124,6 +125,7 @@ struct program {
   bool graphs = false;          // work captured into graphs and launched as one task
   bool async_copies = false;    // copies and sets on streams (and in graphs) beside kernels
   bool ipc = false;             // legacy IPC handles of buffers: an exported block's free is never in order
+  bool pitched = false;         // some buffers from cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch
   // A context the program made on device 0 (WORKLOAD_CONTEXTS), with a
   // blocking stream of its own: work there reads device-0 buffers.
   CUcontext own_context = nullptr;
@@ -257,6 +259,38 @@ void launch_graph(program& p, int device, std::vector<buffer const*> const& touc
   check(p, cudaGraphDestroy(graph), "cudaGraphDestroy");
 }
 
+// A buffer of about b.size bytes from one of the pitched calls: rows of an
+// odd width, padded to the pitch (b.size becomes pitch × rows).
+bool allocate_pitched(program& p, buffer& b)
+{
+  std::size_t const width = b.size / 4 - 3;
+  std::size_t pitch = 0;
+  switch (p.rng.below(3)) {
+    case 0:
+      if (!check(p, cudaMallocPitch(&b.p, &pitch, width, 4), "cudaMallocPitch")) { return false; }
+      break;
+    case 1: {
+      cudaPitchedPtr volume{};
+      cudaExtent e{};
+      e.width = width;
+      e.height = 2;
+      e.depth = 2;
+      if (!check(p, cudaMalloc3D(&volume, e), "cudaMalloc3D")) { return false; }
+      b.p = volume.ptr;
+      pitch = volume.pitch;
+      break;
+    }
+    default: {
+      CUdeviceptr d = 0;
+      if (!check_cu(p, cuMemAllocPitch(&d, &pitch, width, 4, 4), "cuMemAllocPitch")) { return false; }
+      b.p = reinterpret_cast<void*>(d);
+      break;
+    }
+  }
+  b.size = pitch * 4;
+  return true;
+}
+
 void one_operation(program& p)
 {
   ++p.operations;
@@ -267,7 +301,11 @@ void one_operation(program& p)
     buffer b;
     b.size = sizes[p.rng.below(std::size(sizes))];
     b.device = device;
-    if (!check(p, cudaMalloc(&b.p, b.size), "cudaMalloc")) { return; }
+    if (p.pitched && p.rng.percent(30)) {
+      if (!allocate_pitched(p, b)) { return; }
+    } else if (!check(p, cudaMalloc(&b.p, b.size), "cudaMalloc")) {
+      return;
+    }
     cuda_double_sim_handout(b.p, b.size);
     p.buffers.push_back(b);
     // A new owner usually writes first: on the legacy stream or any other.
@@ -384,6 +422,7 @@ int run(std::uint64_t seed, unsigned long long operations)
   p.graphs = flag("WORKLOAD_GRAPHS");
   p.async_copies = flag("WORKLOAD_ASYNC_COPIES");
   p.ipc = flag("WORKLOAD_IPC");
+  p.pitched = flag("WORKLOAD_PITCHED");
   if (flag("WORKLOAD_CONTEXTS")) {
     check(p, cudaSetDevice(0), "cudaSetDevice");
     check(p, cudaFree(nullptr), "cudaFree");  // the primary context first, as the runtime makes it
