@@ -116,6 +116,19 @@ std::string metrics_text(statistics const& stats, std::span<metrics_device const
            counter(&device_counters::peak_bytes_in_use));
   w.family("asyncshim_allocations_total", "counter", "Allocations the shim served.",
            counter(&device_counters::allocations));
+  w.header("asyncshim_allocations_by_entry_point_total", "counter",
+           "Allocations the shim served, by the entry point that caught them.");
+  for (int call = 0; call < static_cast<int>(interposed_call::count); ++call) {
+    auto const which = static_cast<interposed_call>(call);
+    if (!allocates(which)) { continue; }
+    w.samples(
+      "asyncshim_allocations_by_entry_point_total",
+      [call](row const& r, std::uint64_t& v) {
+        v = r.counters != nullptr ? load(r.counters->allocations_by_call[static_cast<std::size_t>(call)]) : 0;
+        return true;
+      },
+      fmt::format("entry_point=\"{}\",", to_string(which)));
+  }
   w.family("asyncshim_frees_total", "counter", "Frees the shim served.", counter(&device_counters::frees));
   w.family("asyncshim_failed_allocations_total", "counter", "Allocations that failed (out of memory included).",
            counter(&device_counters::failed_allocations));

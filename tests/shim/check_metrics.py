@@ -97,6 +97,9 @@ class MetricsFile(unittest.TestCase):
                 if reason != "total":
                     self.assertEqual(found[key("asyncshim_passed_through_allocations_total", reason=reason)], count,
                                      reason)
+            for entry_point, count in device["allocations_by_entry_point"].items():
+                self.assertEqual(found[key("asyncshim_allocations_by_entry_point_total", entry_point=entry_point)],
+                                 count, entry_point)
             self.assertEqual(found[key("asyncshim_memory_limit_bytes")], LIMIT)
             # The probe's 1 PiB request failed after a recovery, which trimmed the pool to what is in use.
             self.assertEqual(device["out_of_memory"], {"recoveries": 1, "recovered": 0})
