@@ -10,6 +10,7 @@
 //   sweep; --same-level: no block freed at the other API level)
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <driver_functions.h>  // make_cudaExtent
 
 #include <cstdio>
 #include <cstring>
@@ -18,15 +19,6 @@
 namespace {
 
 int failures = 0;
-
-cudaExtent extent(std::size_t width, std::size_t height, std::size_t depth)
-{
-  cudaExtent e{};
-  e.width = width;
-  e.height = height;
-  e.depth = depth;
-  return e;
-}
 
 char const* name_of(CUresult r)
 {
@@ -67,7 +59,7 @@ void runtime_pitched(std::size_t width, std::size_t height)
 void runtime_3d(std::size_t width, std::size_t height, std::size_t depth)
 {
   cudaPitchedPtr pp{};
-  cudaError_t const r = cudaMalloc3D(&pp, extent(width, height, depth));
+  cudaError_t const r = cudaMalloc3D(&pp, make_cudaExtent(width, height, depth));
   std::printf("cudaMalloc3D %zu x %zu x %zu: %s pitch %zu xsize %zu ysize %zu", width, height, depth,
               cudaGetErrorName(r), pp.pitch, pp.xsize, pp.ysize);
   if (r == cudaSuccess) {
@@ -149,7 +141,7 @@ int main(int argc, char** argv)
   last_error();
   runtime_pitched(512, std::size_t{1} << 40);  // 512 TiB: no device has it
   last_error();
-  std::printf("cudaMalloc3D(nullptr, ...): %s\n", cudaGetErrorName(cudaMalloc3D(nullptr, extent(64, 2, 2))));
+  std::printf("cudaMalloc3D(nullptr, ...): %s\n", cudaGetErrorName(cudaMalloc3D(nullptr, make_cudaExtent(64, 2, 2))));
   last_error();
   runtime_3d(0, 2, 2);
   last_error();

@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <driver_functions.h>  // make_cudaExtent
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -27,15 +28,6 @@ std::size_t double_pitch(std::size_t width)
   return (width + a - 1) / a * a;
 }
 
-cudaExtent extent(std::size_t width, std::size_t height, std::size_t depth)
-{
-  cudaExtent e{};
-  e.width = width;
-  e.height = height;
-  e.depth = depth;
-  return e;
-}
-
 TEST_F(ShimPitched, EachEntryPointIsServedByThePoolWithTheNativePitch)
 {
   auto const before = cuda_double_get_counters();
@@ -47,7 +39,7 @@ TEST_F(ShimPitched, EachEntryPointIsServedByThePoolWithTheNativePitch)
   EXPECT_EQ(cuda_double_last_alloc_stream(), cudaStreamLegacy);
 
   cudaPitchedPtr volume{};
-  ASSERT_EQ(cudaMalloc3D(&volume, extent(100, 3, 5)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc3D(&volume, make_cudaExtent(100, 3, 5)), cudaSuccess);
   EXPECT_EQ(volume.pitch, double_pitch(100));
   EXPECT_EQ(volume.xsize, 100U);
   EXPECT_EQ(volume.ysize, 3U);
