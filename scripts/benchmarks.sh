@@ -12,6 +12,8 @@
 #     cuMemAlloc, the raw pool (runtime and driver calls), and the shim in each
 #     ordering through the runtime path (alloc_bench), the driver path of a
 #     static runtime (alloc_bench_static) and cuMemAlloc called directly;
+#   - pitched pairs (cudaMallocPitch + cudaFree, 64 KiB, 16 MiB, 256 MiB),
+#     natively and under the shim, against the raw pool's pair of each size;
 #   - churn (a live set of mixed sizes, a kernel per step, two streams);
 #   - what observing costs on the same pairs: the leak report, its call
 #     stacks (8 frames) and the event log (ASYNCSHIM_LEAK_REPORT,
@@ -180,6 +182,7 @@ else
 fi
 sizes=256,4K,64K,1M,16M,256M
 small_sizes=256,4K,64K
+pitched_sizes=64K,16M,256M  # each pitch x 4 rows: the pool pairs' sizes
 threads=(--threads "1,4,16" --seconds "$seconds" --size 4K)
 torch_ok=0
 ((!skip_torch)) && "$py" -c 'import torch' 2>/dev/null && torch_ok=1
@@ -240,9 +243,13 @@ for ((round = 1; round <= pair_rounds; ++round)); do
     run "before-pairs-runtime$r" 90 "${before_env[@]}" -- "$bench" pairs --api runtime --size $sizes --iterations $fast
     run "before-pairs-static$r" 90 "${before_env[@]}" -- "$bench_static" pairs --api runtime --size $sizes --iterations $fast
   fi
+  # Pitched pairs (cudaMallocPitch + cudaFree, 4 rows): the shim's, and natively once.
+  ((full)) && run "pairs-shim-device-pitched$r" 90 "${with_shim[@]}" -- \
+    "$bench" pairs --api pitched --size $pitched_sizes --iterations $fast
   if ((first)); then
     run pairs-native-runtime 90 -- "$bench" pairs --api runtime --size $sizes --iterations $slow
     run pairs-native-driver 90 -- "$bench" pairs --api driver --size $sizes --iterations $slow
+    run pairs-native-pitched 90 -- "$bench" pairs --api pitched --size $pitched_sizes --iterations $slow
   fi
   ((full)) || continue
 

@@ -23,6 +23,9 @@
 //                      freed on the allocation's stream, as RMM's cuda_async_memory_resource
 //                      does: the raw pool, the baseline of the ratios
 //        pool-driver   the same pool through cuMemAllocFromPoolAsync / cuMemFreeAsync
+//        pitched       cudaMallocPitch of 4 rows of size/4 bytes / cudaFree
+//                      (a size that is a multiple of 2 KiB is then pitch x 4
+//                      bytes on GPUs whose pitch is a multiple of 512)
 //
 // growth: what a pool that starts empty costs. In one process: the first
 // allocation (for the shim: its pool is made then), then blocks of --size
@@ -154,7 +157,7 @@ driver_functions load_driver()
   return d;
 }
 
-enum class api { runtime, driver, pool_runtime, pool_driver };
+enum class api { runtime, driver, pool_runtime, pool_driver, pitched };
 
 char const* api_name(api a)
 {
@@ -163,16 +166,17 @@ char const* api_name(api a)
     case api::driver: return "driver";
     case api::pool_runtime: return "pool-runtime";
     case api::pool_driver: return "pool-driver";
+    case api::pitched: return "pitched";
   }
   return "?";
 }
 
 api parse_api(std::string const& text)
 {
-  for (api a : {api::runtime, api::driver, api::pool_runtime, api::pool_driver}) {
+  for (api a : {api::runtime, api::driver, api::pool_runtime, api::pool_driver, api::pitched}) {
     if (text == api_name(a)) { return a; }
   }
-  die("--api must be runtime, driver, pool-runtime or pool-driver, not '" + text + "'");
+  die("--api must be runtime, driver, pool-runtime, pool-driver or pitched, not '" + text + "'");
 }
 
 bool is_pool(api a) { return a == api::pool_runtime || a == api::pool_driver; }
@@ -190,6 +194,11 @@ struct allocator {
     CUdeviceptr d = 0;
     switch (kind) {
       case api::runtime: check(cudaMalloc(&p, bytes), "cudaMalloc"); return p;
+      case api::pitched: {
+        std::size_t pitch = 0;
+        check(cudaMallocPitch(&p, &pitch, bytes / 4, 4), "cudaMallocPitch");
+        return p;
+      }
       case api::driver: check(driver.mem_alloc(&d, bytes), "cuMemAlloc_v2"); break;
       case api::pool_runtime:
         check(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync");
@@ -207,7 +216,8 @@ struct allocator {
   {
     auto const d = reinterpret_cast<CUdeviceptr>(p);
     switch (kind) {
-      case api::runtime: check(cudaFree(p), "cudaFree"); return;
+      case api::runtime:
+      case api::pitched: check(cudaFree(p), "cudaFree"); return;
       case api::driver: check(driver.mem_free(d), "cuMemFree_v2"); return;
       case api::pool_runtime: check(cudaFreeAsync(p, stream), "cudaFreeAsync"); return;
       case api::pool_driver: check(driver.free_async(d, reinterpret_cast<CUstream>(stream)), "cuMemFreeAsync"); return;
@@ -304,6 +314,7 @@ std::string allocator_name(api kind)
 std::string path_name(api kind)
 {
   if (kind == api::driver || kind == api::pool_driver) { return "driver"; }
+  if (kind == api::pitched) { return "pitched"; }
   return std::strcmp(ALLOC_BENCH_RUNTIME_LINK, "static") == 0 ? "static-runtime" : "runtime";
 }
 

@@ -82,6 +82,9 @@ def make_raw(raw):
         "pairs-shim-event-log-static-r1": pairs("shim:device+event-log", "static-runtime",
                                                 {256: 3000.0, 4096: 2200.0, 65536: 2000.0}),
         "pairs-shim-no-reuse-runtime-r1": pairs("shim:device+no-reuse", "runtime", dict.fromkeys(SIZES, 400.0)),
+        # Pitched pairs at 64 KiB only: the shim's 0.75x the raw pool's pair of that size, native 60x.
+        "pairs-shim-device-pitched-r1": pairs("shim:device", "pitched", {65536: 750.0}),
+        "pairs-native-pitched": pairs("native", "pitched", {65536: 60000.0}),
         # The earlier build (before-*): its pair as fast as this build's in their fast rounds; one thread's
         # pairs/s alike at the best of three rounds although this build's median round is slow (1.6x fewer); 16
         # threads 1.25x fewer pairs/s than before at the best round (a regression).
@@ -152,6 +155,11 @@ def main():
         expect(len(found) == 1, f"one target starting {starting!r} (found {len(found)})")
         return found[0] if found else {}
 
+    pitched = page[page.find("Pitched (`alloc_bench pairs --api pitched`"):]
+    pitched = pitched[:pitched.find("\n\n", pitched.find("| size"))]
+    expect("| 64 KiB | 1.000 µs | **0.75×** (0.750 µs) | **60.00×** (60.0 µs) |" in pitched,
+           f"the pitched pairs against the raw pool's pair of the same size, one row:\n{pitched}")
+    expect("| 4 KiB" not in pitched, f"no rows for sizes without pitched pairs:\n{pitched}")
     runtime_log = one("event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)")
     expect(runtime_log.get("met") is True, f"the event log's runtime-path target is met: {runtime_log}")
     expect(abs((runtime_log.get("value") or 0) - 1.1) < 1e-9, f"its worst ratio is 1.10 (990/900): {runtime_log}")

@@ -121,7 +121,7 @@ def table(header, rows):
 
 ORDERINGS = ("device", "stream", "sync")
 PATH_TEXT = {"runtime": "cudaMalloc (runtime path)", "static-runtime": "cudaMalloc of a static runtime (driver path)",
-             "driver": "cuMemAlloc (driver path)"}
+             "driver": "cuMemAlloc (driver path)", "pitched": "cudaMallocPitch (runtime path)"}
 
 
 # The observing settings a configuration name can carry (alloc_bench's allocator field).
@@ -139,7 +139,7 @@ def config_name(allocator, path):
         return "raw pool " + ("(cudaMallocFromPoolAsync)" if path == "runtime" else "(cuMemAllocFromPoolAsync)")
     if allocator == "native":
         return "native " + {"runtime": "cudaMalloc", "static-runtime": "cudaMalloc (static runtime)",
-                            "driver": "cuMemAlloc"}.get(path, path)
+                            "driver": "cuMemAlloc", "pitched": "cudaMallocPitch"}.get(path, path)
     ordering, *extras = allocator.split(":", 1)[1].split("+")
     streams = " on per-thread streams (`ASYNCSHIM_STREAM=per-thread`)" if "per-thread" in extras else ""
     reuse = ", reuse cache off (`ASYNCSHIM_REUSE_CACHE=0`)" if "no-reuse" in extras else ""
@@ -150,7 +150,7 @@ def config_name(allocator, path):
 def baseline_path(path):
     """The raw pool a path is compared with: the runtime path with the runtime's
     pool calls, the driver path with the driver's."""
-    return "runtime" if path == "runtime" else "driver"
+    return "runtime" if path in ("runtime", "pitched") else "driver"
 
 
 def collect(records, bench, key_fields, value_field, reduce=statistics.median):
@@ -374,6 +374,10 @@ def pairs_section(records):
          [("pool", "driver")] + [(f"shim:{o}", "static-runtime") for o in ORDERINGS]
          + [("shim:device+no-reuse", "static-runtime")]
          + [(f"shim:{o}", "driver") for o in ORDERINGS] + [("native", "driver")]),
+        ("Pitched (`alloc_bench pairs --api pitched`: `cudaMallocPitch` of 4 rows of a quarter of the size, then "
+         "`cudaFree`; each block is the size): ratio to the raw pool's `cudaMallocFromPoolAsync` + `cudaFreeAsync` "
+         "pair of the same size",
+         [("pool", "runtime"), ("shim:device", "pitched"), ("native", "pitched")]),
     )
     for title, configs in views:
         configs = [c for c in configs if any((c + (s,)) in pairs for s in sizes)]
@@ -385,9 +389,10 @@ def pairs_section(records):
                 header.append("raw pool")
             else:
                 who = "native" if allocator == "native" else "shim " + allocator.split(":")[1]
-                header.append(who + {"runtime": "", "static-runtime": ", static", "driver": ", cuMemAlloc"}[path])
+                header.append(who + {"runtime": "", "static-runtime": ", static", "driver": ", cuMemAlloc",
+                                     "pitched": ", pitched"}[path])
         rows = []
-        for size in sizes:
+        for size in [s for s in sizes if any(c[0] != "pool" and (c + (s,)) in pairs for c in configs)]:
             row = [size_text(size)]
             for allocator, path in configs:
                 v = pairs.get((allocator, path, size))
