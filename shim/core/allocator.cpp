@@ -39,6 +39,7 @@ struct native_api : native_calls {
   interposed_call alloc_call;
   interposed_call free_call;
   cudaError_t (*current_device)(int* device);
+  bool texture_aligned = false;  ///< its blocks' bases are aligned as the device's textures need (pitched calls)
 };
 
 constexpr native_api runtime_api{
@@ -61,14 +62,21 @@ constexpr native_api driver_api{
 };
 
 // The same levels, for the pitched entry points (counted under their own names).
-constexpr native_api with_alloc_call(native_api api, interposed_call call) noexcept
+constexpr native_api pitched(native_api api, interposed_call call) noexcept
 {
   api.alloc_call = call;
+  api.texture_aligned = true;
   return api;
 }
-constexpr native_api runtime_pitch_api = with_alloc_call(runtime_api, interposed_call::malloc_pitch);
-constexpr native_api runtime_3d_api = with_alloc_call(runtime_api, interposed_call::malloc_3d);
-constexpr native_api driver_pitch_api = with_alloc_call(driver_api, interposed_call::driver_malloc_pitch);
+constexpr native_api runtime_pitch_api = pitched(runtime_api, interposed_call::malloc_pitch);
+constexpr native_api runtime_3d_api = pitched(runtime_api, interposed_call::malloc_3d);
+constexpr native_api driver_pitch_api = pitched(driver_api, interposed_call::driver_malloc_pitch);
+
+// What hand_out() answers for a block whose base is not aligned as a pitched
+// block's must be (the pool promises 256 bytes; textures need the device's
+// texture alignment): the block went back to the pool, and the pitched call
+// asks the native one. Never returned to the program.
+constexpr cudaError_t misaligned_block = cudaErrorMisalignedAddress;
 
 // After a call into CUDA (so the exit handler runs before the runtime's own teardown).
 void arm_report(shim_state& s) noexcept
@@ -322,6 +330,26 @@ cudaError_t free_to_pool(shim_state& s, native_api const& api, void* ptr, alloca
   return free_on_stream(s, api, *pool, ptr, record, s.pools.streams(record.device).own);
 }
 
+// Observe mode: a native allocation of `size` bytes, its `result`, recorded
+// (with statistics, the leak report or the event log on).
+void note_observed(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size, timed_call& timer,
+                   cudaError_t result) noexcept
+{
+  if (s.stats == nullptr && s.leaks == nullptr && s.events == nullptr) { return; }
+  if (api.current_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
+  if (result != cudaSuccess) {
+    count_failure(s, timer.device);
+    note_failed(s, size);
+    return;
+  }
+  try {
+    s.registry.insert(*dev_ptr, allocation_record{size, timer.device});
+    if (s.stats != nullptr) { s.stats->allocation_served(timer.device, size, api.alloc_call); }
+    note_allocated(s, *dev_ptr, size, timer.device, api.alloc_call);
+  } catch (...) {  // the program keeps its memory; only the count misses it
+  }
+}
+
 // Observe mode: the native allocator serves everything; with statistics or
 // the leak report on, sizes are recorded so that frees can be counted.
 cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_ptr, std::size_t size,
@@ -334,19 +362,7 @@ cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_
   } else {
     result = api.malloc(dev_ptr, size);
   }
-  if (s.stats == nullptr && s.leaks == nullptr && s.events == nullptr) { return result; }
-  if (api.current_device(&timer.device) != cudaSuccess) { timer.device = statistics::unattributed; }
-  if (result != cudaSuccess) {
-    count_failure(s, timer.device);
-    note_failed(s, size);
-    return result;
-  }
-  try {
-    s.registry.insert(*dev_ptr, allocation_record{size, timer.device});
-    if (s.stats != nullptr) { s.stats->allocation_served(timer.device, size, api.alloc_call); }
-    note_allocated(s, *dev_ptr, size, timer.device, api.alloc_call);
-  } catch (...) {  // the program keeps its memory; only the count misses it
-  }
+  note_observed(s, api, dev_ptr, size, timer, result);
   return result;
 }
 
@@ -355,6 +371,15 @@ cudaError_t observe_allocation(shim_state& s, native_api const& api, void** dev_
 cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void* ptr, std::size_t size, int device,
                      cuda_async_memory_resource& pool, cudaStream_t stream) noexcept
 {
+  if (api.texture_aligned) {
+    std::optional<pitch_limits> const limits = pitch_limits_of(device);
+    if (!limits || reinterpret_cast<std::uintptr_t>(ptr) % limits->alignment != 0) {
+      (void)s.registry.take_freed(ptr);  // a block from the reuse cache is still claimed
+      (void)pool.try_deallocate_async(ptr, stream);
+      *dev_ptr = nullptr;
+      return misaligned_block;
+    }
+  }
   try {
     s.registry.insert(ptr, allocation_record{size, device, false, tracker().block_handed_out()});
   } catch (...) {  // no host memory for the record: give the block back
@@ -614,22 +639,39 @@ std::optional<pitched_block> pitched_block_for(native_api const& api, std::size_
   return pitched_block{*pitch, *pitch * rows};
 }
 
-// A pitched request, intercepted: served as a block of `block.bytes` (or, as
-// for cudaMalloc, passed to the native plain call of that size); the native
-// pitched call `native` answers whatever the shim leaves alone.
+// A pitched request of `rows` rows of `width` bytes, intercepted. The native
+// pitched call `native` (which writes *dev_ptr and *pitch) answers whatever
+// the shim leaves alone, a block the pool could not give the alignment a
+// pitched block needs, and observe mode (recorded as pitch × rows bytes).
+// Otherwise a block of pitch × rows bytes is allocated as cudaMalloc's are
+// (passed through, where it is, as a plain native allocation of that size).
 template <class Native>
 cudaError_t allocate_pitched(native_api const& api, void** dev_ptr, std::size_t* pitch, std::size_t width,
                              std::size_t rows, void const* caller, Native native) noexcept
 {
-  if (intercepting(api) == nullptr) { return native(); }
-  std::optional<pitched_block> const block =
-    dev_ptr != nullptr && pitch != nullptr ? pitched_block_for(api, width, rows) : std::nullopt;
-  if (!block) {
-    api_level_scope level{api.level};  // not intercepted again at the driver level
-    return native();
+  shim_state* s = intercepting(api);
+  if (s == nullptr) { return native(); }
+  bool const valid = dev_ptr != nullptr && pitch != nullptr && width != 0 && rows != 0;
+  std::optional<pitched_block> const block = valid ? pitched_block_for(api, width, rows) : std::nullopt;
+  bool const observed = valid && s->settings.mode == config::shim_mode::observe && !s->limits.any();
+  cudaError_t result = misaligned_block;
+  if (block && !observed) { result = allocate_with(api, dev_ptr, block->bytes, caller); }
+  if (result != misaligned_block) {
+    if (result == cudaSuccess) { *pitch = block->pitch; }
+    return result;
   }
-  cudaError_t const result = allocate_with(api, dev_ptr, block->bytes, caller);
-  if (result == cudaSuccess) { *pitch = block->pitch; }
+  api_level_scope level{api.level};  // not intercepted again at the driver level
+  {
+    timed_call timer{s->stats, api.alloc_call};
+    result = native();
+    if (observed) {
+      note_observed(*s, api, dev_ptr, result == cudaSuccess ? *pitch * rows : 0, timer, result);
+    } else if (result == cudaSuccess || !valid) {
+      count_passthrough(*s, statistics::unattributed,
+                        valid ? passthrough_reason::pool_unavailable : passthrough_reason::zero_size_or_null);
+    }
+  }
+  arm_report(*s);
   return result;
 }
 
@@ -702,7 +744,12 @@ cudaError_t asyncshim_hook_malloc_3d(cudaPitchedPtr* pitchedDevPtr, cudaExtent e
   cudaError_t const result =
     allocate_pitched(runtime_3d_api, &ptr, &pitch, extent.width, extent.height * extent.depth, caller, [&] {
       answered_natively = true;
-      return native();
+      cudaError_t const r = native();
+      if (r == cudaSuccess) {  // for the record of observe mode
+        ptr = pitchedDevPtr->ptr;
+        pitch = pitchedDevPtr->pitch;
+      }
+      return r;
     });
   if (result == cudaSuccess && !answered_natively) {
     pitchedDevPtr->ptr = ptr;

@@ -1,9 +1,9 @@
 // The pitch native cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch give a
 // row of a given width, so that a pitched block served from the pool has
-// exactly the layout the native call would have given it. The rule is
-// measured on the GPU by tests/gpu/pitch_rule_probe.cu (docs/pitched-memory.md
-// has the measurements); the CUDA test doubles implement it as their native
-// behaviour.
+// exactly the layout the native call would have given it: the width rounded
+// up to the device's texture alignment. tests/gpu/pitch_rule_probe.cu checks
+// the rule against the native calls on a GPU; the CUDA test doubles implement
+// it as their native behaviour.
 #pragma once
 
 #include <cstddef>

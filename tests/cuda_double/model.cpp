@@ -204,12 +204,12 @@ bool model_state::range_ok(void const* p, std::size_t count) const
   return count <= a->size - offset;
 }
 
-void* model_state::host_allocate(std::size_t size)
+void* model_state::host_allocate(std::size_t size, std::size_t alignment)
 {
-  if (size > std::numeric_limits<std::size_t>::max() - allocation_alignment) { return nullptr; }
-  std::size_t const rounded = (size + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
+  if (size > std::numeric_limits<std::size_t>::max() - alignment) { return nullptr; }
+  std::size_t const rounded = (size + alignment - 1) / alignment * alignment;
   void* p = nullptr;
-  if (posix_memalign(&p, allocation_alignment, rounded) != 0) { return nullptr; }
+  if (posix_memalign(&p, alignment, rounded) != 0) { return nullptr; }
   return p;
 }
 
@@ -332,10 +332,11 @@ void model_state::arena_release_free_pages(arena_state& arena)
   }
 }
 
-operation_outcome model_state::allocate_native(int d, std::size_t size, allocation_kind kind, void** out)
+operation_outcome model_state::allocate_native(int d, std::size_t size, allocation_kind kind, void** out,
+                                               std::size_t alignment)
 {
   if (size > free_bytes(d)) { return operation_outcome::out_of_memory; }
-  void* p = host_allocate(size);
+  void* p = host_allocate(size, alignment);
   if (p == nullptr) { return operation_outcome::out_of_memory; }
   insert_allocation(p, allocation_record{size, d, nullptr, kind, 0});
   device(d).used += size;

@@ -46,7 +46,9 @@ inline constexpr std::uint64_t default_memory = 8ULL << 30;  // 8 GiB per device
 inline constexpr unsigned default_pool_handle_types =
   cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric;  // 9, as on an H200
 inline constexpr std::uint64_t pool_granularity = 2ULL << 20;      // pools grow in 2 MiB steps
-inline constexpr std::size_t allocation_alignment = 256;           // like cudaMalloc
+// Every block's base (CUDA promises 256 bytes; 512 is what the GPUs give, and
+// what the texture alignment asks of a pitched block's base).
+inline constexpr std::size_t allocation_alignment = 512;
 inline constexpr int max_devices = 1024;
 inline constexpr int driver_version = 13000;
 // The driver's version under CUDA_DOUBLE_NEWER_ABI: one newer than the headers.
@@ -349,7 +351,8 @@ class CUDA_DOUBLE_INTERNAL model_state {
   bool range_ok(void const* p, std::size_t count) const;
   // Accounting plus host memory; operation_outcome::out_of_memory if either says no.
   // kind: runtime (cudaMalloc) or driver (cuMemAlloc).
-  operation_outcome allocate_native(int device, std::size_t size, allocation_kind kind, void** out);
+  operation_outcome allocate_native(int device, std::size_t size, allocation_kind kind, void** out,
+                                    std::size_t alignment = allocation_alignment);
   // capture: the id of the capture that makes it (a graph's memory), or 0.
   // reuse: a block the virtual GPU kept (virtual_gpu::take_kept), or nullptr.
   operation_outcome allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture = 0,
@@ -464,7 +467,7 @@ class CUDA_DOUBLE_INTERNAL model_state {
   std::vector<std::unique_ptr<event_state>> all_events_;
   std::vector<std::unique_ptr<graph_state>> all_graphs_;
 
-  void* host_allocate(std::size_t size);
+  void* host_allocate(std::size_t size, std::size_t alignment = allocation_alignment);
   void insert_allocation(void* p, allocation_record const& a);
   // The memory of an allocation goes back where it came from: the pool's
   // arena, host memory, or (imported) nowhere.

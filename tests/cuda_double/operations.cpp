@@ -289,7 +289,10 @@ operation_outcome allocate_pitched(int device, std::size_t width, std::size_t ro
   mutex_lock lock(m.mu);
   m.gpu.progress();
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
-  if (operation_outcome o = m.allocate_native(device, rounded * rows, kind, out); o != operation_outcome::ok) {
+  // Its base aligned as a texture bound to it needs.
+  if (operation_outcome o =
+        m.allocate_native(device, rounded * rows, kind, out, std::max(alignment, allocation_alignment));
+      o != operation_outcome::ok) {
     return o;
   }
   *pitch = rounded;

@@ -1,8 +1,8 @@
 // The pitch native cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch give,
-// over a sweep of widths, heights and element sizes, against one candidate
-// rule: the width rounded up to the device's texture pitch alignment
-// (cudaDevAttrTexturePitchAlignment). Run without the shim: it measures the
-// rule a pool-served pitched allocation must reproduce.
+// over a sweep of widths, heights and element sizes, against the rule the
+// shim uses (shim/cuda/pitch_rule.cpp): the width rounded up to the device's
+// texture alignment (cudaDevAttrTextureAlignment). Run without the shim: it
+// measures the rule a pool-served pitched allocation must reproduce.
 //   pitch_rule_probe        prints "MISS ..." for each case the rule gets
 //                           wrong (the first 20); "steps ...": for each call
 //                           (height 3), the widths that share a pitch, run
@@ -96,7 +96,7 @@ int main()
   }
   int alignment = 0;
   int max_pitch = 0;
-  if (cudaDeviceGetAttribute(&alignment, cudaDevAttrTexturePitchAlignment, 0) != cudaSuccess ||
+  if (cudaDeviceGetAttribute(&alignment, cudaDevAttrTextureAlignment, 0) != cudaSuccess ||
       cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, 0) != cudaSuccess || alignment <= 0) {
     std::printf("FAIL: the device's pitch attributes\n");
     return 1;

@@ -40,8 +40,8 @@ bool one_shape(int width, int height)
   if (!check(cudaMallocPitch(&image, &pitch, width * sizeof(float), height), "cudaMallocPitch")) { return false; }
   int alignment = 0;
   (void)cudaDeviceGetAttribute(&alignment, cudaDevAttrTextureAlignment, 0);
-  std::printf(" pitch %zu base aligned %s", pitch,
-              alignment > 0 && reinterpret_cast<std::uintptr_t>(image) % alignment == 0 ? "yes" : "NO");
+  bool const aligned = alignment > 0 && reinterpret_cast<std::uintptr_t>(image) % alignment == 0;
+  std::printf(" pitch %zu base aligned %s", pitch, aligned ? "yes" : "NO");
   bool ok = check(cudaMemcpy2D(image, pitch, host.data(), width * sizeof(float), width * sizeof(float), height,
                                cudaMemcpyHostToDevice),
                   "cudaMemcpy2D");
@@ -67,6 +67,7 @@ bool one_shape(int width, int height)
          back == host;
     std::printf(" texture %s", ok ? "reads what was written" : "WRONG");
   }
+  ok = ok && aligned;
   if (texture != 0) { (void)cudaDestroyTextureObject(texture); }
   if (out != nullptr) { (void)cudaFree(out); }
   std::printf(" free %s\n", cudaGetErrorName(cudaFree(image)));
@@ -83,9 +84,16 @@ int main()
     return 0;
   }
   int failed = 0;
-  // Small and odd shapes (pool blocks packed beside others), then image sizes.
+  // Small and odd shapes, then image sizes, each after a 256-byte block (a
+  // pool packs small blocks side by side: the next may start 256 bytes on).
+  std::vector<void*> neighbours;
   for (auto [w, h] : {std::pair{1, 1}, {3, 5}, {100, 3}, {129, 7}, {640, 480}, {1000, 33}, {1920, 1080}, {3840, 4}}) {
+    void* neighbour = nullptr;
+    if (cudaMalloc(&neighbour, 256) == cudaSuccess) { neighbours.push_back(neighbour); }
     failed += one_shape(w, h) ? 0 : 1;
+  }
+  for (void* p : neighbours) {
+    (void)cudaFree(p);
   }
   std::printf("%s\n", failed == 0 ? "all textures read what was written" : "SOME TEXTURES WRONG");
   return failed == 0 ? 0 : 1;

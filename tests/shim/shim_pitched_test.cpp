@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <vector>
 
 namespace {
 
@@ -149,6 +151,39 @@ TEST_F(ShimPitched, WhatTheShimLeavesAloneTheNativeCallAnswers)
   // Both reached the double (a failed call is counted there).
   EXPECT_EQ(cuda_double_get_counters().failed_calls, before.failed_calls + 2);
   EXPECT_EQ(cudaFree(warm), cudaSuccess);
+}
+
+// ---- ShimPitchedTextureAlignment: a texture alignment (4096) above the
+// blocks' own (512): the pool's blocks mostly cannot serve a pitched request
+
+using ShimPitchedTextureAlignment = ShimTest;
+
+TEST_F(ShimPitchedTextureAlignment, EveryPitchedBaseIsAlignedAsTexturesNeedEvenWhereThePoolsBlockIsNot)
+{
+  int alignment = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&alignment, cudaDevAttrTextureAlignment, 0), cudaSuccess);
+  ASSERT_EQ(alignment, 4096);
+  int from_pool = 0;
+  int native = 0;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) {
+    void* neighbour = nullptr;  // a small block between pitched ones
+    ASSERT_EQ(cudaMalloc(&neighbour, 256), cudaSuccess);
+    blocks.push_back(neighbour);
+    void* p = nullptr;
+    std::size_t pitch = 0;
+    ASSERT_EQ(cudaMallocPitch(&p, &pitch, 100, 2), cudaSuccess);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 4096, 0U) << p;
+    EXPECT_EQ(pitch, 4096U);
+    (cuda_double_pointer_kind(p) == pool ? from_pool : native) += 1;
+    blocks.push_back(p);
+  }
+  EXPECT_GT(native, 0) << "the pool's blocks happened to be aligned: the fallback was not exercised";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the fallback leaves no error behind
+  for (void* p : blocks) {
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+  }
+  std::printf("pitched blocks: %d from the pool, %d native\n", from_pool, native);
 }
 
 }  // namespace
