@@ -92,6 +92,9 @@ configuration read_config()
       v && parse_number("CUDA_DOUBLE_TEXTURE_ALIGNMENT", v, std::size_t{1} << 20, n) && n > 0) {
     c.texture_alignment = static_cast<std::size_t>(n);
   }
+  if (char const* v = env("CUDA_DOUBLE_NO_HOST_POOLS")) {
+    c.no_host_pools = parse_flag("CUDA_DOUBLE_NO_HOST_POOLS", v);
+  }
   if (char const* v = env("CUDA_DOUBLE_TIGHT_POOL")) { c.tight_pool = parse_flag("CUDA_DOUBLE_TIGHT_POOL", v); }
   if (char const* v = env("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS")) {
     c.runtime_private_submissions = parse_flag("CUDA_DOUBLE_RUNTIME_PRIVATE_SUBMISSIONS", v);

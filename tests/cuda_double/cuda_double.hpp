@@ -140,6 +140,17 @@
 //                                  has run): a pool whose free memory is in
 //                                  pieces, or behind frees still pending, must
 //                                  grow to serve any other size.
+//   CUDA_DOUBLE_TEXTURE_ALIGNMENT=N  the device's texture alignment (default 512):
+//                                  pitched allocations (cudaMallocPitch,
+//                                  cudaMalloc3D, cuMemAllocPitch_v2) round each
+//                                  row up to it and start on it. Every other
+//                                  block starts on 512 bytes.
+//   CUDA_DOUBLE_NO_HOST_POOLS=1    pools in host memory (location type host)
+//                                  are not supported (a driver before 12.6).
+//                                  Pinned host memory (cudaMallocHost & co.)
+//                                  is host memory every device may use; the
+//                                  host's pool blocks, those of the devices
+//                                  given access (cuMemPoolSetAccess).
 //   CUDA_DOUBLE_NEWER_ABI=NAMES    as a driver newer than the headers: NAMES are
 //                                  base names, comma-separated ("cuMemAlloc,
 //                                  cuStreamDestroy"); cuDriverGetVersion and
@@ -862,6 +873,9 @@ struct cuda_double_counters {
                                               // another forks can leave the child's exit hanging)
   unsigned long long pitched_mallocs;         // cudaMallocPitch + cudaMalloc3D + cuMemAllocPitch_v2
                                               // calls that allocated (not in native_ or driver_mallocs)
+  unsigned long long host_mallocs;            // cudaMallocHost + cudaHostAlloc + cuMemAllocHost_v2 +
+                                              // cuMemHostAlloc calls that allocated
+  unsigned long long host_frees;              // cudaFreeHost + cuMemFreeHost calls that freed something
 };
 
 CUDA_DOUBLE_API struct cuda_double_counters cuda_double_get_counters(void);

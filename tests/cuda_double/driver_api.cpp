@@ -473,6 +473,58 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesiz
   });
 }
 
+// ---------------------------------------------------------------- pinned host memory
+
+namespace {
+
+constexpr unsigned host_alloc_flags =
+  CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+
+CUresult host_alloc(void** pp, std::size_t bytesize, unsigned flags)
+{
+  return run_driver(call_gate::context, [&] {
+    if (pp == nullptr || bytesize == 0 || (flags & ~host_alloc_flags) != 0) { return CUDA_ERROR_INVALID_VALUE; }
+    *pp = nullptr;
+    return to_cu_result(operations::allocate_host(cuda_double::current_context()->device, bytesize, flags, pp));
+  });
+}
+
+}  // namespace
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) { return host_alloc(pp, bytesize, 0); }
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags)
+{
+  return host_alloc(pp, bytesize, Flags);
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemFreeHost(void* p)
+{
+  return run_driver(call_gate::context, [&] {
+    if (p == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    return to_cu_result(operations::release_host(p));
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags)
+{
+  return run_driver(call_gate::context, [&] {
+    if (pdptr == nullptr || Flags != 0) { return CUDA_ERROR_INVALID_VALUE; }
+    void* device_address = nullptr;
+    operation_outcome const o = operations::host_device_pointer(p, &device_address);
+    if (o == operation_outcome::ok) { *pdptr = as_deviceptr(device_address); }
+    return to_cu_result(o);
+  });
+}
+
+CUDA_DOUBLE_API CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p)
+{
+  return run_driver(call_gate::context, [&] {
+    if (pFlags == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    return to_cu_result(operations::host_flags(p, pFlags));
+  });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
                                                     size_t Height, unsigned int ElementSizeBytes)
 {
@@ -559,11 +611,19 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_att
     if (a == nullptr) {
       return CUDA_ERROR_INVALID_VALUE;  // not memory of this "device"
     }
+    bool const host = a->kind == allocation_kind::host || (a->pool != nullptr && a->pool->on_host);
     switch (attribute) {
       case CU_POINTER_ATTRIBUTE_CONTEXT:
+        if (a->device < 0) { return CUDA_ERROR_INVALID_VALUE; }  // a pool in host memory: no context's
         *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(m.primary_context(a->device));
         break;
-      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned*>(data) = CU_MEMORYTYPE_DEVICE; break;
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *static_cast<unsigned*>(data) = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        break;
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (!host) { return CUDA_ERROR_INVALID_VALUE; }
+        *static_cast<void**>(data) = as_pointer(ptr);
+        break;
       case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; break;
       case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = a->device; break;
       case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = as_deviceptr(base); break;
@@ -844,8 +904,8 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmem
 {
   return run_driver(call_gate::initialized, [&] {
     if (poolProps == nullptr) { return to_cu_result(operations::create_pool(nullptr, pool)); }
-    auto const properties =
-      operations::pool_properties(*poolProps, CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE);
+    auto const properties = operations::pool_properties(*poolProps, CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                        CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST);
     return to_cu_result(operations::create_pool(&properties, pool));
   });
 }

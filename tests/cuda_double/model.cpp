@@ -345,6 +345,17 @@ operation_outcome model_state::allocate_native(int d, std::size_t size, allocati
   return operation_outcome::ok;
 }
 
+operation_outcome model_state::allocate_host(int d, std::size_t size, unsigned flags, void** out)
+{
+  void* p = host_allocate(size);
+  if (p == nullptr) { return operation_outcome::out_of_memory; }
+  allocation_record a{size, d, nullptr, allocation_kind::host, 0};
+  a.host_flags = flags;
+  insert_allocation(p, a);
+  *out = p;
+  return operation_outcome::ok;
+}
+
 operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture,
                                                   void* reuse)
 {
@@ -358,7 +369,9 @@ operation_outcome model_state::allocate_from_pool(pool_state& pool, std::size_t 
     if (pool.max_size != 0 && taken > pool.max_size) { return operation_outcome::out_of_memory; }
     if (!round_up(taken, pool_granularity, new_reserved)) { return operation_outcome::out_of_memory; }
     if (pool.max_size != 0) { new_reserved = std::min(new_reserved, pool.max_size); }
-    if (new_reserved - pool.reserved > free_bytes(pool.device)) { return operation_outcome::out_of_memory; }
+    if (!pool.on_host && new_reserved - pool.reserved > free_bytes(pool.device)) {
+      return operation_outcome::out_of_memory;
+    }
   }
   void* p = reuse != nullptr             ? reuse
             : pool.arena.base != nullptr ? arena_allocate(pool.arena, size)
@@ -383,6 +396,8 @@ void model_state::release(void* p)
     // Never counted: the exporting process's pool holds these bytes.
   } else if (a.pool != nullptr) {
     a.pool->used -= a.size;
+  } else if (a.kind == allocation_kind::host) {
+    // Host memory: no device's.
   } else {
     device(a.device).used -= a.size;
     taken_changed(a.device);
@@ -532,8 +547,10 @@ void model_state::destroy_pool(pool_state& pool)
       ++it;
     }
   }
-  device(pool.device).reserved -= pool.reserved;
-  taken_changed(pool.device);
+  if (!pool.on_host) {
+    device(pool.device).reserved -= pool.reserved;
+    taken_changed(pool.device);
+  }
   close_arena(pool.arena);
   pool.reserved = 0;
   pool.used = 0;
@@ -544,11 +561,13 @@ void model_state::destroy_pool(pool_state& pool)
 void model_state::set_reserved(pool_state& pool, std::uint64_t reserved)
 {
   if (reserved < pool.reserved) { arena_release_free_pages(pool.arena); }
-  device_state& dev = device(pool.device);
-  dev.reserved = dev.reserved - pool.reserved + reserved;
+  if (!pool.on_host) {
+    device_state& dev = device(pool.device);
+    dev.reserved = dev.reserved - pool.reserved + reserved;
+  }
   pool.reserved = reserved;
   pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
-  taken_changed(pool.device);
+  if (!pool.on_host) { taken_changed(pool.device); }
 }
 
 access_level model_state::pool_access(pool_state const& pool, int d)
@@ -569,6 +588,7 @@ bool model_state::can_access(int d, allocation_record const& a)
 {
   if (!valid_device(d)) { return false; }
   if (a.pool != nullptr) { return pool_access(*a.pool, d) != access_level::none; }
+  if (a.kind == allocation_kind::host) { return true; }  // pinned host memory: every device
   return d == a.device || peer_enabled(*primary_context(d), *primary_context(a.device));
 }
 

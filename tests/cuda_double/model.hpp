@@ -50,6 +50,7 @@ inline constexpr std::uint64_t pool_granularity = 2ULL << 20;      // pools grow
 // what the texture alignment asks of a pitched block's base).
 inline constexpr std::size_t allocation_alignment = 512;
 inline constexpr int max_devices = 1024;
+inline constexpr int host_device = -1;  // the `device` of a pool in host memory
 inline constexpr int driver_version = 13000;
 // The driver's version under CUDA_DOUBLE_NEWER_ABI: one newer than the headers.
 inline constexpr int newer_driver_version = 13010;
@@ -90,7 +91,9 @@ struct configuration {
   // double's pitched allocations round their rows up to (its native rule).
   std::size_t texture_alignment = 512;
   std::size_t max_pitch = 2147483647;  // the largest pitch (the attribute's value on NVIDIA GPUs)
-  bool tight_pool = false;  // CUDA_DOUBLE_TIGHT_POOL: a kept block's bytes serve only its own size until trimmed
+  bool tight_pool = false;
+  bool no_host_pools = false;  // CUDA_DOUBLE_NO_HOST_POOLS: pools in host memory are not supported (before CUDA 12.6)
+                               // // CUDA_DOUBLE_TIGHT_POOL: a kept block's bytes serve only its own size until trimmed
 };
 CUDA_DOUBLE_INTERNAL configuration const& config();
 
@@ -122,7 +125,8 @@ struct arena_state {
 
 struct pool_state {
   std::uint64_t id = 0;  // 1, 2, ... in order of creation, never reused
-  int device = 0;
+  int device = 0;        // host_device for a pool in host memory
+  bool on_host = false;  // in pinned host memory (location type host): no device's, no device's access until set
   unsigned handle_types = 0;
   std::uint64_t max_size = 0;  // 0: no limit but the device's memory
   bool is_default = false;
@@ -205,7 +209,8 @@ struct graph_state {
 
 // What cuda_double_pointer_kind reports. imported: cuMemPoolImportPointer's
 // (bytes of another pool's arena, never counted in the device's memory).
-enum class allocation_kind : int { runtime = 1, pool = 2, driver = 3, imported = 4 };
+// host: pinned host memory (cudaMallocHost, cudaHostAlloc, cuMemAllocHost_v2, cuMemHostAlloc).
+enum class allocation_kind : int { runtime = 1, pool = 2, driver = 3, imported = 4, host = 5 };
 
 struct allocation_record {
   std::size_t size = 0;
@@ -214,6 +219,7 @@ struct allocation_record {
   allocation_kind kind = allocation_kind::runtime;
   std::uint64_t capture = 0;  // the capture that allocated it (a graph's memory); 0: none
   std::uint64_t serial = 0;   // 1, 2, ... in order of allocation, never reused (even for a reused address)
+  unsigned host_flags = 0;    // allocation_kind::host: the cudaHostAlloc flags it was made with
 };
 
 // A context; CUcontext is a pointer to one of these. Primary contexts are
@@ -255,8 +261,9 @@ struct counter_set {
     free_async_per_thread_stream{0}, free_async_blocking_stream{0}, free_async_non_blocking_stream{0},
     peer_access_enables{0}, peer_access_disables{0}, pool_access_sets{0}, pool_access_owner_entries{0},
     pool_handle_exports{0}, pool_pointer_exports{0}, ipc_mem_handles{0}, pool_handle_imports{0},
-    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0}, runtime_device_queries{0}, pitched_mallocs{0};
-  static constexpr std::size_t counter_count = 36;
+    pool_pointer_imports{0}, ipc_mem_opens{0}, ipc_mem_closes{0}, runtime_device_queries{0}, pitched_mallocs{0},
+    host_mallocs{0}, host_frees{0};
+  static constexpr std::size_t counter_count = 38;
   std::array<std::atomic<unsigned long long>*, counter_count> all()
   {
     return {&native_mallocs,
@@ -294,7 +301,9 @@ struct counter_set {
             &ipc_mem_opens,
             &ipc_mem_closes,
             &runtime_device_queries,
-            &pitched_mallocs};
+            &pitched_mallocs,
+            &host_mallocs,
+            &host_frees};
   }
 };
 static_assert(sizeof(cuda_double_counters) == counter_set::counter_count * sizeof(unsigned long long));
@@ -353,6 +362,8 @@ class CUDA_DOUBLE_INTERNAL model_state {
   // kind: runtime (cudaMalloc) or driver (cuMemAlloc).
   operation_outcome allocate_native(int device, std::size_t size, allocation_kind kind, void** out,
                                     std::size_t alignment = allocation_alignment);
+  // Pinned host memory (allocation_kind::host), charged to no device.
+  operation_outcome allocate_host(int device, std::size_t size, unsigned flags, void** out);
   // capture: the id of the capture that makes it (a graph's memory), or 0.
   // reuse: a block the virtual GPU kept (virtual_gpu::take_kept), or nullptr.
   operation_outcome allocate_from_pool(pool_state& pool, std::size_t size, void** out, std::uint64_t capture = 0,

@@ -110,12 +110,13 @@ void add_node(model_state& m, capture_state& capture)
 // capture, the allocation is the graph's (tagged with the capture) and a node
 // of it. m.mu must be held.
 operation_outcome allocate_in(model_state& m, pool_state& pool, std::size_t size, cudaStream_t stream,
-                              capture_state* capture, void** out)
+                              int stream_device, capture_state* capture, void** out)
 {
   *out = nullptr;
   if (size != 0) {
     bool const simulated = m.gpu.on() && capture == nullptr;
-    virtual_gpu::queue_key const queue = simulated ? queue_of(m, stream, pool.device) : 0;
+    virtual_gpu::queue_key const queue =
+      simulated ? queue_of(m, stream, pool.on_host ? stream_device : pool.device) : 0;
     virtual_gpu::kept_block kept;
     std::uint64_t wait_for = 0;
     bool const reuse =
@@ -190,6 +191,7 @@ operation_outcome device_attribute(int device, int attr, int* value)
   if (!model().valid_device(device)) { return operation_outcome::invalid_device; }
   switch (static_cast<cudaDeviceAttr>(attr)) {
     case cudaDevAttrMemoryPoolsSupported: *value = config().no_pools ? 0 : 1; break;
+    case cudaDevAttrHostMemoryPoolsSupported: *value = config().no_pools || config().no_host_pools ? 0 : 1; break;
     case cudaDevAttrMemoryPoolSupportedHandleTypes:
       *value = config().no_pools ? 0 : static_cast<int>(config().pool_handle_types);
       break;
@@ -209,6 +211,17 @@ operation_outcome create_pool(pool_settings const* properties, cudaMemPool_t* ou
   if (out == nullptr || properties == nullptr) { return operation_outcome::invalid_value; }
   model_state& m = model();
   if (!properties->pinned) { return operation_outcome::invalid_value; }
+  if (properties->on_host) {
+    // A pool in host memory (CUDA 12.6): no handle types, no maximum size.
+    if (config().no_host_pools) { return operation_outcome::not_supported; }
+    if (properties->handle_types != 0 || properties->max_size != 0) { return operation_outcome::invalid_value; }
+    mutex_lock lock(m.mu);
+    pool_state& pool = m.create_pool(host_device, 0, 0, /*is_default=*/false);
+    pool.on_host = true;
+    *out = reinterpret_cast<cudaMemPool_t>(&pool);
+    m.counters.pools_created.fetch_add(1, std::memory_order_relaxed);
+    return operation_outcome::ok;
+  }
   if (!properties->on_device || !m.valid_device(properties->device)) { return operation_outcome::invalid_value; }
   if ((properties->handle_types & ~config().pool_handle_types) != 0) { return operation_outcome::not_supported; }
   if (properties->max_size != 0 && config().no_pool_max_size) { return operation_outcome::invalid_value; }
@@ -300,13 +313,57 @@ operation_outcome allocate_pitched(int device, std::size_t width, std::size_t ro
   return operation_outcome::ok;
 }
 
+operation_outcome allocate_host(int device, std::size_t size, unsigned flags, void** out)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, device); o != operation_outcome::ok) { return o; }
+  if (operation_outcome o = m.allocate_host(device, size, flags, out); o != operation_outcome::ok) { return o; }
+  m.counters.host_mallocs.fetch_add(1, std::memory_order_relaxed);
+  return operation_outcome::ok;
+}
+
+operation_outcome release_host(void* p)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  if (operation_outcome o = unsafe_call(m, /*legacy=*/false, 0); o != operation_outcome::ok) { return o; }
+  allocation_record const* a = m.find_allocation(p);
+  if (a == nullptr || a->kind != allocation_kind::host) { return operation_outcome::invalid_value; }
+  m.gpu.wait_all();  // cudaFreeHost waits until no device can still use the memory
+  m.release(p);
+  m.counters.host_frees.fetch_add(1, std::memory_order_relaxed);
+  return operation_outcome::ok;
+}
+
+operation_outcome host_device_pointer(void const* p, void** out)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  auto const [base, a] = m.allocation_containing(p);
+  if (a == nullptr || a->kind != allocation_kind::host) { return operation_outcome::invalid_value; }
+  *out = const_cast<void*>(p);
+  return operation_outcome::ok;
+}
+
+operation_outcome host_flags(void const* p, unsigned* out)
+{
+  model_state& m = model();
+  mutex_lock lock(m.mu);
+  auto const [base, a] = m.allocation_containing(p);
+  if (a == nullptr || a->kind != allocation_kind::host) { return operation_outcome::invalid_value; }
+  *out = a->host_flags;
+  return operation_outcome::ok;
+}
+
 operation_outcome release(void* p, allocation_kind caller)
 {
   model_state& m = model();
   mutex_lock lock(m.mu);
   if (operation_outcome o = unsafe_call(m, /*legacy=*/false, 0); o != operation_outcome::ok) { return o; }
   allocation_record const* a = m.find_allocation(p);
-  if (a == nullptr) { return operation_outcome::invalid_value; }
+  // Pinned host memory is freed by cudaFreeHost / cuMemFreeHost only.
+  if (a == nullptr || a->kind == allocation_kind::host) { return operation_outcome::invalid_value; }
   m.gpu.wait_all();  // cudaFree and cuMemFree wait until no device can still use the memory
   m.release(p);
   (caller == allocation_kind::driver ? m.counters.driver_frees : m.counters.native_frees)
@@ -328,7 +385,7 @@ operation_outcome allocate_async(std::size_t size, cudaStream_t stream, void** o
       o != operation_outcome::ok) {
     return o;
   }
-  return allocate_in(m, *m.device(device).default_pool, size, stream, capture, out);
+  return allocate_in(m, *m.device(device).default_pool, size, stream, device, capture, out);
 }
 
 operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t size, cudaStream_t stream, void** out)
@@ -348,7 +405,7 @@ operation_outcome allocate_from_pool_async(cudaMemPool_t handle, std::size_t siz
       o != operation_outcome::ok) {
     return o;
   }
-  return allocate_in(m, *pool, size, stream, capture, out);
+  return allocate_in(m, *pool, size, stream, device, capture, out);
 }
 
 operation_outcome free_async(void* p, cudaStream_t stream, bool from_driver)
@@ -916,7 +973,7 @@ operation_outcome check_access_entry(model_state const& m, pool_state const& poo
   if (e.device == pool.device) {
     return access == access_level::read_write ? operation_outcome::ok : operation_outcome::invalid_device;
   }
-  if (access != access_level::none && config().no_peer) {
+  if (access != access_level::none && config().no_peer && !pool.on_host) {
     return operation_outcome::invalid_device;  // not peer capable
   }
   return operation_outcome::ok;

@@ -54,6 +54,21 @@ CUDA_DOUBLE_INTERNAL operation_outcome device_attribute(int device, int attr, in
 // runtime (cudaMalloc, counted in native_mallocs) or driver (cuMemAlloc_v2,
 // driver_mallocs). Potentially unsafe.
 CUDA_DOUBLE_INTERNAL operation_outcome allocate(int device, std::size_t size, allocation_kind kind, void** out);
+// ---- pinned host memory (cudaMallocHost, cudaHostAlloc, cuMemAllocHost_v2,
+// cuMemHostAlloc; cudaFreeHost, cuMemFreeHost)
+
+// size > 0, out non-null, flags valid (the APIs check them): host memory no
+// device is charged for, made in `device`'s context. Counted in host_mallocs.
+CUDA_DOUBLE_INTERNAL operation_outcome allocate_host(int device, std::size_t size, unsigned flags, void** out);
+// p non-null: waits until no device can still use it (as cudaFreeHost does);
+// invalid_value for anything but the start of pinned host memory.
+CUDA_DOUBLE_INTERNAL operation_outcome release_host(void* p);
+// The device address of pinned host memory (any address in it): the same
+// address (every device shares one address space).
+CUDA_DOUBLE_INTERNAL operation_outcome host_device_pointer(void const* p, void** out);
+// The cudaHostAlloc flags pinned host memory was made with (any address in it).
+CUDA_DOUBLE_INTERNAL operation_outcome host_flags(void const* p, unsigned* out);
+
 // cudaMallocPitch, cudaMalloc3D (rows: height × depth) and cuMemAllocPitch_v2
 // (kind driver), width > 0 and rows > 0: rows of `width` bytes rounded up to
 // the texture alignment (the double's native rule), counted in
@@ -70,6 +85,7 @@ CUDA_DOUBLE_INTERNAL operation_outcome release(void* p, allocation_kind caller);
 struct pool_settings {
   bool pinned = false;     // allocType is the pinned type
   bool on_device = false;  // location.type is the device type
+  bool on_host = false;    // location.type is the host type (id ignored)
   int device = 0;          // location.id
   unsigned handle_types = 0;
   std::uint64_t max_size = 0;
@@ -79,11 +95,12 @@ struct pool_settings {
 // same names, but distinct types); pinned and device are the caller's API's
 // names for the pinned allocation type and the device location type.
 template <class Props, class AllocationType, class LocationType>
-pool_settings pool_properties(Props const& props, AllocationType pinned, LocationType device)
+pool_settings pool_properties(Props const& props, AllocationType pinned, LocationType device, LocationType host)
 {
   pool_settings p;
   p.pinned = props.allocType == pinned;
   p.on_device = props.location.type == device;
+  p.on_host = props.location.type == host;
   p.device = props.location.id;
   p.handle_types = static_cast<unsigned>(props.handleTypes);
   p.max_size = props.maxSize;

@@ -82,6 +82,11 @@ proc_entry const table[] = {
   {"cuCtxSynchronize", 13000, fn(&cuCtxSynchronize_v2), nullptr},
   {"cuMemAlloc", 3020, fn(&cuMemAlloc_v2), nullptr},
   {"cuMemAllocPitch", 3020, fn(&cuMemAllocPitch_v2), nullptr},
+  {"cuMemAllocHost", 3020, fn(&cuMemAllocHost_v2), nullptr},
+  {"cuMemHostAlloc", 2020, fn(&cuMemHostAlloc), nullptr},
+  {"cuMemFreeHost", 2000, fn(&cuMemFreeHost), nullptr},
+  {"cuMemHostGetDevicePointer", 3020, fn(&cuMemHostGetDevicePointer_v2), nullptr},
+  {"cuMemHostGetFlags", 2030, fn(&cuMemHostGetFlags), nullptr},
   {"cuMemFree", 3020, fn(&cuMemFree_v2), nullptr},
   {"cuMemGetInfo", 3020, fn(&cuMemGetInfo_v2), nullptr},
   {"cuMemcpyHtoD", 3020, fn(&cuMemcpyHtoD_v2), nullptr},  // no _v2_ptds in the double

@@ -473,6 +473,62 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size)
   });
 }
 
+// ---------------------------------------------------------------- pinned host memory
+
+namespace {
+
+constexpr unsigned host_alloc_flags = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+
+cudaError_t host_alloc(void** ptr, std::size_t size, unsigned flags)
+{
+  return run_api(gated_call, [&] {
+    int const device = context_device();
+    if (ptr == nullptr || (flags & ~host_alloc_flags) != 0) { return cudaErrorInvalidValue; }
+    *ptr = nullptr;
+    if (size == 0) { return cudaSuccess; }
+    return to_cuda_error(operations::allocate_host(device, size, flags, ptr));
+  });
+}
+
+}  // namespace
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size)
+{
+  return host_alloc(ptr, size, cudaHostAllocDefault);
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags)
+{
+  return host_alloc(pHost, size, flags);
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaFreeHost(void* ptr)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (ptr == nullptr) { return cudaSuccess; }
+    return to_cuda_error(operations::release_host(ptr));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (pDevice == nullptr || flags != 0) { return cudaErrorInvalidValue; }
+    return to_cuda_error(operations::host_device_pointer(pHost, pDevice));
+  });
+}
+
+CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int* pFlags, void* pHost)
+{
+  return run_api(gated_call, [&] {
+    context_device();
+    if (pFlags == nullptr) { return cudaErrorInvalidValue; }
+    return to_cuda_error(operations::host_flags(pHost, pFlags));
+  });
+}
+
 CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height)
 {
   return run_api(gated_call, [&] {
@@ -586,11 +642,14 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointe
       attributes->hostPointer = const_cast<void*>(ptr);
       return cudaSuccess;
     }
-    // Every allocation of the double is device memory; `device` is the one
-    // where it lives (imported memory: the exporter's), not the caller's.
-    attributes->type = cudaMemoryTypeDevice;
-    attributes->device = a->device;
+    // Device memory but for pinned host memory; `device` is the one where it
+    // lives (imported memory: the exporter's; host memory: where it was made),
+    // not the caller's.
+    bool const host = a->kind == allocation_kind::host || (a->pool != nullptr && a->pool->on_host);
+    attributes->type = host ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+    attributes->device = a->device >= 0 ? a->device : cudaInvalidDeviceId;
     attributes->devicePointer = const_cast<void*>(ptr);
+    if (host) { attributes->hostPointer = const_cast<void*>(ptr); }
     return cudaSuccess;
   });
 }
@@ -822,8 +881,8 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool,
   return run_api(gated_call, [&] {
     context_device();
     if (poolProps == nullptr) { return to_cuda_error(operations::create_pool(nullptr, memPool)); }
-    auto const properties =
-      operations::pool_properties(*poolProps, cudaMemAllocationTypePinned, cudaMemLocationTypeDevice);
+    auto const properties = operations::pool_properties(*poolProps, cudaMemAllocationTypePinned,
+                                                        cudaMemLocationTypeDevice, cudaMemLocationTypeHost);
     return to_cuda_error(operations::create_pool(&properties, memPool));
   });
 }

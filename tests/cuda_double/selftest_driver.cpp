@@ -259,6 +259,65 @@ TEST_F(CudaDouble, RuntimeCallsMakeTheRuntimeDevicesContextCurrent)
   }).join();
 }
 
+TEST_F(CudaDouble, DriverPinnedHostMemory)
+{
+  std::size_t const free0 = driver_free_memory();
+  void* p = nullptr;
+  ASSERT_EQ(cuMemAllocHost_v2(&p, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(driver_free_memory(), free0);  // no device's memory
+  unsigned type = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, as_deviceptr(p)), CUDA_SUCCESS);
+  EXPECT_EQ(type, unsigned{CU_MEMORYTYPE_HOST});
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer_v2(&d, p, 0), CUDA_SUCCESS);
+  EXPECT_EQ(as_pointer(d), p);
+  EXPECT_EQ(cuMemFree_v2(as_deviceptr(p)), CUDA_ERROR_INVALID_VALUE);  // not cuMemFree's
+  EXPECT_EQ(cuMemFreeHost(p), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_WRITECOMBINED), CUDA_SUCCESS);
+  unsigned flags = 0;
+  ASSERT_EQ(cuMemHostGetFlags(&flags, p), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned{CU_MEMHOSTALLOC_WRITECOMBINED});
+  EXPECT_EQ(cuMemFreeHost(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostAlloc(&p, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  void* looked_up = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemAllocHost", &looked_up, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+            CUDA_SUCCESS);
+  EXPECT_EQ(looked_up, reinterpret_cast<void*>(&cuMemAllocHost_v2));
+}
+
+TEST_F(CudaDouble, DriverPoolInHostMemory)
+{
+  int supported = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0), CUDA_SUCCESS);
+  EXPECT_EQ(supported, 1);
+  std::size_t const free0 = driver_free_memory();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemoryPool pool = nullptr;
+  ASSERT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pool_access(reinterpret_cast<cudaMemPool_t>(pool), 0), 0);  // the host's only, at first
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemPoolSetAccess(pool, &access, 1), CUDA_SUCCESS);
+  EXPECT_EQ(cuda_double_pool_access(reinterpret_cast<cudaMemPool_t>(pool), 0), 3);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&p, 1 * MiB, pool, CU_STREAM_LEGACY), CUDA_SUCCESS);
+  static_cast<char*>(as_pointer(p))[0] = 1;  // host memory
+  EXPECT_EQ(driver_free_memory(), free0);    // no device's
+  unsigned type = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), CUDA_SUCCESS);
+  EXPECT_EQ(type, unsigned{CU_MEMORYTYPE_HOST});
+  EXPECT_EQ(cuMemFreeAsync(p, CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;  // not for host memory
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST_F(CudaDouble, DriverMemAllocAndFree)
 {
   std::size_t const free0 = driver_free_memory();

@@ -252,8 +252,10 @@ TEST_F(CudaDouble, PoolCreateValidatesProperties)
   EXPECT_EQ(cudaMemPoolCreate(&pool, &props), cudaErrorInvalidValue);
   props = device_pool_props(devices_);
   EXPECT_EQ(cudaMemPoolCreate(&pool, &props), cudaErrorInvalidValue);
-  props = device_pool_props(0);
-  props.location.type = cudaMemLocationTypeHost;
+  props = device_pool_props(0, cudaMemHandleTypePosixFileDescriptor);
+  props.location.type = cudaMemLocationTypeHost;  // a pool in host memory: no handle types
+  EXPECT_EQ(cudaMemPoolCreate(&pool, &props), cudaErrorInvalidValue);
+  props.location.type = cudaMemLocationTypeHostNuma;  // not modelled
   EXPECT_EQ(cudaMemPoolCreate(&pool, &props), cudaErrorInvalidValue);
   props = device_pool_props(0, cudaMemHandleTypeWin32);
   EXPECT_EQ(cudaMemPoolCreate(&pool, &props), cudaErrorNotSupported);
@@ -506,6 +508,69 @@ TEST_F(CudaDouble, ManyThreads)
   EXPECT_EQ(c.pool_frees, std::uint64_t{thread_count} * iterations);
   EXPECT_EQ(c.failed_calls, 0u);
   EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
+}
+
+TEST_F(CudaDouble, PitchedAllocationsRoundRowsUpToTheTextureAlignment)
+{
+  int alignment = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&alignment, cudaDevAttrTextureAlignment, 0), cudaSuccess);
+  ASSERT_EQ(alignment, 512);
+  auto const before = cuda_double_get_counters();
+  void* p = nullptr;
+  std::size_t pitch = 0;
+  ASSERT_EQ(cudaMallocPitch(&p, &pitch, 513, 3), cudaSuccess);
+  EXPECT_EQ(pitch, 1024u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 512, 0u);
+  EXPECT_EQ(cuda_double_pointer_kind(p), 1);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  cudaPitchedPtr volume{};
+  cudaExtent extent{};
+  extent.width = 100;
+  extent.height = 2;
+  extent.depth = 3;
+  ASSERT_EQ(cudaMalloc3D(&volume, extent), cudaSuccess);
+  EXPECT_EQ(volume.pitch, 512u);
+  EXPECT_EQ(volume.xsize, 100u);
+  EXPECT_EQ(volume.ysize, 2u);
+  EXPECT_EQ(cudaFree(volume.ptr), cudaSuccess);
+  EXPECT_EQ(cudaMallocPitch(&p, &pitch, std::size_t{1} << 31, 1), cudaErrorInvalidValue);  // beyond the largest pitch
+  EXPECT_EQ(cuda_double_get_counters().pitched_mallocs, before.pitched_mallocs + 2);
+  (void)cudaGetLastError();
+}
+
+TEST_F(CudaDouble, PinnedHostMemoryIsHostMemoryFreedOnlyByFreeHost)
+{
+  auto const before = cuda_double_get_counters();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocHost(&p, 1000), cudaSuccess);
+  static_cast<char*>(p)[999] = 7;  // the CPU may use it
+  EXPECT_EQ(cuda_double_pointer_kind(p), 5);
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, p), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+  EXPECT_EQ(attributes.hostPointer, p);
+  void* device_pointer = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&device_pointer, static_cast<char*>(p) + 10, 0), cudaSuccess);
+  EXPECT_EQ(device_pointer, static_cast<char*>(p) + 10);
+  EXPECT_EQ(cudaHostGetDevicePointer(&device_pointer, p, 1), cudaErrorInvalidValue);  // flags must be 0
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);                                      // not cudaFree's
+  EXPECT_EQ(cudaFreeHost(p), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(p), cudaErrorInvalidValue);
+
+  void* mapped = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&mapped, 64, cudaHostAllocMapped | cudaHostAllocPortable), cudaSuccess);
+  unsigned flags = 0;
+  ASSERT_EQ(cudaHostGetFlags(&flags, mapped), cudaSuccess);
+  EXPECT_EQ(flags, unsigned{cudaHostAllocMapped | cudaHostAllocPortable});
+  EXPECT_EQ(cudaFreeHost(mapped), cudaSuccess);
+  EXPECT_EQ(cudaHostAlloc(&mapped, 64, 0x100), cudaErrorInvalidValue);  // not a flag
+  void* none = &flags;
+  EXPECT_EQ(cudaMallocHost(&none, 0), cudaSuccess);
+  EXPECT_EQ(none, nullptr);
+  auto const after = cuda_double_get_counters();
+  EXPECT_EQ(after.host_mallocs, before.host_mallocs + 2);
+  EXPECT_EQ(after.host_frees, before.host_frees + 2);
+  (void)cudaGetLastError();
 }
 
 TEST_F(CudaDouble, ResetCounters)
