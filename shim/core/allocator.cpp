@@ -657,7 +657,7 @@ cudaError_t allocate_pitched(native_api const& api, void** dev_ptr, std::size_t*
   cudaError_t result = misaligned_block;
   if (block && !observed) { result = allocate_with(api, dev_ptr, block->bytes, caller); }
   if (result != misaligned_block) {
-    if (result == cudaSuccess) { *pitch = block->pitch; }
+    *pitch = block->pitch;  // a failed native call (out of memory) writes it too
     return result;
   }
   api_level_scope level{api.level};  // not intercepted again at the driver level
@@ -756,6 +756,8 @@ cudaError_t asyncshim_hook_malloc_3d(cudaPitchedPtr* pitchedDevPtr, cudaExtent e
     pitchedDevPtr->pitch = pitch;
     pitchedDevPtr->xsize = extent.width;
     pitchedDevPtr->ysize = extent.height;
+  } else if (!answered_natively && pitch != 0) {
+    pitchedDevPtr->pitch = pitch;  // as the native call leaves it when out of memory
   }
   return result;
 }

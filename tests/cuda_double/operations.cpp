@@ -297,6 +297,7 @@ operation_outcome allocate_pitched(int device, std::size_t width, std::size_t ro
   std::size_t const alignment = config().texture_alignment;
   if (width > config().max_pitch) { return operation_outcome::invalid_value; }
   std::size_t const rounded = (width + alignment - 1) / alignment * alignment;
+  *pitch = rounded;  // written also when there is no memory for it, as the GPUs' driver does
   if (rows > std::numeric_limits<std::size_t>::max() / rounded) { return operation_outcome::out_of_memory; }
   model_state& m = model();
   mutex_lock lock(m.mu);

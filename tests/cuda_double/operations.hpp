@@ -72,7 +72,9 @@ CUDA_DOUBLE_INTERNAL operation_outcome host_flags(void const* p, unsigned* out);
 // cudaMallocPitch, cudaMalloc3D (rows: height × depth) and cuMemAllocPitch_v2
 // (kind driver), width > 0 and rows > 0: rows of `width` bytes rounded up to
 // the texture alignment (the double's native rule), counted in
-// pitched_mallocs; invalid_value beyond the largest pitch.
+// pitched_mallocs; invalid_value beyond the largest pitch (the real driver
+// serves such a row; the double spares a row of over 2 GiB). *pitch is
+// written also when out of memory, as the real driver does.
 CUDA_DOUBLE_INTERNAL operation_outcome allocate_pitched(int device, std::size_t width, std::size_t rows,
                                                         allocation_kind kind, void** out, std::size_t* pitch);
 // p non-null; any live allocation. caller: runtime (cudaFree, counted in

@@ -557,7 +557,10 @@ CUDA_DOUBLE_API cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitche
     std::size_t pitch = 0;
     operation_outcome const o = operations::allocate_pitched(device, extent.width, extent.height * extent.depth,
                                                              allocation_kind::runtime, &p, &pitch);
-    if (o != operation_outcome::ok) { return to_cuda_error(o); }
+    if (o != operation_outcome::ok) {
+      pitchedDevPtr->pitch = pitch;  // as the real runtime leaves it when out of memory
+      return to_cuda_error(o);
+    }
     *pitchedDevPtr = cudaPitchedPtr{p, pitch, extent.width, extent.height};
     return cudaSuccess;
   });
