@@ -391,7 +391,7 @@
 //     deep, then CUDA_ERROR_OUT_OF_MEMORY); cuCtxPopCurrent_v2 pops into *pctx
 //     (pctx may be NULL; empty stack: CUDA_ERROR_INVALID_CONTEXT).
 //     cuDevicePrimaryCtxRetain counts up and gives the device's primary
-//     context; cuDevicePrimaryCtxRelease_v2 counts down
+//     context (cuDevicePrimaryCtxGetState: always active, no flags); cuDevicePrimaryCtxRelease_v2 counts down
 //     (CUDA_ERROR_INVALID_CONTEXT below zero). A primary context is never destroyed,
 //     not even at zero retains: its memory stays until a reset.
 //     cuCtxCreate_v4(pctx, params, flags, dev) makes a context of its own

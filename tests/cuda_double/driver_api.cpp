@@ -354,6 +354,18 @@ CUDA_DOUBLE_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreatePara
   return cuCtxPushCurrent_v2(*pctx);
 }
 
+// The double's primary contexts always exist: every one is active, with no flags.
+CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active)
+{
+  return run_driver(call_gate::initialized, [&] {
+    if (flags == nullptr || active == nullptr) { return CUDA_ERROR_INVALID_VALUE; }
+    if (!model().valid_device(dev)) { return CUDA_ERROR_INVALID_DEVICE; }
+    *flags = 0;
+    *active = 1;
+    return CUDA_SUCCESS;
+  });
+}
+
 CUDA_DOUBLE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
   return run_driver(call_gate::initialized, [&] {

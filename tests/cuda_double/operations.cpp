@@ -353,7 +353,7 @@ operation_outcome host_flags(void const* p, unsigned* out)
   mutex_lock lock(m.mu);
   auto const [base, a] = m.allocation_containing(p);
   if (a == nullptr || a->kind != allocation_kind::host) { return operation_outcome::invalid_value; }
-  *out = a->host_flags;
+  *out = a->host_flags | cudaHostAllocMapped;  // every pinned block is mapped (unified addressing), as an H100 reports
   return operation_outcome::ok;
 }
 

@@ -69,6 +69,7 @@ proc_entry const table[] = {
   {"cuDeviceGetPCIBusId", 4010, fn(&cuDeviceGetPCIBusId), nullptr},
   {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},
   {"cuDevicePrimaryCtxRelease", 11000, fn(&cuDevicePrimaryCtxRelease_v2), nullptr},
+  {"cuDevicePrimaryCtxGetState", 7000, fn(&cuDevicePrimaryCtxGetState), nullptr},
   {"cuDevicePrimaryCtxReset", 7000, fn(&primary_ctx_reset_v7000), nullptr},
   {"cuDevicePrimaryCtxReset", 11000, fn(&cuDevicePrimaryCtxReset_v2), nullptr},
   {"cuCtxCreate", 12050, fn(&cuCtxCreate_v4), nullptr},

@@ -276,7 +276,7 @@ TEST_F(CudaDouble, DriverPinnedHostMemory)
   ASSERT_EQ(cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_WRITECOMBINED), CUDA_SUCCESS);
   unsigned flags = 0;
   ASSERT_EQ(cuMemHostGetFlags(&flags, p), CUDA_SUCCESS);
-  EXPECT_EQ(flags, unsigned{CU_MEMHOSTALLOC_WRITECOMBINED});
+  EXPECT_EQ(flags, unsigned{CU_MEMHOSTALLOC_WRITECOMBINED | CU_MEMHOSTALLOC_DEVICEMAP});
   EXPECT_EQ(cuMemFreeHost(p), CUDA_SUCCESS);
   EXPECT_EQ(cuMemHostAlloc(&p, 0, 0), CUDA_ERROR_INVALID_VALUE);
   void* looked_up = nullptr;
