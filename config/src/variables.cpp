@@ -99,6 +99,7 @@ std::string nothing_more() { return {}; }
 // A bad level only affects messages, and the message says which level is used.
 std::string default_level_used() { return std::string{"; using "} + to_string(settings{}.level); }
 // The table only reports: a bad value prints none.
+std::string native_pinned_memory() { return "; pinned host memory is allocated natively"; }
 std::string no_table_printed() { return "; no statistics table is printed"; }
 // The report only reports: a bad value means none.
 std::string no_leak_report() { return "; no leak report is made"; }
@@ -296,6 +297,20 @@ constexpr std::array table{
     .describe_key = "reuse_cache",
     .apply = apply_size<&settings::reuse_cache, false>,
     .show = show_reuse_cache,
+  },
+  variable{
+    .info = {.name = "ASYNCSHIM_HOST_POOL",
+             .field = "host_pool",
+             .default_text = "off",
+             .accepted = boolean_accepted,
+             .invalid = on_invalid::uses_default,
+             .summary = "serve cudaMallocHost, cudaHostAlloc (not write-combined) and cuMemAllocHost from one pool "
+                        "in pinned host memory that every device can reach; cudaFreeHost waits for the devices as "
+                        "natively, then frees to the pool"},
+    .what = "boolean",
+    .describe_key = "host_pool",
+    .apply = apply_choice<&settings::host_pool, parse_bool, native_pinned_memory>,
+    .show = show_yes_no<&settings::host_pool>,
   },
   variable{
     .info = {.name = "ASYNCSHIM_FREE_BACKLOG",

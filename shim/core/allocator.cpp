@@ -564,6 +564,9 @@ cudaError_t foreign_free(shim_state& s, native_api const& api, void* ptr) noexce
   // Natively memory opened from a legacy IPC handle is not freed by cudaFree
   // (cudaIpcCloseMemHandle unmaps it); the shim's imports would be.
   if (s.imports.contains(reinterpret_cast<std::uintptr_t>(ptr))) { return native_invalid_free(api); }
+  // Pinned host memory is not freed by cudaFree; the driver would free a
+  // block of the shim's host pool.
+  if (s.host.blocks.containing(ptr)) { return native_invalid_free(api); }
   cudaError_t const result = api.free(ptr);
   if (result == cudaSuccess && ptr != nullptr) { native_block_freed(s, ptr); }
   return result;

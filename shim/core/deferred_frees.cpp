@@ -37,9 +37,8 @@ void for_each_accessor(int device, Each each)
   }
 }
 
-// The host waits for the contexts the program made on `device`: neither a
-// fence nor a synchronization of the device's primary context reaches their
-// legacy and blocking streams.
+}  // namespace
+
 cudaError_t synchronize_program_contexts(int device) noexcept
 {
   cudaError_t result = cudaSuccess;
@@ -51,8 +50,6 @@ cudaError_t synchronize_program_contexts(int device) noexcept
   });
   return result;
 }
-
-}  // namespace
 
 cudaError_t synchronize_with_accessors(int device, api_level level) noexcept
 {

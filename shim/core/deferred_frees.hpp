@@ -54,6 +54,11 @@ namespace asyncshim::shim {
 /// reaches, are waited for on the host first.
 [[nodiscard]] cudaError_t fence_or_synchronize(shim_state& s, int device, api_level level) noexcept;
 
+/// Waits on the host for the contexts the program made on `device` (neither a
+/// fence nor a synchronization of the device's primary context reaches their
+/// legacy and blocking streams).
+[[nodiscard]] cudaError_t synchronize_program_contexts(int device) noexcept;
+
 /// Waits on the host for the current context's work, for the contexts the
 /// program made on `device` and for the work of every device given access to
 /// `device`'s memory (it may use a block on its own streams), as native

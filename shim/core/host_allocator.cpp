@@ -38,8 +38,7 @@ shim_state* serving_host(api_level level) noexcept
   if (level == api_level::driver && current_api_level() == api_level::runtime) { return nullptr; }
   shim_state* s = active_state();
   if (s == nullptr || !s->settings.host_pool || s->settings.mode != config::shim_mode::pool) { return nullptr; }
-  bool const wanted =
-    level == api_level::runtime ? s->settings.intercepts_runtime() : s->settings.intercepts_driver();
+  bool const wanted = level == api_level::runtime ? s->settings.intercepts_runtime() : s->settings.intercepts_driver();
   return wanted ? s : nullptr;
 }
 
@@ -92,11 +91,10 @@ CUmemoryPool make_host_pool() noexcept
   cuuint64_t keep_everything = UINT64_MAX;
   int no_internal_dependencies = 0;
   int devices = 0;
-  bool ready =
-    drv.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_everything) == CUDA_SUCCESS &&
-    drv.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &no_internal_dependencies) ==
-      CUDA_SUCCESS &&
-    drv.device_get_count(&devices) == CUDA_SUCCESS && devices > 0;
+  bool ready = drv.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_everything) == CUDA_SUCCESS &&
+               drv.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                          &no_internal_dependencies) == CUDA_SUCCESS &&
+               drv.device_get_count(&devices) == CUDA_SUCCESS && devices > 0;
   try {
     std::vector<CUmemAccessDesc> access(ready ? static_cast<std::size_t>(devices) : 0);
     for (int d = 0; d < devices && ready; ++d) {
@@ -145,7 +143,8 @@ cudaError_t allocate_host(api_level level, void** ptr, std::size_t bytes, unsign
     return native();
   }
   void* const p = reinterpret_cast<void*>(block);
-  if (!s->host.blocks.insert(p, {bytes, flags})) {
+  // Natively every pinned block reports itself mapped, asked or not (unified addressing).
+  if (!s->host.blocks.insert(p, {bytes, flags | CU_MEMHOSTALLOC_DEVICEMAP})) {
     (void)driver().mem_free_async(block, CU_STREAM_LEGACY);
     return native();
   }
@@ -165,20 +164,20 @@ cudaError_t wait_for_every_device(api_level level) noexcept
   if (drv.device_get_count == nullptr || drv.device_get_count(&devices) != CUDA_SUCCESS) { return result; }
   for (int d = 0; d < devices; ++d) {
     unsigned flags = 0;
-    int active = 0;
-    if (drv.device_primary_ctx_get_state != nullptr && drv.device_primary_ctx_get_state(d, &flags, &active) ==
-                                                          CUDA_SUCCESS &&
-        active != 0) {
-      CUcontext primary = nullptr;
-      if (drv.device_primary_ctx_retain(&primary, d) == CUDA_SUCCESS) {
-        {
-          context_scope in_context{primary};
-          cudaError_t const r =
-            in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
-          if (result == cudaSuccess) { result = r; }
-        }
-        (void)drv.device_primary_ctx_release(d);
+    int active = 1;  // a driver that cannot say: every device is waited for
+    if (drv.device_primary_ctx_get_state != nullptr &&
+        drv.device_primary_ctx_get_state(d, &flags, &active) != CUDA_SUCCESS) {
+      active = 0;
+    }
+    CUcontext primary = nullptr;
+    if (active != 0 && drv.device_primary_ctx_retain(&primary, d) == CUDA_SUCCESS) {
+      {
+        context_scope in_context{primary};
+        cudaError_t const r =
+          in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
+        if (result == cudaSuccess) { result = r; }
       }
+      (void)drv.device_primary_ctx_release(d);
     }
     if (cudaError_t const r = synchronize_program_contexts(d); result == cudaSuccess) { result = r; }
   }
@@ -186,18 +185,23 @@ cudaError_t wait_for_every_device(api_level level) noexcept
 }
 
 /// Frees a pinned block at `level`: the pool's after every device's work
-/// has finished; any other pointer by the native call.
+/// has finished; any other pointer by the native call, native(pointer).
 template <class Native>
 cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
 {
   shim_state* s = ptr != nullptr ? listing_host() : nullptr;
   std::optional<host_block> const block = s != nullptr ? s->host.blocks.take(ptr) : std::nullopt;
   if (!block) {
-    if (s != nullptr && s->host.blocks.containing(ptr)) { return cudaErrorInvalidValue; }  // inside one of the pool's
-    return native();
+    if (s != nullptr && s->host.blocks.containing(ptr)) {
+      // Inside one of the pool's blocks: the native error for memory that is
+      // no pinned allocation's base (and the runtime's last error with it).
+      static char not_pinned = 0;
+      return native(&not_pinned);
+    }
+    return native(ptr);
   }
   api_level_scope scope{level};
-  cudaError_t result = with_context(level) ? cudaSuccess : cudaErrorInvalidContext;
+  cudaError_t result = with_context(level) ? cudaSuccess : static_cast<cudaError_t>(CUDA_ERROR_INVALID_CONTEXT);
   if (result == cudaSuccess) { result = wait_for_every_device(level); }
   if (result == cudaSuccess) {
     result = static_cast<cudaError_t>(driver().mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), CU_STREAM_LEGACY));
@@ -234,14 +238,15 @@ cudaError_t asyncshim_hook_host_alloc(void** pHost, size_t size, unsigned int fl
 {
   using namespace asyncshim::shim;
   if (!runtime(caller).found() || runtime().host_alloc == nullptr) { return runtime_missing_error; }
-  return allocate_host(api_level::runtime, pHost, size, flags, [&] { return runtime().host_alloc(pHost, size, flags); });
+  return allocate_host(api_level::runtime, pHost, size, flags,
+                       [&] { return runtime().host_alloc(pHost, size, flags); });
 }
 
 cudaError_t asyncshim_hook_free_host(void* ptr, void const* caller) noexcept
 {
   using namespace asyncshim::shim;
   if (!runtime(caller).found() || runtime().free_host == nullptr) { return runtime_missing_error; }
-  return free_host(api_level::runtime, ptr, [&] { return runtime().free_host(ptr); });
+  return free_host(api_level::runtime, ptr, [](void* p) { return runtime().free_host(p); });
 }
 
 cudaError_t asyncshim_hook_host_get_device_pointer(void** pDevice, void* pHost, unsigned int flags,
@@ -294,7 +299,7 @@ CUresult asyncshim_hook_mem_free_host(void* p) noexcept
   if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
   if (driver().mem_free_host == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
   return static_cast<CUresult>(
-    free_host(api_level::driver, p, [&] { return static_cast<cudaError_t>(driver().mem_free_host(p)); }));
+    free_host(api_level::driver, p, [](void* q) { return static_cast<cudaError_t>(driver().mem_free_host(q)); }));
 }
 
 CUresult asyncshim_hook_mem_host_get_device_pointer(CUdeviceptr* pdptr, void* p, unsigned int Flags) noexcept

@@ -18,7 +18,7 @@ namespace asyncshim::shim {
 
 struct host_block {
   std::size_t bytes = 0;
-  unsigned flags = 0;  ///< as the program asked (cudaHostAlloc's, or cuMemHostAlloc's: the same bits)
+  unsigned flags = 0;  ///< as cudaHostGetFlags reports them (cudaHostAlloc's bits, the same as cuMemHostAlloc's)
 };
 
 class host_blocks {

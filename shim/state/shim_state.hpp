@@ -8,6 +8,7 @@
 #include "state/deferred_frees.hpp"
 #include "state/device_pools.hpp"
 #include "state/event_log.hpp"
+#include "state/host_blocks.hpp"
 #include "state/ipc_exports.hpp"
 #include "state/ipc_imports.hpp"
 #include "state/live_blocks.hpp"
@@ -63,6 +64,7 @@ struct shim_state {
   statistics all_stats;
   ipc_exports exports;  ///< pool blocks given a legacy IPC handle
   ipc_imports imports;  ///< blocks opened from other processes' handles
+  host_memory host;     ///< pinned host memory from the pool in host memory (ASYNCSHIM_HOST_POOL)
   /// What the calls count into: null unless statistics were asked for.
   statistics* stats = settings.wants_stats() ? &all_stats : nullptr;
   out_of_memory_reports oom_reports;  ///< kept only when statistics were asked for

@@ -13,16 +13,17 @@ namespace cfg = asyncshim::config;
 
 TEST(Describe, Defaults)
 {
-  EXPECT_EQ(cfg::describe(cfg::settings{}),
-            "initial_pool_size=0 (default) release_threshold=total device memory (default) memory_limit=off (default) "
-            "idle_release=1s (default) "
-            "reuse_cache=256MiB (default) free_backlog=off (default) in_order_frees=yes export_handle_type=auto "
-            "stream=legacy mode=pool "
-            "intercept=all ordering=device "
-            "log_level=warn "
-            "log_file=stderr stats_file=none show_stats=no leak_report=no leak_report_file=none leak_stack_depth=0 "
-            "event_log=none metrics_file=none metrics_interval=10s (default) "
-            "disabled=no");
+  EXPECT_EQ(
+    cfg::describe(cfg::settings{}),
+    "initial_pool_size=0 (default) release_threshold=total device memory (default) memory_limit=off (default) "
+    "idle_release=1s (default) "
+    "reuse_cache=256MiB (default) host_pool=no free_backlog=off (default) in_order_frees=yes export_handle_type=auto "
+    "stream=legacy mode=pool "
+    "intercept=all ordering=device "
+    "log_level=warn "
+    "log_file=stderr stats_file=none show_stats=no leak_report=no leak_report_file=none leak_stack_depth=0 "
+    "event_log=none metrics_file=none metrics_interval=10s (default) "
+    "disabled=no");
 }
 
 TEST(Describe, ExplicitValues)
@@ -42,10 +43,11 @@ TEST(Describe, ExplicitValues)
   s.reuse_cache = cfg::size_spec{cfg::size_spec::kind::bytes, 0, 0.0};
   s.free_backlog = cfg::size_spec{cfg::size_spec::kind::bytes, std::uint64_t{2} << 30, 0.0};
   s.in_order_frees = false;
+  s.host_pool = true;
   EXPECT_EQ(
     cfg::describe(s),
     "initial_pool_size=1536MiB release_threshold=12.5% memory_limit=off (default) idle_release=250ms reuse_cache=0B "
-    "free_backlog=2GiB "
+    "host_pool=yes free_backlog=2GiB "
     "in_order_frees=no export_handle_type=posix_file_descriptor "
     "stream=per-thread mode=observe intercept=all ordering=device log_level=debug log_file=/var/log/asyncshim.log "
     "stats_file=/tmp/stats-%p.json "
@@ -61,7 +63,7 @@ TEST(Describe, FromTheEnvironment)
   std::string const line = cfg::describe(result.values);
   EXPECT_EQ(line, "initial_pool_size=half-free release_threshold=2GiB memory_limit=off (default) idle_release=off "
                   "reuse_cache=256MiB (default) "
-                  "free_backlog=off (default) in_order_frees=yes export_handle_type=fabric "
+                  "host_pool=no free_backlog=off (default) in_order_frees=yes export_handle_type=fabric "
                   "stream=legacy mode=pool intercept=all "
                   "ordering=device log_level=warn log_file=stderr stats_file=none show_stats=no leak_report=no "
                   "leak_report_file=none leak_stack_depth=0 event_log=none metrics_file=none metrics_interval=10s "

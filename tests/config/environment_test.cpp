@@ -31,7 +31,7 @@ constexpr char const* disabled_many =
   "the native allocator unchanged";
 constexpr char const* known_list =
   "ASYNCSHIM_INITIAL_POOL_SIZE, ASYNCSHIM_RELEASE_THRESHOLD, ASYNCSHIM_MEMORY_LIMIT, ASYNCSHIM_IDLE_RELEASE, "
-  "ASYNCSHIM_REUSE_CACHE, "
+  "ASYNCSHIM_REUSE_CACHE, ASYNCSHIM_HOST_POOL, "
   "ASYNCSHIM_FREE_BACKLOG, ASYNCSHIM_IN_ORDER_FREES, ASYNCSHIM_EXPORT_HANDLE_TYPE, "
   "ASYNCSHIM_STREAM, "
   "ASYNCSHIM_MODE, ASYNCSHIM_INTERCEPT, ASYNCSHIM_ORDERING, ASYNCSHIM_LOG_LEVEL, ASYNCSHIM_LOG_FILE, "
@@ -63,6 +63,7 @@ TEST(KnownVariables, FixedOrder)
                                           "ASYNCSHIM_MEMORY_LIMIT",
                                           "ASYNCSHIM_IDLE_RELEASE",
                                           "ASYNCSHIM_REUSE_CACHE",
+                                          "ASYNCSHIM_HOST_POOL",
                                           "ASYNCSHIM_FREE_BACKLOG",
                                           "ASYNCSHIM_IN_ORDER_FREES",
                                           "ASYNCSHIM_EXPORT_HANDLE_TYPE",

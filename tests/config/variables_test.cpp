@@ -34,6 +34,7 @@ std::set<std::string> changed_members(cfg::settings const& a, cfg::settings cons
   compare("memory_limit", a.memory_limit, b.memory_limit);
   compare("idle_release_ms", a.idle_release_ms, b.idle_release_ms);
   compare("reuse_cache", a.reuse_cache, b.reuse_cache);
+  compare("host_pool", a.host_pool, b.host_pool);
   compare("free_backlog", a.free_backlog, b.free_backlog);
   compare("in_order_frees", a.in_order_frees, b.in_order_frees);
   compare("export_handle_type", a.export_handle_type, b.export_handle_type);
@@ -60,6 +61,7 @@ std::set<std::string> const all_members{"disabled",
                                         "memory_limit",
                                         "idle_release_ms",
                                         "reuse_cache",
+                                        "host_pool",
                                         "free_backlog",
                                         "in_order_frees",
                                         "export_handle_type",
@@ -87,6 +89,7 @@ std::map<std::string, std::string> const example_values{
   {"ASYNCSHIM_METRICS_INTERVAL", "2s"},
   {"ASYNCSHIM_IDLE_RELEASE", "500ms"},
   {"ASYNCSHIM_REUSE_CACHE", "64MiB"},
+  {"ASYNCSHIM_HOST_POOL", "on"},
   {"ASYNCSHIM_FREE_BACKLOG", "256MiB"},
   {"ASYNCSHIM_IN_ORDER_FREES", "off"},
   {"ASYNCSHIM_EXPORT_HANDLE_TYPE", "fabric"},

@@ -179,14 +179,13 @@ int served_by_pool()
     pooled += block != nullptr && from_pool(block) ? 1 : 0;
   }
   void* write_combined = nullptr;
-  bool const native_wc = cudaHostAlloc(&write_combined, 4096, cudaHostAllocWriteCombined) == cudaSuccess &&
-                         !from_pool(write_combined);
+  bool const native_wc =
+    cudaHostAlloc(&write_combined, 4096, cudaHostAllocWriteCombined) == cudaSuccess && !from_pool(write_combined);
   for (void* block : p) {
     (void)cudaFreeHost(block);
   }
   (void)cudaFreeHost(write_combined);
-  std::printf("%d of 4 pinned blocks from a pool; write-combined %s\n", pooled,
-              native_wc ? "native" : "NOT NATIVE");
+  std::printf("%d of 4 pinned blocks from a pool; write-combined %s\n", pooled, native_wc ? "native" : "NOT NATIVE");
   return made && pooled == 4 && native_wc ? 0 : 1;
 }
 

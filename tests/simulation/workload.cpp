@@ -88,6 +88,8 @@ std::vector<setting> const swarm = {
   {"WORKLOAD_PITCHED", {"off", "on"}},
   // Above the blocks' own alignment: pitched blocks the pool gives unaligned go back, and the native call serves.
   {"CUDA_DOUBLE_TEXTURE_ALIGNMENT", {"512", "4096"}},
+  {"WORKLOAD_PINNED", {"off", "on"}},
+  {"ASYNCSHIM_HOST_POOL", {"on", "off"}},
 };
 
 // Fixed for every run: what would make a run depend on the clock.
@@ -110,6 +112,7 @@ struct buffer {
   void* p = nullptr;
   std::size_t size = 0;
   int device = 0;
+  bool pinned = false;  // pinned host memory, freed by cudaFreeHost
 };
 
 struct stream_slot {
@@ -128,6 +131,7 @@ struct program {
   bool async_copies = false;    // copies and sets on streams (and in graphs) beside kernels
   bool ipc = false;             // legacy IPC handles of buffers: an exported block's free is never in order
   bool pitched = false;         // some buffers from cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch
+  bool pinned = false;          // some buffers in pinned host memory (cudaMallocHost and the like)
   // A context the program made on device 0 (WORKLOAD_CONTEXTS), with a
   // blocking stream of its own: work there reads device-0 buffers.
   CUcontext own_context = nullptr;
@@ -201,6 +205,10 @@ void launch_touching(program& p, cudaStream_t stream, std::vector<buffer const*>
 // A copy between two buffers, or a set of one, on `stream`.
 void copy_or_set(program& p, cudaStream_t stream, std::vector<buffer const*> const& touched)
 {
+  if (touched[0]->pinned) {  // memsets are for device memory; a kernel writes it
+    launch_touching(p, stream, touched);
+    return;
+  }
   if (touched.size() >= 2) {
     std::size_t const bytes = std::min(touched[0]->size, touched[1]->size);
     check(p, cudaMemcpyAsync(touched[0]->p, touched[1]->p, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
@@ -293,6 +301,19 @@ bool allocate_pitched(program& p, buffer& b)
   return true;
 }
 
+// A buffer of b.size bytes of pinned host memory, from any of the calls that
+// allocate it (with the flags the host pool serves).
+bool allocate_pinned(program& p, buffer& b)
+{
+  b.pinned = true;
+  switch (p.rng.below(4)) {
+    case 0: return check(p, cudaMallocHost(&b.p, b.size), "cudaMallocHost");
+    case 1: return check(p, cudaHostAlloc(&b.p, b.size, static_cast<unsigned>(p.rng.below(4))), "cudaHostAlloc");
+    case 2: return check_cu(p, cuMemAllocHost(&b.p, b.size), "cuMemAllocHost");
+    default: return check_cu(p, cuMemHostAlloc(&b.p, b.size, CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
+  }
+}
+
 void one_operation(program& p)
 {
   ++p.operations;
@@ -303,7 +324,9 @@ void one_operation(program& p)
     buffer b;
     b.size = sizes[p.rng.below(std::size(sizes))];
     b.device = device;
-    if (p.pitched && p.rng.percent(30)) {
+    if (p.pinned && p.rng.percent(25)) {
+      if (!allocate_pinned(p, b)) { return; }
+    } else if (p.pitched && p.rng.percent(30)) {
       if (!allocate_pitched(p, b)) { return; }
     } else if (!check(p, cudaMalloc(&b.p, b.size), "cudaMalloc")) {
       return;
@@ -349,10 +372,15 @@ void one_operation(program& p)
     p.buffers.erase(p.buffers.begin() + static_cast<std::ptrdiff_t>(i));
     cuda_double_sim_freed(b.p);
     if (p.rng.percent(20)) { check(p, cudaSetDevice(b.device), "cudaSetDevice"); }
-    check(p, cudaFree(b.p), "cudaFree");
+    if (b.pinned) {
+      check(p, cudaFreeHost(b.p), "cudaFreeHost");
+    } else {
+      check(p, cudaFree(b.p), "cudaFree");
+    }
     ++p.frees;
   } else if (kind < 72) {
     buffer const& b = p.buffers[p.rng.below(p.buffers.size())];
+    if (b.pinned) { return; }  // the synchronous copies and sets are for device memory
     if (p.rng.percent(50)) {
       check(p, cudaMemset(b.p, 0x5a, b.size), "cudaMemset");
     } else {
@@ -425,6 +453,7 @@ int run(std::uint64_t seed, unsigned long long operations)
   p.async_copies = flag("WORKLOAD_ASYNC_COPIES");
   p.ipc = flag("WORKLOAD_IPC");
   p.pitched = flag("WORKLOAD_PITCHED");
+  p.pinned = flag("WORKLOAD_PINNED");
   if (flag("WORKLOAD_CONTEXTS")) {
     check(p, cudaSetDevice(0), "cudaSetDevice");
     check(p, cudaFree(nullptr), "cudaFree");  // the primary context first, as the runtime makes it
@@ -475,7 +504,7 @@ int run(std::uint64_t seed, unsigned long long operations)
   for (buffer const& b : p.buffers) {
     check(p, cudaSetDevice(b.device), "cudaSetDevice");
     cuda_double_sim_freed(b.p);
-    check(p, cudaFree(b.p), "cudaFree");
+    check(p, b.pinned ? cudaFreeHost(b.p) : cudaFree(b.p), b.pinned ? "cudaFreeHost" : "cudaFree");
   }
   for (int d = 0; d < p.devices; ++d) {
     check(p, cudaSetDevice(d), "cudaSetDevice");

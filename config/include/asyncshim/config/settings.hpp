@@ -119,6 +119,9 @@ struct settings {
   /// has work in progress and the process sees one device (docs/design.md,
   /// "In-order frees").
   bool in_order_frees = true;
+  /// Whether pinned host memory (cudaMallocHost and the like) comes from one
+  /// pool in host memory that every device can reach (docs/pinned-memory.md).
+  bool host_pool = false;
   /// No limit unless set (memory_limits::any()).
   memory_limits memory_limit;
   handle_type export_handle_type = handle_type::automatic;
