@@ -12,6 +12,8 @@
 #     cuMemAlloc, the raw pool (runtime and driver calls), and the shim in each
 #     ordering through the runtime path (alloc_bench), the driver path of a
 #     static runtime (alloc_bench_static) and cuMemAlloc called directly;
+#   - pinned pairs (cudaMallocHost + cudaFreeHost, the same sizes): natively,
+#     under the shim with ASYNCSHIM_HOST_POOL=1, and the raw pool in host memory;
 #   - pitched pairs (cudaMallocPitch + cudaFree, 64 KiB, 16 MiB, 256 MiB),
 #     natively and under the shim, against the raw pool's pair of each size;
 #   - churn (a live set of mixed sizes, a kernel per step, two streams);
@@ -183,6 +185,9 @@ fi
 sizes=256,4K,64K,1M,16M,256M
 small_sizes=256,4K,64K
 pitched_sizes=64K,16M,256M  # each pitch x 4 rows: the pool pairs' sizes
+pinned_sizes=64K,16M,256M
+pinned_native=20  # a native pinned pair costs 0.7 ms at 64 KiB, 100 ms at 256 MiB
+((quick)) && pinned_native=2
 threads=(--threads "1,4,16" --seconds "$seconds" --size 4K)
 torch_ok=0
 ((!skip_torch)) && "$py" -c 'import torch' 2>/dev/null && torch_ok=1
@@ -246,7 +251,14 @@ for ((round = 1; round <= pair_rounds; ++round)); do
   # Pitched pairs (cudaMallocPitch + cudaFree, 4 rows): the shim's, and natively once.
   ((full)) && run "pairs-shim-device-pitched$r" 90 "${with_shim[@]}" -- \
     "$bench" pairs --api pitched --size $pitched_sizes --iterations $fast
+  # Pinned pairs (cudaMallocHost + cudaFreeHost): the raw pool in host memory, the shim's host pool, native once.
+  if ((full)); then
+    run "pairs-pool-host$r" 90 -- "$bench" pairs --api pool-host --size $pinned_sizes --iterations $fast
+    run "pairs-shim-device-pinned$r" 90 "${with_shim[@]}" ASYNCSHIM_HOST_POOL=1 -- \
+      "$bench" pairs --api pinned --size $pinned_sizes --iterations $sync_pairs
+  fi
   if ((first)); then
+    run pairs-native-pinned 90 -- "$bench" pairs --api pinned --size $pinned_sizes --iterations $pinned_native
     run pairs-native-runtime 90 -- "$bench" pairs --api runtime --size $sizes --iterations $slow
     run pairs-native-driver 90 -- "$bench" pairs --api driver --size $sizes --iterations $slow
     run pairs-native-pitched 90 -- "$bench" pairs --api pitched --size $pitched_sizes --iterations $slow

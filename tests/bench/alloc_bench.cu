@@ -26,6 +26,11 @@
 //        pitched       cudaMallocPitch of 4 rows of size/4 bytes / cudaFree
 //                      (a size that is a multiple of 2 KiB is then pitch x 4
 //                      bytes on GPUs whose pitch is a multiple of 512)
+//        pinned        cudaMallocHost / cudaFreeHost (pinned host memory;
+//                      under the shim with ASYNCSHIM_HOST_POOL=1 its host pool)
+//        pool-host     cudaMallocFromPoolAsync / cudaFreeAsync on a pool of its
+//                      own in pinned host memory, every device given access,
+//                      primed as pool-runtime: the raw pool of the pinned pairs
 //
 // growth: what a pool that starts empty costs. In one process: the first
 // allocation (for the shim: its pool is made then), then blocks of --size
@@ -157,7 +162,7 @@ driver_functions load_driver()
   return d;
 }
 
-enum class api { runtime, driver, pool_runtime, pool_driver, pitched };
+enum class api { runtime, driver, pool_runtime, pool_driver, pitched, pinned, pool_host };
 
 char const* api_name(api a)
 {
@@ -167,19 +172,22 @@ char const* api_name(api a)
     case api::pool_runtime: return "pool-runtime";
     case api::pool_driver: return "pool-driver";
     case api::pitched: return "pitched";
+    case api::pinned: return "pinned";
+    case api::pool_host: return "pool-host";
   }
   return "?";
 }
 
 api parse_api(std::string const& text)
 {
-  for (api a : {api::runtime, api::driver, api::pool_runtime, api::pool_driver, api::pitched}) {
+  for (api a :
+       {api::runtime, api::driver, api::pool_runtime, api::pool_driver, api::pitched, api::pinned, api::pool_host}) {
     if (text == api_name(a)) { return a; }
   }
-  die("--api must be runtime, driver, pool-runtime, pool-driver or pitched, not '" + text + "'");
+  die("--api must be runtime, driver, pool-runtime, pool-driver, pitched, pinned or pool-host, not '" + text + "'");
 }
 
-bool is_pool(api a) { return a == api::pool_runtime || a == api::pool_driver; }
+bool is_pool(api a) { return a == api::pool_runtime || a == api::pool_driver || a == api::pool_host; }
 
 // One allocate/release interface over the four APIs. The switch costs a few
 // nanoseconds and is the same for every API, so it does not bias the ratios.
@@ -199,7 +207,9 @@ struct allocator {
         check(cudaMallocPitch(&p, &pitch, bytes / 4, 4), "cudaMallocPitch");
         return p;
       }
+      case api::pinned: check(cudaMallocHost(&p, bytes), "cudaMallocHost"); return p;
       case api::driver: check(driver.mem_alloc(&d, bytes), "cuMemAlloc_v2"); break;
+      case api::pool_host:
       case api::pool_runtime:
         check(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync");
         return p;
@@ -219,6 +229,8 @@ struct allocator {
       case api::runtime:
       case api::pitched: check(cudaFree(p), "cudaFree"); return;
       case api::driver: check(driver.mem_free(d), "cuMemFree_v2"); return;
+      case api::pinned: check(cudaFreeHost(p), "cudaFreeHost"); return;
+      case api::pool_host:
       case api::pool_runtime: check(cudaFreeAsync(p, stream), "cudaFreeAsync"); return;
       case api::pool_driver: check(driver.free_async(d, reinterpret_cast<CUstream>(stream)), "cuMemFreeAsync"); return;
     }
@@ -235,9 +247,20 @@ allocator make_allocator(api kind, std::size_t prime_bytes)
   check(cudaGetDevice(&device), "cudaGetDevice");
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
+  props.location.type = kind == api::pool_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+  props.location.id = kind == api::pool_host ? 0 : device;
   check(cudaMemPoolCreate(&a.pool, &props), "cudaMemPoolCreate");
+  if (kind == api::pool_host) {  // as the shim's host pool: every device reaches it
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    for (int d = 0; d < devices; ++d) {
+      cudaMemAccessDesc access{};
+      access.location.type = cudaMemLocationTypeDevice;
+      access.location.id = d;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
+      check(cudaMemPoolSetAccess(a.pool, &access, 1), "cudaMemPoolSetAccess");
+    }
+  }
   // Keep everything the pool ever reserved, as the shim's pools do (their
   // threshold is the device's total memory): no release at synchronizations.
   std::uint64_t threshold = UINT64_MAX;
@@ -315,6 +338,7 @@ std::string path_name(api kind)
 {
   if (kind == api::driver || kind == api::pool_driver) { return "driver"; }
   if (kind == api::pitched) { return "pitched"; }
+  if (kind == api::pinned || kind == api::pool_host) { return "pinned"; }
   return std::strcmp(ALLOC_BENCH_RUNTIME_LINK, "static") == 0 ? "static-runtime" : "runtime";
 }
 

@@ -85,6 +85,10 @@ def make_raw(raw):
         # Pitched pairs at 64 KiB only: the shim's 0.75x the raw pool's pair of that size, native 60x.
         "pairs-shim-device-pitched-r1": pairs("shim:device", "pitched", {65536: 750.0}),
         "pairs-native-pitched": pairs("native", "pitched", {65536: 60000.0}),
+        # Pinned pairs at 64 KiB: the raw host pool's 2 us, the shim's 4 us (2x: its free waits), native 700 us.
+        "pairs-pool-host-r1": pairs("pool", "pinned", {65536: 2000.0}),
+        "pairs-shim-device-pinned-r1": pairs("shim:device", "pinned", {65536: 4000.0}),
+        "pairs-native-pinned": pairs("native", "pinned", {65536: 700000.0}),
         # The earlier build (before-*): its pair as fast as this build's in their fast rounds; one thread's
         # pairs/s alike at the best of three rounds although this build's median round is slow (1.6x fewer); 16
         # threads 1.25x fewer pairs/s than before at the best round (a regression).
@@ -160,6 +164,11 @@ def main():
     expect("| 64 KiB | 1.000 µs | **0.75×** (0.750 µs) | **60.00×** (60.0 µs) |" in pitched,
            f"the pitched pairs against the raw pool's pair of the same size, one row:\n{pitched}")
     expect("| 4 KiB" not in pitched, f"no rows for sizes without pitched pairs:\n{pitched}")
+    pinned = page[page.find("Pinned host memory (`alloc_bench pairs --api pinned`"):]
+    pinned = pinned[:pinned.find("\n\n", pinned.find("| size"))]
+    expect("| 64 KiB | 2.000 µs | **2.00×** (4.000 µs) | **350.00×** (700 µs) |" in pinned,
+           f"the pinned pairs against the raw host pool's pair of the same size, one row:\n{pinned}")
+    expect("| 4 KiB" not in pinned, f"no rows for sizes without pinned pairs:\n{pinned}")
     runtime_log = one("event log (`ASYNCSHIM_EVENT_LOG`), cudaMalloc (runtime path)")
     expect(runtime_log.get("met") is True, f"the event log's runtime-path target is met: {runtime_log}")
     expect(abs((runtime_log.get("value") or 0) - 1.1) < 1e-9, f"its worst ratio is 1.10 (990/900): {runtime_log}")

@@ -121,7 +121,8 @@ def table(header, rows):
 
 ORDERINGS = ("device", "stream", "sync")
 PATH_TEXT = {"runtime": "cudaMalloc (runtime path)", "static-runtime": "cudaMalloc of a static runtime (driver path)",
-             "driver": "cuMemAlloc (driver path)", "pitched": "cudaMallocPitch (runtime path)"}
+             "driver": "cuMemAlloc (driver path)", "pitched": "cudaMallocPitch (runtime path)",
+             "pinned": "cudaMallocHost (pinned host memory)"}
 
 
 # The observing settings a configuration name can carry (alloc_bench's allocator field).
@@ -139,7 +140,8 @@ def config_name(allocator, path):
         return "raw pool " + ("(cudaMallocFromPoolAsync)" if path == "runtime" else "(cuMemAllocFromPoolAsync)")
     if allocator == "native":
         return "native " + {"runtime": "cudaMalloc", "static-runtime": "cudaMalloc (static runtime)",
-                            "driver": "cuMemAlloc", "pitched": "cudaMallocPitch"}.get(path, path)
+                            "driver": "cuMemAlloc", "pitched": "cudaMallocPitch",
+                            "pinned": "cudaMallocHost"}.get(path, path)
     ordering, *extras = allocator.split(":", 1)[1].split("+")
     streams = " on per-thread streams (`ASYNCSHIM_STREAM=per-thread`)" if "per-thread" in extras else ""
     reuse = ", reuse cache off (`ASYNCSHIM_REUSE_CACHE=0`)" if "no-reuse" in extras else ""
@@ -149,7 +151,9 @@ def config_name(allocator, path):
 
 def baseline_path(path):
     """The raw pool a path is compared with: the runtime path with the runtime's
-    pool calls, the driver path with the driver's."""
+    pool calls, the driver path with the driver's, pinned memory with a pool in host memory."""
+    if path == "pinned":
+        return "pinned"
     return "runtime" if path in ("runtime", "pitched") else "driver"
 
 
@@ -378,6 +382,11 @@ def pairs_section(records):
          "`cudaFree`; each block is the size): ratio to the raw pool's `cudaMallocFromPoolAsync` + `cudaFreeAsync` "
          "pair of the same size",
          [("pool", "runtime"), ("shim:device", "pitched"), ("native", "pitched")]),
+        ("Pinned host memory (`alloc_bench pairs --api pinned`: `cudaMallocHost` + `cudaFreeHost`; the shim with "
+         "`ASYNCSHIM_HOST_POOL=1`, whose `cudaFreeHost` waits for the device as the native one does): ratio to the "
+         "raw pool's pair on a pool in host memory (`--api pool-host`: `cudaMallocFromPoolAsync` + `cudaFreeAsync`, "
+         "no wait)",
+         [("pool", "pinned"), ("shim:device", "pinned"), ("native", "pinned")]),
     )
     for title, configs in views:
         configs = [c for c in configs if any((c + (s,)) in pairs for s in sizes)]
@@ -390,7 +399,7 @@ def pairs_section(records):
             else:
                 who = "native" if allocator == "native" else "shim " + allocator.split(":")[1]
                 header.append(who + {"runtime": "", "static-runtime": ", static", "driver": ", cuMemAlloc",
-                                     "pitched": ", pitched"}[path])
+                                     "pitched": ", pitched", "pinned": ", pinned"}[path])
         rows = []
         for size in [s for s in sizes if any(c[0] != "pool" and (c + (s,)) in pairs for c in configs)]:
             row = [size_text(size)]
