@@ -16,6 +16,7 @@
 #include "cuda/runtime.hpp"
 #include "state/host_blocks.hpp"
 #include "state/shim_state.hpp"
+#include "state/statistics.hpp"
 #include "support/log.hpp"
 
 #include <cstdint>
@@ -132,22 +133,36 @@ CUmemoryPool host_pool(host_memory& host) noexcept
 /// A pinned allocation at `level` with `flags`; `native` answers whatever the
 /// pool does not serve.
 template <class Native>
-cudaError_t allocate_host(api_level level, void** ptr, std::size_t bytes, unsigned flags, Native native) noexcept
+cudaError_t allocate_host(api_level level, pinned_call call, void** ptr, std::size_t bytes, unsigned flags,
+                          Native native) noexcept
 {
   shim_state* s = serving_host(level);
-  if (s == nullptr || ptr == nullptr || bytes == 0 || (flags & ~served_flags) != 0) { return native(); }
+  if (s == nullptr) { return native(); }
+  struct report_armed {  // after the CUDA call, so that the report is written before the runtime's teardown
+    shim_state& s;
+    ~report_armed()
+    {
+      if (s.stats != nullptr) { report_at_exit(s.sources); }
+    }
+  } const armed{*s};
+  auto const answered_natively = [&] {
+    if (s->stats != nullptr) { s->stats->pinned_passed_through(); }
+    return native();
+  };
+  if (ptr == nullptr || bytes == 0 || (flags & ~served_flags) != 0) { return answered_natively(); }
   api_level_scope scope{level};  // the native call's own driver call is not intercepted again
   CUmemoryPool const pool = with_context(level) ? host_pool(s->host) : nullptr;
   CUdeviceptr block = 0;
   if (pool == nullptr || driver().mem_alloc_from_pool_async(&block, bytes, pool, CU_STREAM_LEGACY) != CUDA_SUCCESS) {
-    return native();
+    return answered_natively();
   }
   void* const p = reinterpret_cast<void*>(block);
   // Natively every pinned block reports itself mapped, asked or not (unified addressing).
   if (!s->host.blocks.insert(p, {bytes, flags | CU_MEMHOSTALLOC_DEVICEMAP})) {
     (void)driver().mem_free_async(block, CU_STREAM_LEGACY);
-    return native();
+    return answered_natively();
   }
+  if (s->stats != nullptr) { s->stats->pinned_served(bytes, call); }
   *ptr = p;
   log::trace("pinned host block {} ({} bytes) from the pool in host memory", p, bytes);
   return cudaSuccess;
@@ -210,6 +225,7 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
     (void)s->host.blocks.insert(ptr, *block);  // still the program's: a retry frees it
     return result;
   }
+  if (s->stats != nullptr) { s->stats->pinned_freed(block->bytes); }
   log::trace("pinned host block {} ({} bytes) back to the pool in host memory", ptr, block->bytes);
   return cudaSuccess;
 }
@@ -231,14 +247,15 @@ cudaError_t asyncshim_hook_malloc_host(void** ptr, size_t size, void const* call
 {
   using namespace asyncshim::shim;
   if (!runtime(caller).found() || runtime().malloc_host == nullptr) { return runtime_missing_error; }
-  return allocate_host(api_level::runtime, ptr, size, 0, [&] { return runtime().malloc_host(ptr, size); });
+  return allocate_host(api_level::runtime, pinned_call::malloc_host, ptr, size, 0,
+                       [&] { return runtime().malloc_host(ptr, size); });
 }
 
 cudaError_t asyncshim_hook_host_alloc(void** pHost, size_t size, unsigned int flags, void const* caller) noexcept
 {
   using namespace asyncshim::shim;
   if (!runtime(caller).found() || runtime().host_alloc == nullptr) { return runtime_missing_error; }
-  return allocate_host(api_level::runtime, pHost, size, flags,
+  return allocate_host(api_level::runtime, pinned_call::host_alloc, pHost, size, flags,
                        [&] { return runtime().host_alloc(pHost, size, flags); });
 }
 
@@ -278,7 +295,7 @@ CUresult asyncshim_hook_mem_alloc_host(void** pp, size_t bytesize) noexcept
   using namespace asyncshim::shim;
   if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
   if (driver().mem_alloc_host == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
-  return static_cast<CUresult>(allocate_host(api_level::driver, pp, bytesize, 0, [&] {
+  return static_cast<CUresult>(allocate_host(api_level::driver, pinned_call::driver_alloc_host, pp, bytesize, 0, [&] {
     return static_cast<cudaError_t>(driver().mem_alloc_host(pp, bytesize));
   }));
 }
@@ -288,9 +305,9 @@ CUresult asyncshim_hook_mem_host_alloc(void** pp, size_t bytesize, unsigned int 
   using namespace asyncshim::shim;
   if (!driver().found()) { return CUDA_ERROR_NOT_INITIALIZED; }
   if (driver().mem_host_alloc == nullptr) { return CUDA_ERROR_NOT_SUPPORTED; }
-  return static_cast<CUresult>(allocate_host(api_level::driver, pp, bytesize, Flags, [&] {
-    return static_cast<cudaError_t>(driver().mem_host_alloc(pp, bytesize, Flags));
-  }));
+  return static_cast<CUresult>(
+    allocate_host(api_level::driver, pinned_call::driver_host_alloc, pp, bytesize, Flags,
+                  [&] { return static_cast<cudaError_t>(driver().mem_host_alloc(pp, bytesize, Flags)); }));
 }
 
 CUresult asyncshim_hook_mem_free_host(void* p) noexcept

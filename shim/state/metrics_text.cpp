@@ -69,6 +69,11 @@ class writer {
                      r.device, common_, ns / 1'000'000'000, ns % 1'000'000'000);
     }
   }
+  // One sample of the process, no device's (pinned host memory), with `extra` labels first.
+  void process_sample(std::string_view name, std::uint64_t v, std::string_view extra = {})
+  {
+    fmt::format_to(std::back_inserter(text_), "{}{{{}{}}} {}\n", name, extra, common_, v);
+  }
   std::string take() { return std::move(text_); }
 
  private:
@@ -154,6 +159,24 @@ std::string metrics_text(statistics const& stats, std::span<metrics_device const
   for (int call = 0; call < static_cast<int>(interposed_call::count); ++call) {
     auto const which = static_cast<interposed_call>(call);
     w.seconds("asyncshim_call_seconds_total", to_string(which), which);
+  }
+  if (host_counters const& h = stats.host(); h.used.load(std::memory_order_relaxed)) {
+    w.header("asyncshim_pinned_bytes_in_use", "gauge", "Bytes of pinned host memory from the host pool not freed.");
+    w.process_sample("asyncshim_pinned_bytes_in_use", load(h.bytes_in_use));
+    w.header("asyncshim_pinned_peak_bytes_in_use", "gauge", "The most pinned bytes from the host pool in use at once.");
+    w.process_sample("asyncshim_pinned_peak_bytes_in_use", load(h.peak_bytes_in_use));
+    w.header("asyncshim_pinned_allocations_total", "counter",
+             "Pinned host blocks the host pool served, by the entry point that asked.");
+    for (int call = 0; call < static_cast<int>(pinned_call::count); ++call) {
+      w.process_sample("asyncshim_pinned_allocations_total",
+                       load(h.allocations_by_call[static_cast<std::size_t>(call)]),
+                       fmt::format("entry_point=\"{}\",", to_string(static_cast<pinned_call>(call))));
+    }
+    w.header("asyncshim_pinned_frees_total", "counter", "Pinned host blocks freed back to the host pool.");
+    w.process_sample("asyncshim_pinned_frees_total", load(h.frees));
+    w.header("asyncshim_pinned_passed_through_total", "counter",
+             "Pinned host memory requests the native call answered.");
+    w.process_sample("asyncshim_pinned_passed_through_total", load(h.passed_through));
   }
   return w.take();
 }

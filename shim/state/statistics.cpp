@@ -70,6 +70,18 @@ char const* to_string(interposed_call call) noexcept
   return "unknown";
 }
 
+char const* to_string(pinned_call call) noexcept
+{
+  switch (call) {
+    case pinned_call::malloc_host: return "cudaMallocHost";
+    case pinned_call::host_alloc: return "cudaHostAlloc";
+    case pinned_call::driver_alloc_host: return "cuMemAllocHost_v2";
+    case pinned_call::driver_host_alloc: return "cuMemHostAlloc";
+    case pinned_call::count: break;
+  }
+  return "unknown";
+}
+
 device_counters* statistics::slot(int device) noexcept
 {
   if (device == unattributed) { return &unattributed_; }
@@ -101,6 +113,28 @@ void statistics::free_served(int device, std::size_t bytes) noexcept
   // Saturating, so a miscount can never wrap around to an absurd figure.
   std::uint64_t seen = c->bytes_in_use.load(relaxed);
   while (!c->bytes_in_use.compare_exchange_weak(seen, seen > bytes ? seen - bytes : 0, relaxed)) {}
+}
+
+void statistics::pinned_served(std::size_t bytes, pinned_call call) noexcept
+{
+  host_.used.store(true, relaxed);
+  host_.allocations.fetch_add(1, relaxed);
+  host_.allocations_by_call[static_cast<std::size_t>(call)].fetch_add(1, relaxed);
+  host_.bytes_requested.fetch_add(bytes, relaxed);
+  raise_to(host_.peak_bytes_in_use, host_.bytes_in_use.fetch_add(bytes, relaxed) + bytes);
+}
+
+void statistics::pinned_freed(std::size_t bytes) noexcept
+{
+  host_.frees.fetch_add(1, relaxed);
+  std::uint64_t seen = host_.bytes_in_use.load(relaxed);
+  while (!host_.bytes_in_use.compare_exchange_weak(seen, seen > bytes ? seen - bytes : 0, relaxed)) {}
+}
+
+void statistics::pinned_passed_through() noexcept
+{
+  host_.used.store(true, relaxed);
+  host_.passed_through.fetch_add(1, relaxed);
 }
 
 void statistics::count(int device, std::atomic<std::uint64_t> device_counters::*counter) noexcept
@@ -265,6 +299,26 @@ std::string expand_stats_path(std::string const& path, long pid)
   return out;
 }
 
+namespace {
+
+std::string host_json(host_counters const& h)
+{
+  std::string by_call;
+  for (int call = 0; call < static_cast<int>(pinned_call::count); ++call) {
+    by_call += fmt::format("{}\"{}\": {}", call == 0 ? "" : ", ", to_string(static_cast<pinned_call>(call)),
+                           load(h.allocations_by_call[static_cast<std::size_t>(call)]));
+  }
+  std::uint64_t const allocations = load(h.allocations);
+  return fmt::format("{{\"allocations\": {}, \"frees\": {}, \"bytes_requested\": {}, \"bytes_in_use\": {}, "
+                     "\"peak_bytes_in_use\": {}, \"live_allocations\": {}, \"allocations_by_entry_point\": {{{}}}, "
+                     "\"passed_through\": {}}}",
+                     allocations, load(h.frees), load(h.bytes_requested), load(h.bytes_in_use),
+                     load(h.peak_bytes_in_use), allocations - std::min(allocations, load(h.frees)), by_call,
+                     load(h.passed_through));
+}
+
+}  // namespace
+
 std::string stats_json(report_sources const& sources, long pid)
 {
   config::settings const& s = sources.settings;
@@ -307,9 +361,10 @@ std::string stats_json(report_sources const& sources, long pid)
   }
   device_counters const& u = sources.stats.unattributed_counters();
   out += fmt::format("\n  ],\n  \"unattributed\": {{\"allocations_passed_through\": {}, \"failed_allocations\": {}, "
-                     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}},\n  \"out_of_memory_reports\": {}\n}}\n",
+                     "\"frees_passed_through\": {}, \"time_in_calls_ns\": {}}},\n  \"host\": {},\n"
+                     "  \"out_of_memory_reports\": {}\n}}\n",
                      passed_through_total(u), load(u.failed_allocations), sources.stats.frees_passed_through(),
-                     per_call_json(u.time_ns),
+                     per_call_json(u.time_ns), host_json(sources.stats.host()),
                      out_of_memory_reports_json(sources.oom_reports != nullptr ? sources.oom_reports->all()
                                                                                : std::vector<out_of_memory_report>{}));
   return out;
@@ -339,6 +394,12 @@ std::string stats_table(report_sources const& sources)
   row("other", sources.stats.unattributed_counters(), std::nullopt);
   out += fmt::format("frees of memory the shim did not allocate (passed to the native cudaFree): {}",
                      sources.stats.frees_passed_through());
+  if (host_counters const& h = sources.stats.host(); h.used.load(relaxed)) {
+    out += fmt::format("\npinned host memory from the host pool: {} allocations, {} frees, {} in use, at most {}; {} "
+                       "requests answered by the native call",
+                       load(h.allocations), load(h.frees), byte_count{load(h.bytes_in_use)},
+                       byte_count{load(h.peak_bytes_in_use)}, load(h.passed_through));
+  }
   std::uint64_t exported = 0;
   std::uint64_t imported = 0;
   for (int d : used_devices(sources.stats)) {

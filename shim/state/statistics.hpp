@@ -44,6 +44,28 @@ enum class interposed_call : int {
 }
 [[nodiscard]] char const* to_string(interposed_call call) noexcept;
 
+/// The pinned host memory calls the host pool serves (ASYNCSHIM_HOST_POOL), as named in the statistics.
+enum class pinned_call : int {
+  malloc_host,        ///< cudaMallocHost
+  host_alloc,         ///< cudaHostAlloc
+  driver_alloc_host,  ///< cuMemAllocHost_v2
+  driver_host_alloc,  ///< cuMemHostAlloc
+  count
+};
+[[nodiscard]] char const* to_string(pinned_call call) noexcept;
+
+/// Pinned host memory: the host pool's blocks, and the requests it left to the native call.
+struct host_counters {
+  std::atomic<std::uint64_t> allocations{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(pinned_call::count)> allocations_by_call{};
+  std::atomic<std::uint64_t> frees{0};
+  std::atomic<std::uint64_t> bytes_requested{0};
+  std::atomic<std::uint64_t> bytes_in_use{0};
+  std::atomic<std::uint64_t> peak_bytes_in_use{0};
+  std::atomic<std::uint64_t> passed_through{0};  ///< answered by the native call (write-combined, no pool, ...)
+  std::atomic<bool> used{false};                 ///< anything recorded
+};
+
 struct device_counters {
   std::atomic<std::uint64_t> allocations{0};  ///< served: by the pool, or counted in observe mode
   /// The same, by the entry point that caught them (cudaMalloc, cuMemAlloc_v2, the pitched calls).
@@ -111,6 +133,13 @@ class statistics {
   void backlog_seen(int device, std::uint64_t bytes_now) noexcept;
   void backlog_over(int device, bool waited, std::uint64_t nanoseconds) noexcept;
   void add_time(int device, interposed_call call, std::uint64_t nanoseconds) noexcept;
+  /// Pinned host memory (ASYNCSHIM_HOST_POOL).
+  /// @{
+  void pinned_served(std::size_t bytes, pinned_call call) noexcept;
+  void pinned_freed(std::size_t bytes) noexcept;
+  void pinned_passed_through() noexcept;
+  [[nodiscard]] host_counters const& host() const noexcept { return host_; }
+  /// @}
 
   /// nullptr for a device outside [0, max_devices).
   [[nodiscard]] device_counters const* device(int index) const noexcept;
@@ -124,6 +153,7 @@ class statistics {
 
   std::array<device_counters, max_devices> devices_;
   device_counters unattributed_;
+  host_counters host_;
   std::atomic<std::uint64_t> frees_passed_through_{0};
 };
 

@@ -39,7 +39,7 @@ class MetricsFile(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             env = dict(os.environ, LD_PRELOAD=SHIM, ASYNCSHIM_INITIAL_POOL_SIZE="64MiB",
                        ASYNCSHIM_METRICS_FILE=os.path.join(d, "asyncshim-%p.prom"),
-                       ASYNCSHIM_METRICS_INTERVAL="20ms", ASYNCSHIM_MEMORY_LIMIT="1GiB",
+                       ASYNCSHIM_METRICS_INTERVAL="20ms", ASYNCSHIM_MEMORY_LIMIT="1GiB", ASYNCSHIM_HOST_POOL="1",
                        ASYNCSHIM_STATS_FILE=os.path.join(d, "stats-%p.json"))
             probe = subprocess.Popen([PROBE, "wait"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
@@ -108,6 +108,22 @@ class MetricsFile(unittest.TestCase):
                 seconds = found[key("asyncshim_call_seconds_total", call=call)]
                 self.assertLessEqual(seconds, ns / 1e9 + 1e-9, call)  # the file is older than the statistics
             self.assertGreater(found[key("asyncshim_call_seconds_total", call="cudaMalloc")], 0)
+            # Pinned host memory: the process's, no device label.
+            host = stats["host"]
+            process = {k: v for k, v in labels.items() if k != "device"}
+
+            def process_key(name, **extra):
+                return (name, frozenset(dict(process, **extra).items()))
+
+            for metric, field in [("asyncshim_pinned_bytes_in_use", "bytes_in_use"),
+                                  ("asyncshim_pinned_peak_bytes_in_use", "peak_bytes_in_use"),
+                                  ("asyncshim_pinned_frees_total", "frees"),
+                                  ("asyncshim_pinned_passed_through_total", "passed_through")]:
+                self.assertEqual(found[process_key(metric)], host[field], metric)
+            for entry_point, count in host["allocations_by_entry_point"].items():
+                self.assertEqual(found[process_key("asyncshim_pinned_allocations_total", entry_point=entry_point)],
+                                 count, entry_point)
+            self.assertEqual((host["allocations"], host["frees"], host["bytes_in_use"]), (2, 1, 5000))
 
     def test_a_file_that_cannot_be_written_is_said_once_and_the_program_runs_on(self):
         with tempfile.TemporaryDirectory() as d:

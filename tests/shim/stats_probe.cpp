@@ -109,8 +109,12 @@ int main(int argc, char** argv)
   std::printf("pid %ld\n", static_cast<long>(getpid()));
   if (what == "basic") {
     basic();
-  } else if (what == "wait") {  // basic, then "ready", then exits at a line on standard input
+  } else if (what == "wait") {  // basic and two pinned blocks (one freed), "ready", exits at a line on standard input
     basic();
+    void* pinned[2] = {};
+    expect(cudaMallocHost(&pinned[0], 3000) == cudaSuccess, "cudaMallocHost");
+    expect(cudaHostAlloc(&pinned[1], 5000, cudaHostAllocPortable) == cudaSuccess, "cudaHostAlloc");
+    expect(cudaFreeHost(pinned[0]) == cudaSuccess, "cudaFreeHost");
     std::printf("ready\n");
     std::fflush(stdout);
     char line[8];
