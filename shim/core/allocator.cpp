@@ -681,7 +681,12 @@ cudaError_t allocate_pitched(native_api const& api, void** dev_ptr, std::size_t*
 cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
 {
   shim_state* s = intercepting(api);
-  if (s == nullptr) { return api.free(ptr); }
+  if (s == nullptr) {
+    // A block of the host pool is refused at a level the shim does not intercept too (the driver would free it).
+    shim_state* const listing = ptr != nullptr ? existing_state() : nullptr;
+    if (listing != nullptr && listing->host.blocks.containing(ptr)) { return native_invalid_free(api); }
+    return api.free(ptr);
+  }
 
   api_level_scope level{api.level};
   cudaError_t result = cudaSuccess;

@@ -17,6 +17,7 @@
 #include "state/host_blocks.hpp"
 #include "state/shim_state.hpp"
 #include "state/statistics.hpp"
+#include "state/stream_tracker.hpp"
 #include "support/log.hpp"
 
 #include <cstdint>
@@ -130,6 +131,27 @@ CUmemoryPool host_pool(host_memory& host) noexcept
   return host.pool;
 }
 
+/// What the native pinned calls answer on this thread now: a byte allocated
+/// and freed again (the caller has set its API level).
+cudaError_t native_pinned_probe(api_level level) noexcept
+{
+  void* probe = nullptr;
+  if (level == api_level::runtime && runtime().malloc_host != nullptr && runtime().free_host != nullptr) {
+    cudaError_t const r = runtime().malloc_host(&probe, 1);
+    if (r == cudaSuccess) { (void)runtime().free_host(probe); }
+    return r;
+  }
+  if (driver().mem_alloc_host == nullptr || driver().mem_free_host == nullptr) { return cudaSuccess; }
+  auto const r = static_cast<cudaError_t>(driver().mem_alloc_host(&probe, 1));
+  if (r == cudaSuccess) { (void)driver().mem_free_host(probe); }
+  return r;
+}
+
+/// The blocks freed during a capture, to the pool now that none is in
+/// progress (the caller holds the tracker's access), after a wait for every
+/// device unless the caller `waited` just now; kept for later when the wait fails.
+void give_back_deferred(shim_state& s, api_level level, bool waited) noexcept;
+
 /// A pinned allocation at `level` with `flags`; `native` answers whatever the
 /// pool does not serve.
 template <class Native>
@@ -149,23 +171,30 @@ cudaError_t allocate_host(api_level level, pinned_call call, void** ptr, std::si
     if (s->stats != nullptr) { s->stats->pinned_passed_through(); }
     return native();
   };
-  if (ptr == nullptr || bytes == 0 || (flags & ~served_flags) != 0) { return answered_natively(); }
   api_level_scope scope{level};  // the native call's own driver call is not intercepted again
+  if (ptr == nullptr || bytes == 0 || (flags & ~served_flags) != 0) { return answered_natively(); }
   CUmemoryPool const pool = with_context(level) ? host_pool(s->host) : nullptr;
-  CUdeviceptr block = 0;
-  if (pool == nullptr || driver().mem_alloc_from_pool_async(&block, bytes, pool, CU_STREAM_LEGACY) != CUDA_SUCCESS) {
-    return answered_natively();
+  if (pool == nullptr) { return answered_natively(); }
+  {
+    auto const access = tracker().access();  // no capture begins meanwhile
+    // During a capture the pool's stream work could end it: the native call answers, as without the shim.
+    if (!tracker().captures_in_progress()) {
+      give_back_deferred(*s, level, false);
+      CUdeviceptr block = 0;
+      if (driver().mem_alloc_from_pool_async(&block, bytes, pool, CU_STREAM_LEGACY) == CUDA_SUCCESS) {
+        void* const p = reinterpret_cast<void*>(block);
+        // Natively every pinned block reports itself mapped, asked or not (unified addressing).
+        if (s->host.blocks.insert(p, {bytes, flags | CU_MEMHOSTALLOC_DEVICEMAP})) {
+          if (s->stats != nullptr) { s->stats->pinned_served(bytes, call); }
+          *ptr = p;
+          log::trace("pinned host block {} ({} bytes) from the pool in host memory", p, bytes);
+          return cudaSuccess;
+        }
+        (void)driver().mem_free_async(block, CU_STREAM_LEGACY);
+      }
+    }
   }
-  void* const p = reinterpret_cast<void*>(block);
-  // Natively every pinned block reports itself mapped, asked or not (unified addressing).
-  if (!s->host.blocks.insert(p, {bytes, flags | CU_MEMHOSTALLOC_DEVICEMAP})) {
-    (void)driver().mem_free_async(block, CU_STREAM_LEGACY);
-    return answered_natively();
-  }
-  if (s->stats != nullptr) { s->stats->pinned_served(bytes, call); }
-  *ptr = p;
-  log::trace("pinned host block {} ({} bytes) from the pool in host memory", p, bytes);
-  return cudaSuccess;
+  return answered_natively();
 }
 
 /// Waits for every device's work, as native cudaFreeHost does: the current
@@ -199,6 +228,18 @@ cudaError_t wait_for_every_device(api_level level) noexcept
   return result;
 }
 
+void give_back_deferred(shim_state& s, api_level level, bool waited) noexcept
+{
+  if (!s.host.blocks.any_deferred()) { return; }
+  std::map<std::uintptr_t, host_block> blocks = s.host.blocks.take_deferred();
+  bool const idle = waited || wait_for_every_device(level) == cudaSuccess;
+  for (auto const& [base, block] : blocks) {
+    if (!idle || driver().mem_free_async(static_cast<CUdeviceptr>(base), CU_STREAM_LEGACY) != CUDA_SUCCESS) {
+      (void)s.host.blocks.defer(reinterpret_cast<void*>(base), block);
+    }
+  }
+}
+
 /// Frees a pinned block at `level`: the pool's after every device's work
 /// has finished; any other pointer by the native call, native(pointer).
 template <class Native>
@@ -207,9 +248,10 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
   shim_state* s = ptr != nullptr ? listing_host() : nullptr;
   std::optional<host_block> const block = s != nullptr ? s->host.blocks.take(ptr) : std::nullopt;
   if (!block) {
-    if (s != nullptr && s->host.blocks.containing(ptr)) {
-      // Inside one of the pool's blocks: the native error for memory that is
-      // no pinned allocation's base (and the runtime's last error with it).
+    if (s != nullptr && (s->host.blocks.containing(ptr) || s->host.blocks.is_deferred(ptr))) {
+      // Inside one of the pool's blocks, or one freed already: the native
+      // error for memory that is no pinned allocation (and the runtime's last
+      // error with it).
       static char not_pinned = 0;
       return native(&not_pinned);
     }
@@ -217,16 +259,32 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
   }
   api_level_scope scope{level};
   cudaError_t result = with_context(level) ? cudaSuccess : static_cast<cudaError_t>(CUDA_ERROR_INVALID_CONTEXT);
-  if (result == cudaSuccess) { result = wait_for_every_device(level); }
   if (result == cudaSuccess) {
-    result = static_cast<cudaError_t>(driver().mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), CU_STREAM_LEGACY));
+    auto const access = tracker().access();  // no capture begins while the shim waits
+    if (tracker().captures_in_progress()) {
+      // A thread the capture forbids such calls fails as the native free
+      // would (and ends the capture as it would); otherwise a wait for the
+      // devices would end the capture: the block is no one's until the next
+      // pinned call made while none is in progress gives it back.
+      if (tracker().calling_thread_is_prohibited()) { result = native_pinned_probe(level); }
+      if (result == cudaSuccess) {
+        result = s->host.blocks.defer(ptr, *block) ? cudaSuccess : cudaErrorMemoryAllocation;
+      }
+    } else {
+      result = wait_for_every_device(level);
+      if (result == cudaSuccess) {
+        result =
+          static_cast<cudaError_t>(driver().mem_free_async(reinterpret_cast<CUdeviceptr>(ptr), CU_STREAM_LEGACY));
+      }
+      if (result == cudaSuccess) { give_back_deferred(*s, level, true); }
+    }
   }
   if (result != cudaSuccess) {
     (void)s->host.blocks.insert(ptr, *block);  // still the program's: a retry frees it
     return result;
   }
   if (s->stats != nullptr) { s->stats->pinned_freed(block->bytes); }
-  log::trace("pinned host block {} ({} bytes) back to the pool in host memory", ptr, block->bytes);
+  log::trace("pinned host block {} ({} bytes) freed (to the pool in host memory)", ptr, block->bytes);
   return cudaSuccess;
 }
 

@@ -40,4 +40,32 @@ std::optional<std::pair<void*, host_block>> host_blocks::containing(void const* 
   return std::pair{reinterpret_cast<void*>(base), block};
 }
 
+bool host_blocks::defer(void* base, host_block block) noexcept
+{
+  std::lock_guard lock{mutex_};
+  try {
+    deferred_.insert_or_assign(reinterpret_cast<std::uintptr_t>(base), block);
+  } catch (...) {
+    return false;
+  }
+  deferred_count_.store(deferred_.size(), std::memory_order_release);
+  return true;
+}
+
+bool host_blocks::is_deferred(void const* base) const noexcept
+{
+  if (!any_deferred()) { return false; }
+  std::lock_guard lock{mutex_};
+  return deferred_.contains(reinterpret_cast<std::uintptr_t>(base));
+}
+
+std::map<std::uintptr_t, host_block> host_blocks::take_deferred() noexcept
+{
+  std::lock_guard lock{mutex_};
+  std::map<std::uintptr_t, host_block> taken;
+  taken.swap(deferred_);
+  deferred_count_.store(0, std::memory_order_release);
+  return taken;
+}
+
 }  // namespace asyncshim::shim

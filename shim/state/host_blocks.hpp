@@ -31,10 +31,23 @@ class host_blocks {
   /// The block `address` lies in, and its base (one atomic load when none is listed).
   [[nodiscard]] std::optional<std::pair<void*, host_block>> containing(void const* address) const noexcept;
 
+  /// Blocks the program freed while a stream capture was in progress (a wait
+  /// for the devices would have ended it): no one's, and not yet the pool's.
+  /// @{
+  /// False when there is no host memory to keep it.
+  [[nodiscard]] bool defer(void* base, host_block block) noexcept;
+  [[nodiscard]] bool is_deferred(void const* base) const noexcept;
+  [[nodiscard]] bool any_deferred() const noexcept { return deferred_count_.load(std::memory_order_acquire) != 0; }
+  /// Every deferred block, no longer kept here.
+  [[nodiscard]] std::map<std::uintptr_t, host_block> take_deferred() noexcept;
+  /// @}
+
  private:
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, host_block> blocks_;
+  std::map<std::uintptr_t, host_block> deferred_;
   std::atomic<std::size_t> count_{0};
+  std::atomic<std::size_t> deferred_count_{0};
 };
 
 /// The pool in host memory, made once on the first request that may use it.

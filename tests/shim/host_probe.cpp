@@ -95,6 +95,7 @@ void runtime_host(std::size_t bytes, unsigned flags, bool malloc_host)
     }
     std::printf(" cudaFree %s", cudaGetErrorName(cudaFree(p)));
     std::printf(" last error %s", cudaGetErrorName(cudaGetLastError()));
+    std::printf(" cuMemFree %s", name_of(cuMemFree(reinterpret_cast<CUdeviceptr>(p))));
     std::printf(" free %s", cudaGetErrorName(cudaFreeHost(p)));
     std::printf(" again %s", cudaGetErrorName(cudaFreeHost(p)));
   }

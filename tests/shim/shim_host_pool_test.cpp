@@ -102,6 +102,49 @@ TEST_F(ShimHostPool, LookedUpEntryPointsAreTheShims)
   EXPECT_EQ(cudaFree(warm), cudaSuccess);
 }
 
+TEST_F(ShimHostPool, AFreeDuringACaptureLeavesTheCaptureAlone)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocHost(&p, 4096), cudaSuccess);
+  ASSERT_EQ(cuda_double_pointer_kind(p), pool);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(device, p, 4096, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(p), cudaSuccess);            // no wait for the devices now: it would end the capture
+  EXPECT_EQ(cudaFreeHost(p), cudaErrorInvalidValue);  // freed already
+  (void)cudaGetLastError();
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  if (graph != nullptr) { EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess); }
+  void* again = nullptr;  // no capture now: the block goes back first
+  ASSERT_EQ(cudaMallocHost(&again, 4096), cudaSuccess);
+  EXPECT_EQ(cuda_double_pointer_kind(again), pool);
+  EXPECT_EQ(cudaFreeHost(again), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+TEST_F(ShimHostPool, AFreeAGlobalCaptureForbidsFailsAsNatively)
+{
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocHost(&p, 4096), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(p), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaErrorStreamCaptureInvalidated);  // ended, as natively
+  (void)cudaGetLastError();
+  void* device = nullptr;
+  EXPECT_EQ(cudaHostGetDevicePointer(&device, p, 0), cudaSuccess);  // still the program's
+  EXPECT_EQ(cudaFreeHost(p), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
 TEST_F(ShimHostPool, WhatThePoolDoesNotServeTheNativeCallAnswers)
 {
   void* warm = nullptr;
