@@ -51,24 +51,34 @@ cudaError_t synchronize_program_contexts(int device) noexcept
   return result;
 }
 
+std::optional<cudaError_t> synchronize_primary_context(int device) noexcept
+{
+  auto const& drv = driver();
+  CUcontext primary = nullptr;
+  if (drv.device_primary_ctx_retain == nullptr || drv.device_primary_ctx_retain(&primary, device) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  cudaError_t synchronized = cudaSuccess;
+  {
+    context_scope in_context{primary};
+    synchronized =
+      in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
+  }
+  if (drv.device_primary_ctx_release != nullptr) { (void)drv.device_primary_ctx_release(device); }
+  return synchronized;
+}
+
 cudaError_t synchronize_with_accessors(int device, api_level level) noexcept
 {
   cudaError_t result = synchronize_program_contexts(device);
   if (cudaError_t const synchronized = synchronize_device(level); result == cudaSuccess) { result = synchronized; }
-  auto const& drv = driver();
   for_each_accessor(device, [&](int d) {
-    CUcontext primary = nullptr;
-    if (drv.device_primary_ctx_retain == nullptr || drv.device_primary_ctx_retain(&primary, d) != CUDA_SUCCESS) {
+    std::optional<cudaError_t> const synchronized = synchronize_primary_context(d);
+    if (!synchronized) {
       result = cudaErrorInvalidDevice;
-      return;
+    } else if (result == cudaSuccess) {
+      result = *synchronized;
     }
-    {
-      context_scope in_context{primary};
-      cudaError_t const synchronized =
-        in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
-      if (result == cudaSuccess) { result = synchronized; }
-    }
-    if (drv.device_primary_ctx_release != nullptr) { (void)drv.device_primary_ctx_release(d); }
   });
   return result;
 }

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace asyncshim::shim {
 
@@ -58,6 +59,10 @@ namespace asyncshim::shim {
 /// fence nor a synchronization of the device's primary context reaches their
 /// legacy and blocking streams).
 [[nodiscard]] cudaError_t synchronize_program_contexts(int device) noexcept;
+
+/// Waits on the host for `device`'s primary context (retained for the wait);
+/// none when it cannot be retained.
+[[nodiscard]] std::optional<cudaError_t> synchronize_primary_context(int device) noexcept;
 
 /// Waits on the host for the current context's work, for the contexts the
 /// program made on `device` and for the work of every device given access to

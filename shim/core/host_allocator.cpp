@@ -213,15 +213,10 @@ cudaError_t wait_for_every_device(api_level level) noexcept
         drv.device_primary_ctx_get_state(d, &flags, &active) != CUDA_SUCCESS) {
       active = 0;
     }
-    CUcontext primary = nullptr;
-    if (active != 0 && drv.device_primary_ctx_retain(&primary, d) == CUDA_SUCCESS) {
-      {
-        context_scope in_context{primary};
-        cudaError_t const r =
-          in_context.current() ? synchronize_device(api_level::driver) : static_cast<cudaError_t>(in_context.status());
-        if (result == cudaSuccess) { result = r; }
+    if (active != 0) {
+      if (std::optional<cudaError_t> const r = synchronize_primary_context(d); r && result == cudaSuccess) {
+        result = *r;
       }
-      (void)drv.device_primary_ctx_release(d);
     }
     if (cudaError_t const r = synchronize_program_contexts(d); result == cudaSuccess) { result = r; }
   }
