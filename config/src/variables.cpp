@@ -502,7 +502,8 @@ constexpr std::array table{
              .accepted = "a path, replaced (the same rules as the log file); %p becomes the process id",
              .invalid = on_invalid::none,
              .summary = "where every allocation and free is written, one line each, in RMM's CSV event log "
-                        "format (Thread,Time,Action,Pointer,Size,Stream)"},
+                        "format (Thread,Time,Action,Pointer,Size,Stream; with ASYNCSHIM_HOST_POOL on, a Memory "
+                        "column: device or pinned)"},
     .what = "path",
     .describe_key = "event_log",
     .apply = apply_path<&settings::event_log>,

@@ -10,7 +10,9 @@
 // cudaFreeAsync) on a stream of each thread's own. Each of the log's threads
 // is replayed on a thread of its own, and the events in the log's order
 // across threads (as RMM's replay does): a free may come from another thread
-// than its allocation. "allocate failure" lines are counted, not replayed.
+// than its allocation. "allocate failure" lines are counted, not replayed;
+// so are the lines of pinned host memory (Memory column "pinned", which the
+// shim's log has with its host pool on).
 #include <asyncshim/cuda_async_memory_resource.hpp>
 
 #include <cuda_runtime_api.h>
@@ -46,6 +48,7 @@ struct parsed_log {
   std::vector<event> events;
   std::size_t threads = 0;
   std::uint64_t failures_in_log = 0;
+  std::uint64_t pinned_in_log = 0;  // lines about pinned host memory
   std::uint64_t frees_without_allocation = 0;
   std::uint64_t peak_bytes = 0;  // the most the log has allocated at once
 };
@@ -142,6 +145,11 @@ parsed_log parse(std::string const& path)
         break;
       }
       fail("line " + std::to_string(number) + " has too few fields");
+    }
+    if (auto const memory = column.find("Memory");
+        memory != column.end() && trimmed(fields[memory->second]) == "pinned") {
+      ++log.pinned_in_log;
+      continue;
     }
     std::string_view const act = trimmed(fields[column["Action"]]);
     std::uint64_t const tid = parse_decimal(fields[column["Thread"]], number, "thread id");
@@ -292,10 +300,12 @@ int main(int argc, char** argv)
   parsed_log const log = parse(path);
   outcome const o = replay(log, raw_pool);
   std::printf("{\"allocator\": \"%s\", \"events\": %zu, \"threads\": %zu, \"seconds\": %.6f, \"failures\": %llu, "
-              "\"failures_in_log\": %llu, \"frees_without_allocation\": %llu, \"log_peak_bytes\": %llu, "
+              "\"failures_in_log\": %llu, \"pinned_in_log\": %llu, \"frees_without_allocation\": %llu, "
+              "\"log_peak_bytes\": %llu, "
               "\"device_used_peak_bytes\": %llu, \"pool_reserved_high_bytes\": %llu}\n",
               raw_pool ? "pool" : "native", log.events.size(), log.threads, o.seconds,
               static_cast<unsigned long long>(o.failures), static_cast<unsigned long long>(log.failures_in_log),
+              static_cast<unsigned long long>(log.pinned_in_log),
               static_cast<unsigned long long>(log.frees_without_allocation),
               static_cast<unsigned long long>(log.peak_bytes), static_cast<unsigned long long>(o.device_used_peak),
               static_cast<unsigned long long>(o.pool_reserved_high));

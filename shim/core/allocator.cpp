@@ -104,7 +104,7 @@ std::uintptr_t logged_stream(shim_state const& s) noexcept
 // log, if they were asked for.
 void note_allocated(shim_state& s, void const* ptr, std::size_t size, int device, interposed_call call) noexcept
 {
-  if (s.leaks != nullptr) { s.leaks->allocated(ptr, size, device, call); }
+  if (s.leaks != nullptr) { s.leaks->allocated(ptr, size, device, to_string(call)); }
   if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, size, logged_stream(s)); }
 }
 

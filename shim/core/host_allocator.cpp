@@ -14,7 +14,9 @@
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/runtime.hpp"
+#include "state/event_log.hpp"
 #include "state/host_blocks.hpp"
+#include "state/live_blocks.hpp"
 #include "state/shim_state.hpp"
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
@@ -147,6 +149,28 @@ cudaError_t native_pinned_probe(api_level level) noexcept
   return r;
 }
 
+/// The leak report and the event log, where asked for: a block the pool gave,
+/// freed, or still the program's after a free that failed. The pool allocates
+/// on the legacy stream (0 in the log).
+/// @{
+void note_pinned_allocated(shim_state& s, void const* ptr, std::size_t bytes, pinned_call call) noexcept
+{
+  if (s.leaks != nullptr) { s.leaks->allocated(ptr, bytes, pinned_host_memory, to_string(call)); }
+  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, bytes, 0, event_memory::pinned); }
+}
+std::optional<live_block> note_pinned_freeing(shim_state& s, void const* ptr, std::size_t bytes) noexcept
+{
+  if (s.events != nullptr) { log_event(*s.events, event_action::free, ptr, bytes, 0, event_memory::pinned); }
+  return s.leaks != nullptr ? s.leaks->take(ptr) : std::nullopt;
+}
+void note_pinned_free_failed(shim_state& s, void const* ptr, std::size_t bytes,
+                             std::optional<live_block>&& live) noexcept
+{
+  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, bytes, 0, event_memory::pinned); }
+  if (s.leaks != nullptr && live) { s.leaks->restore(std::move(*live)); }
+}
+/// @}
+
 /// The blocks freed during a capture, to the pool now that none is in
 /// progress (the caller holds the tracker's access), after a wait for every
 /// device unless the caller `waited` just now; kept for later when the wait fails.
@@ -169,6 +193,7 @@ cudaError_t allocate_host(api_level level, pinned_call call, void** ptr, std::si
   } const armed{*s};
   auto const answered_natively = [&] {
     if (s->stats != nullptr) { s->stats->pinned_passed_through(); }
+    if (s->leaks != nullptr && ptr != nullptr && bytes != 0) { s->leaks->passed_through(); }
     return native();
   };
   api_level_scope scope{level};  // the native call's own driver call is not intercepted again
@@ -186,6 +211,7 @@ cudaError_t allocate_host(api_level level, pinned_call call, void** ptr, std::si
         // Natively every pinned block reports itself mapped, asked or not (unified addressing).
         if (s->host.blocks.insert(p, {bytes, flags | CU_MEMHOSTALLOC_DEVICEMAP})) {
           if (s->stats != nullptr) { s->stats->pinned_served(bytes, call); }
+          note_pinned_allocated(*s, p, bytes, call);
           *ptr = p;
           log::trace("pinned host block {} ({} bytes) from the pool in host memory", p, bytes);
           return cudaSuccess;
@@ -253,6 +279,7 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
     return native(ptr);
   }
   api_level_scope scope{level};
+  std::optional<live_block> live = note_pinned_freeing(*s, ptr, block->bytes);  // before the pool can reissue it
   cudaError_t result = with_context(level) ? cudaSuccess : static_cast<cudaError_t>(CUDA_ERROR_INVALID_CONTEXT);
   if (result == cudaSuccess) {
     auto const access = tracker().access();  // no capture begins while the shim waits
@@ -276,6 +303,7 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
   }
   if (result != cudaSuccess) {
     (void)s->host.blocks.insert(ptr, *block);  // still the program's: a retry frees it
+    note_pinned_free_failed(*s, ptr, block->bytes, std::move(live));
     return result;
   }
   if (s->stats != nullptr) { s->stats->pinned_freed(block->bytes); }

@@ -132,7 +132,7 @@ out_of_memory_report gather_report(shim_state& s, failed_request const& request,
   r.native = s.limits.native_bytes(request.device);
   if (s.leaks != nullptr && s.settings.leak_stack_depth > 0) {
     for (live_block const& b : s.leaks->largest(request.device, largest_blocks_reported)) {
-      out_of_memory_report::block block{b.bytes, b.address, b.call, {}};
+      out_of_memory_report::block block{b.bytes, b.address, b.entry_point, {}};
       for (void* frame : b.stack) {
         block.frames.push_back(stack_frame_text(frame));
       }
@@ -166,7 +166,7 @@ void warn_out_of_memory(out_of_memory_report const& r)
       for (auto const& frame : b.frames) {
         frames += (frames.empty() ? "" : " <- ") + frame;
       }
-      log::warn("    {} at {:#x} by {}: {}", byte_count{b.bytes}, b.address, to_string(b.call),
+      log::warn("    {} at {:#x} by {}: {}", byte_count{b.bytes}, b.address, b.entry_point,
                 frames.empty() ? std::string("(no frames)") : frames);
     }
   }

@@ -25,6 +25,7 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -91,9 +92,13 @@ bool lock_within(Lock& m, std::chrono::milliseconds wait) noexcept
 
 class event_log {
  public:
-  event_log(int fd, long pid) : fd_{fd}, pid_{pid}, utc_offset_{local_utc_offset_s()} {}
+  event_log(int fd, long pid, bool memory_column)
+      : fd_{fd}, pid_{pid}, utc_offset_{local_utc_offset_s()}, memory_column_{memory_column}
+  {
+  }
 
-  void record(event_action action, void const* pointer, std::size_t bytes, std::uintptr_t stream) noexcept
+  void record(event_action action, void const* pointer, std::size_t bytes, std::uintptr_t stream,
+              event_memory memory) noexcept
   {
     if (buffered() >= most_buffered) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -118,7 +123,8 @@ class event_log {
                              action,
                              reinterpret_cast<std::uintptr_t>(pointer),
                              bytes,
-                             stream};
+                             stream,
+                             memory};
         numbered = true;
         b->records.push_back(r);
         wake = b->records.size() == batch_records;
@@ -229,7 +235,7 @@ class event_log {
     crashing_.store(true, std::memory_order_relaxed);  // the writer writes nothing more
     char line[event_line_max];
     auto const put = [&](event_record const& r) {
-      (void)write_all(fd_, line, format_event_line(r, utc_offset_, line));
+      (void)write_all(fd_, line, format_event_line(r, utc_offset_, memory_column_, line));
     };
     // What is written is cleared (no heap work) and every lock given back:
     // a program that carries on after the signal (its own handler chained to
@@ -302,7 +308,7 @@ class event_log {
     for (Iterator r = begin; r != end; ++r) {
       if (crashing_.load(std::memory_order_relaxed)) { return; }  // the crash handler writes what is left
       if (used + event_line_max > chunk_bytes) { flush(); }
-      used += format_event_line(*r, utc_offset_, chunk_.data() + used);
+      used += format_event_line(*r, utc_offset_, memory_column_, chunk_.data() + used);
     }
     flush();
   }
@@ -376,7 +382,8 @@ class event_log {
 
   int fd_;
   long pid_;
-  long utc_offset_;  // taken once: the times of a run that crosses a change of daylight saving time keep it
+  long utc_offset_;     // taken once: the times of a run that crosses a change of daylight saving time keep it
+  bool memory_column_;  // the host pool is on: each line says which memory it is about
   std::atomic<std::uint64_t> next_sequence_{0};
   std::mutex buffers_mutex_;
   std::vector<thread_buffer*> buffers_;              // never shrinks; the buffers are never freed
@@ -438,7 +445,7 @@ void write_before_fatal_signals() noexcept
   }
 }
 
-event_log* open_log(std::string const& pattern) noexcept
+event_log* open_log(std::string const& pattern, bool memory_column) noexcept
 {
   try {
     long const pid = static_cast<long>(getpid());
@@ -452,12 +459,14 @@ event_log* open_log(std::string const& pattern) noexcept
       log::error("ASYNCSHIM_EVENT_LOG: no event log is written to '{}': {}", path, file.why);
       return nullptr;
     }
-    if (!write_all(file.fd, event_log_header, sizeof(event_log_header) - 1)) {
+    std::string_view const header =
+      memory_column ? std::string_view{event_log_header_with_memory} : std::string_view{event_log_header};
+    if (!write_all(file.fd, header.data(), header.size())) {
       log::error("ASYNCSHIM_EVENT_LOG: cannot write the event log to '{}': {}", path, std::strerror(errno));
       (void)::close(file.fd);
       return nullptr;
     }
-    auto* made = new event_log{file.fd, pid};  // never destroyed: calls may come until the very end
+    auto* made = new event_log{file.fd, pid, memory_column};  // never destroyed: calls may come until the very end
     the_log.store(made, std::memory_order_release);
     write_before_fatal_signals();
     if (int const started = start_background_thread(writer_main, made, "asyncshim-log"); started != 0) {
@@ -479,16 +488,16 @@ void flush_event_log_at_exit() noexcept
   if (log != nullptr && static_cast<long>(getpid()) == log->pid()) { log->write_pending(true); }
 }
 
-event_log* start_event_log(std::string const& pattern) noexcept
+event_log* start_event_log(std::string const& pattern, bool memory_column) noexcept
 {
-  static event_log* const log = open_log(pattern);
+  static event_log* const log = open_log(pattern, memory_column);
   return log;
 }
 
-void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes,
-               std::uintptr_t stream) noexcept
+void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes, std::uintptr_t stream,
+               event_memory memory) noexcept
 {
-  log.record(action, pointer, bytes, stream);
+  log.record(action, pointer, bytes, stream, memory);
 }
 
 }  // namespace asyncshim::shim

@@ -23,17 +23,18 @@ namespace asyncshim::shim {
 
 class event_log;
 
-/// Opens the log at `pattern` ("%p": the process id), writes its header and
+/// Opens the log at `pattern` ("%p": the process id), writes its header
+/// (with the Memory column when `memory_column`: the host pool is on) and
 /// starts the writer; null (after an error message) when the file cannot be
 /// written. Made once per process: later calls return the same log.
-[[nodiscard]] event_log* start_event_log(std::string const& pattern) noexcept;
+[[nodiscard]] event_log* start_event_log(std::string const& pattern, bool memory_column) noexcept;
 
 /// Writes what is still buffered, if a log was started, in the process that
 /// started it. Run by the shim's last exit handler (core/exit_reports.cpp).
 void flush_event_log_at_exit() noexcept;
 
 /// Appends one event of the calling thread.
-void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes,
-               std::uintptr_t stream) noexcept;
+void log_event(event_log& log, event_action action, void const* pointer, std::size_t bytes, std::uintptr_t stream,
+               event_memory memory = event_memory::device) noexcept;
 
 }  // namespace asyncshim::shim

@@ -1,5 +1,6 @@
 #include "state/leak_report.hpp"
 
+#include "state/statistics.hpp"  // expand_stats_path
 #include "support/json_text.hpp"
 #include "support/log.hpp"
 #include "support/own_file.hpp"
@@ -61,6 +62,12 @@ namespace {
 
 std::string blocks_text(std::size_t n) { return fmt::format("{} block{}", n, n == 1 ? "" : "s"); }
 
+// Where a block is: "device 0", or "pinned host memory" (the host pool's).
+std::string place_text(int device)
+{
+  return device == pinned_host_memory ? std::string("pinned host memory") : fmt::format("device {}", device);
+}
+
 }  // namespace
 
 void order_for_leak_report(std::vector<live_block>& blocks)
@@ -98,18 +105,24 @@ std::vector<std::string> leak_report_lines(std::vector<live_block> const& ordere
     return lines;
   }
   std::string per_device;
-  for (auto const& [device, t] : by_device) {
-    per_device += fmt::format("{}device {}: {}, {}", per_device.empty() ? "" : "; ", device, blocks_text(t.blocks),
+  auto const add_total = [&](int device, device_total const& t) {
+    per_device += fmt::format("{}{}: {}, {}", per_device.empty() ? "" : "; ", place_text(device), blocks_text(t.blocks),
                               byte_count{t.bytes});
+  };
+  for (auto const& [device, t] : by_device) {
+    if (device != pinned_host_memory) { add_total(device, t); }
+  }
+  if (auto const pinned = by_device.find(pinned_host_memory); pinned != by_device.end()) {
+    add_total(pinned_host_memory, pinned->second);  // after the devices'
   }
   lines.push_back(fmt::format("leak report: {} ({}) still allocated at exit ({}), the largest first{}",
                               blocks_text(ordered.size()), byte_count{total}, per_device, not_recorded));
   std::size_t const listed = std::min(ordered.size(), leak_report_lines_listed);
   for (std::size_t i = 0; i < listed; ++i) {
     live_block const& b = ordered[i];
-    lines.push_back(fmt::format("  {} at {:#x} on device {}, from {} in thread {}, allocated {} before exit",
-                                size_text(b.bytes), b.address, b.device, to_string(b.call), b.thread,
-                                age_text(now_ns - b.allocated_ns)));
+    lines.push_back(fmt::format("  {} at {:#x} {} {}, from {} in thread {}, allocated {} before exit",
+                                size_text(b.bytes), b.address, b.device == pinned_host_memory ? "in" : "on",
+                                place_text(b.device), b.entry_point, b.thread, age_text(now_ns - b.allocated_ns)));
     for (std::size_t f = 0; f < b.stack.size(); ++f) {
       lines.push_back(fmt::format("      #{} {}", f, stack_frame_text(b.stack[f])));
     }
@@ -144,9 +157,11 @@ std::string leak_report_json(std::vector<live_block> const& ordered, leak_report
     for (void* frame : b.stack) {
       stack += fmt::format("{}{}", stack.empty() ? "" : ", ", json_string(stack_frame_text(frame)));
     }
-    out += fmt::format("{}\n    {{\"address\": \"{:#x}\", \"bytes\": {}, \"device\": {}, \"entry_point\": \"{}\", "
-                       "\"thread\": {}, \"age_s\": {:.6f}, \"stack\": [{}]}}",
-                       i == 0 ? "" : ",", b.address, b.bytes, b.device, to_string(b.call), b.thread,
+    bool const pinned = b.device == pinned_host_memory;
+    out += fmt::format("{}\n    {{\"address\": \"{:#x}\", \"bytes\": {}, \"memory\": \"{}\", \"device\": {}, "
+                       "\"entry_point\": \"{}\", \"thread\": {}, \"age_s\": {:.6f}, \"stack\": [{}]}}",
+                       i == 0 ? "" : ",", b.address, b.bytes, pinned ? "pinned" : "device",
+                       pinned ? std::string("null") : std::to_string(b.device), b.entry_point, b.thread,
                        static_cast<double>(std::max<std::int64_t>(now_ns - b.allocated_ns, 0)) / 1e9, stack);
   }
   out += listed == 0 ? "]\n}\n" : "\n  ]\n}\n";

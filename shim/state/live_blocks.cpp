@@ -77,11 +77,11 @@ std::int64_t live_blocks::now_ns() noexcept
     .count();
 }
 
-void live_blocks::allocated(void const* ptr, std::size_t bytes, int device, interposed_call call) noexcept
+void live_blocks::allocated(void const* ptr, std::size_t bytes, int device, char const* entry_point) noexcept
 {
   auto const address = reinterpret_cast<std::uintptr_t>(ptr);
   try {
-    live_block block{address, bytes, device, call, this_thread_id(), now_ns(), {}};
+    live_block block{address, bytes, device, entry_point, this_thread_id(), now_ns(), {}};
     if (stack_depth_ > 0) { block.stack = program_stack(stack_depth_); }  // outside the lock: it is slow
     std::lock_guard lock{mutex_};
     blocks_.insert_or_assign(address, std::move(block));

@@ -5,8 +5,6 @@
 // each allocation and free then takes one lock and a host allocation here.
 #pragma once
 
-#include "state/statistics.hpp"  // interposed_call
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,13 +18,16 @@ namespace asyncshim::shim {
 /// The most frames a stack keeps (ASYNCSHIM_LEAK_STACK_DEPTH's limit).
 inline constexpr std::size_t live_blocks_max_frames = 64;
 
+/// The device of a block of pinned host memory (the host pool's, ASYNCSHIM_HOST_POOL).
+inline constexpr int pinned_host_memory = -1;
+
 struct live_block {
   std::uintptr_t address = 0;
   std::size_t bytes = 0;
-  int device = 0;
-  interposed_call call = interposed_call::malloc;  ///< the entry point that allocated it
-  long thread = 0;                                 ///< the allocating thread's id (gettid)
-  std::int64_t allocated_ns = 0;                   ///< steady clock
+  int device = 0;                 ///< or pinned_host_memory
+  char const* entry_point = "";   ///< the call that allocated it ("cudaMalloc"; a string that lives for good)
+  long thread = 0;                ///< the allocating thread's id (gettid)
+  std::int64_t allocated_ns = 0;  ///< steady clock
   /// The allocating call stack, innermost first, from the program's call into
   /// CUDA (the shim's own frames left out); empty unless a depth was asked for.
   std::vector<void*> stack;
@@ -39,7 +40,7 @@ class live_blocks {
 
   /// An allocation the program now has; recorded without it when there is no
   /// host memory for the record (counted in untracked()).
-  void allocated(void const* ptr, std::size_t bytes, int device, interposed_call call) noexcept;
+  void allocated(void const* ptr, std::size_t bytes, int device, char const* entry_point) noexcept;
   /// A free the program is making of `ptr`, before the block goes back (so
   /// that no new allocation at its address can be taken for it): its record,
   /// to be restored if the free fails; nothing for a pointer not recorded.

@@ -21,7 +21,7 @@ std::string blocks_json(std::vector<out_of_memory_report::block> const& blocks)
       frames += (frames.empty() ? "" : ", ") + json_string(f);
     }
     out += fmt::format("{}{{\"bytes\": {}, \"address\": \"{:#x}\", \"entry_point\": {}, \"stack\": [{}]}}",
-                       out.size() > 1 ? ", " : "", b.bytes, b.address, json_string(to_string(b.call)), frames);
+                       out.size() > 1 ? ", " : "", b.bytes, b.address, json_string(b.entry_point), frames);
   }
   return out + "]";
 }

@@ -29,7 +29,7 @@ struct out_of_memory_report {
   struct block {
     std::size_t bytes = 0;
     std::uintptr_t address = 0;
-    interposed_call call = interposed_call::malloc;
+    char const* entry_point = "";     ///< the call that allocated it
     std::vector<std::string> frames;  ///< where it was allocated, innermost first
   };
   std::vector<block> largest_blocks;  ///< under ASYNCSHIM_LEAK_STACK_DEPTH only

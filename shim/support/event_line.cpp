@@ -42,7 +42,7 @@ char const* action_text(event_action a) noexcept
 
 }  // namespace
 
-std::size_t format_event_line(event_record const& r, long utc_offset_s, char* out) noexcept
+std::size_t format_event_line(event_record const& r, long utc_offset_s, bool memory_column, char* out) noexcept
 {
   char* p = out;
   p = put_unsigned(p, static_cast<std::uint64_t>(r.thread < 0 ? 0 : r.thread), 10);
@@ -66,6 +66,10 @@ std::size_t format_event_line(event_record const& r, long utc_offset_s, char* ou
   p = put_unsigned(p, r.bytes, 10);
   *p++ = ',';
   p = put_unsigned(p, r.stream, 16);
+  if (memory_column) {
+    *p++ = ',';
+    p = put_text(p, r.memory == event_memory::pinned ? "pinned" : "device");
+  }
   *p++ = '\n';
   return static_cast<std::size_t>(p - out);
 }

@@ -72,6 +72,20 @@ class Replay(unittest.TestCase):
             self.assertLessEqual(r["log_peak_bytes"], sum(256 * (t + 1) for t in range(8)))
         self.assertIn("32000 events from 8 threads", out.stdout)
 
+    def test_pinned_host_memory_in_a_log_is_counted_not_replayed(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
+            env.update(LD_PRELOAD=SHIM, ASYNCSHIM_EVENT_LOG=os.path.join(d, "events.csv"), ASYNCSHIM_HOST_POOL="1")
+            subprocess.run([PROBE, "pinned"], env=env, capture_output=True, check=True)
+            out = replay(os.path.join(d, "events.csv"), "--export-json", os.path.join(d, "r.json"))
+            with open(os.path.join(d, "r.json")) as fh:
+                data = json.load(fh)
+        for r in data["results"]:
+            # The device's 5 allocations and 3 frees (the failure counted apart); 3 pinned lines left out.
+            self.assertEqual((r["events"], r["failures_in_log"], r["pinned_in_log"]), (8, 1, 3), r)
+            self.assertEqual(r["log_peak_bytes"], 1000 + 2000 + 3000 + 4000 + 5000)
+        self.assertIn("3 lines of pinned host memory, not replayed", out.stdout)
+
     def test_not_an_event_log(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.csv")

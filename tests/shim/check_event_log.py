@@ -116,6 +116,27 @@ class EventLog(unittest.TestCase):
             rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
         self.assertEqual({r[5] for r in rows}, {"2"})
 
+    def test_with_the_host_pool_a_memory_column_says_which_memory(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("pinned", d, ASYNCSHIM_HOST_POOL="1")
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        self.assertEqual(rows[0], ["Thread", "Time", "Action", "Pointer", "Size", "Stream", "Memory"])
+        with open(GOLDEN, newline="") as fh:
+            golden = list(csv.reader(fh.read().splitlines()))
+        device = [r[:6] for r in rows[1:] if r[6] == "device"]
+        self.assertEqual(normalised([golden[0]] + device, pids["pid"]), golden)  # the device lines as without it
+        pinned = [(r[2], r[4], r[5]) for r in rows[1:] if r[6] == "pinned"]
+        self.assertEqual(pinned, [("allocate", "3000", "0"), ("allocate", "5000", "0"), ("free", "3000", "0")])
+        self.assertEqual({r[6] for r in rows[1:]}, {"device", "pinned"})
+
+    def test_without_the_host_pool_pinned_memory_is_not_logged(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("pinned", d)
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        with open(GOLDEN, newline="") as fh:
+            golden = list(csv.reader(fh.read().splitlines()))
+        self.assertEqual(normalised(rows, pids["pid"]), golden)
+
     def test_a_forked_child_adds_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             pids, _ = run_probe("fork", d)

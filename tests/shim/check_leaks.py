@@ -109,6 +109,27 @@ class LeakReport(unittest.TestCase):
                       "device 1: 1 block, 6.8 KiB)", err)
         self.assertRegex(err, r"6.8 KiB \(7000 B\) at 0x[0-9a-f]+ on device 1, from cudaMalloc")
 
+    def test_pinned_blocks_from_the_host_pool_are_listed_apart(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _, err = run_probe("pinned", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_HOST_POOL="1",
+                                     ASYNCSHIM_LEAK_REPORT_FILE=os.path.join(d, "leaks-%p.json"))
+            with open(os.path.join(d, "leaks-%d.json" % pids["pid"])) as fh:
+                report = json.load(fh)
+        self.assertIn("leak report: 3 blocks (13.7 KiB) still allocated at exit (device 0: 2 blocks, 8.8 KiB; "
+                      "pinned host memory: 1 block, 4.9 KiB)", err)
+        self.assertRegex(err, r"4.9 KiB \(5000 B\) at 0x[0-9a-f]+ in pinned host memory, from cudaHostAlloc in "
+                              r"thread %d" % pids["pid"])
+        self.assertEqual(sorted(b["bytes"] for b in report["blocks"]), [4000, 5000, 5000])  # pinned and device
+        pinned = [b for b in report["blocks"] if b["memory"] == "pinned"]
+        self.assertEqual([(b["bytes"], b["device"], b["entry_point"]) for b in pinned], [(5000, None, "cudaHostAlloc")])
+        self.assertEqual({(b["memory"], b["device"]) for b in report["blocks"] if b not in pinned}, {("device", 0)})
+
+    def test_pinned_blocks_the_native_call_made_are_counted_not_listed(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, err = run_probe("pinned", d, ASYNCSHIM_LEAK_REPORT="1")  # the host pool off: nothing followed
+        self.assertIn("leak report: 2 blocks (8.8 KiB) still allocated at exit (device 0: 2 blocks, 8.8 KiB)", err)
+        self.assertNotIn("pinned", err)
+
     def test_observe_mode_reports_too(self):
         with tempfile.TemporaryDirectory() as d:
             _, _, err = run_probe("basic", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_MODE="observe")
