@@ -27,6 +27,17 @@ def replay(log, *extra, check=True):
     return out
 
 
+def replay_probe_log(what, **env):
+    """asyncshim-replay of the event log stats_probe `what` wrote under the shim: its output and JSON export."""
+    with tempfile.TemporaryDirectory() as d:
+        run_env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
+        run_env.update(LD_PRELOAD=SHIM, ASYNCSHIM_EVENT_LOG=os.path.join(d, "events.csv"), **env)
+        subprocess.run([PROBE, what], env=run_env, capture_output=True, check=True)
+        out = replay(os.path.join(d, "events.csv"), "--export-json", os.path.join(d, "r.json"))
+        with open(os.path.join(d, "r.json")) as fh:
+            return out, json.load(fh)
+
+
 class Replay(unittest.TestCase):
     def test_a_log_in_the_format_rmm_documents(self):
         with tempfile.TemporaryDirectory() as d:
@@ -58,13 +69,7 @@ class Replay(unittest.TestCase):
                       out.stdout)
 
     def test_a_log_the_shim_wrote(self):
-        with tempfile.TemporaryDirectory() as d:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
-            env.update(LD_PRELOAD=SHIM, ASYNCSHIM_EVENT_LOG=os.path.join(d, "events.csv"))
-            subprocess.run([PROBE, "threads"], env=env, capture_output=True, check=True)
-            out = replay(os.path.join(d, "events.csv"), "--export-json", os.path.join(d, "r.json"))
-            with open(os.path.join(d, "r.json")) as fh:
-                data = json.load(fh)
+        out, data = replay_probe_log("threads")
         for r in data["results"]:
             self.assertEqual((r["events"], r["threads"], r["failures"]), (32000, 8, 0), r)
             self.assertEqual(r["frees_without_allocation"], 0)
@@ -73,13 +78,7 @@ class Replay(unittest.TestCase):
         self.assertIn("32000 events from 8 threads", out.stdout)
 
     def test_pinned_host_memory_in_a_log_is_counted_not_replayed(self):
-        with tempfile.TemporaryDirectory() as d:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCSHIM_")}
-            env.update(LD_PRELOAD=SHIM, ASYNCSHIM_EVENT_LOG=os.path.join(d, "events.csv"), ASYNCSHIM_HOST_POOL="1")
-            subprocess.run([PROBE, "pinned"], env=env, capture_output=True, check=True)
-            out = replay(os.path.join(d, "events.csv"), "--export-json", os.path.join(d, "r.json"))
-            with open(os.path.join(d, "r.json")) as fh:
-                data = json.load(fh)
+        out, data = replay_probe_log("pinned", ASYNCSHIM_HOST_POOL="1")
         for r in data["results"]:
             # The device's 5 allocations and 3 frees (the failure counted apart); 3 pinned lines left out.
             self.assertEqual((r["events"], r["failures_in_log"], r["pinned_in_log"]), (8, 1, 3), r)

@@ -45,6 +45,18 @@ def read_log(path):
     return list(csv.reader(text.splitlines()))
 
 
+def logged(what, **env):
+    """The pids stats_probe printed and the rows of its log, header first."""
+    with tempfile.TemporaryDirectory() as d:
+        pids, _ = run_probe(what, d, **env)
+        return pids, read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+
+
+def golden_rows():
+    with open(GOLDEN, newline="") as fh:
+        return list(csv.reader(fh.read().splitlines()))
+
+
 def normalised(rows, pid):
     """The rows with the thread (checked to be `pid`), the time (checked to
     be HH:MM:SS.ffffff) and each pointer (by first appearance) replaced."""
@@ -62,20 +74,14 @@ def normalised(rows, pid):
 
 class EventLog(unittest.TestCase):
     def test_a_known_program_gives_the_golden_log(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("basic", d)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
-        with open(GOLDEN, newline="") as fh:
-            golden = list(csv.reader(fh.read().splitlines()))
-        self.assertEqual(normalised(rows, pids["pid"]), golden)
+        pids, rows = logged("basic")
+        self.assertEqual(normalised(rows, pids["pid"]), golden_rows())
         # Pointers and streams in hexadecimal, as RMM writes them.
         for row in rows[1:]:
             int(row[3], 16), int(row[5], 16)
 
     def test_every_threads_records_are_complete_and_in_order(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("threads", d)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        pids, (_, *rows) = logged("threads")
         by_thread = {}
         for thread, _, action, pointer, size, _ in rows:
             by_thread.setdefault(thread, []).append((action, pointer, int(size)))
@@ -95,9 +101,7 @@ class EventLog(unittest.TestCase):
     def test_lines_are_in_the_order_of_the_events_across_threads(self):
         # One thread allocates, another frees at once: RMM's replay reads the
         # lines in file order, so no free may come before its allocation.
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("handoff", d)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        pids, (_, *rows) = logged("handoff")
         self.assertEqual(len(rows), 4002)  # and the freeing thread's own first pair
         self.assertEqual(len({r[0] for r in rows}), 2)
         live = set()
@@ -111,18 +115,13 @@ class EventLog(unittest.TestCase):
         self.assertEqual(live, set())
 
     def test_the_per_thread_stream_is_logged_as_rmm_numbers_it(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("basic", d, ASYNCSHIM_STREAM="per-thread")
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        pids, (_, *rows) = logged("basic", ASYNCSHIM_STREAM="per-thread")
         self.assertEqual({r[5] for r in rows}, {"2"})
 
     def test_with_the_host_pool_a_memory_column_says_which_memory(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("pinned", d, ASYNCSHIM_HOST_POOL="1")
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        pids, rows = logged("pinned", ASYNCSHIM_HOST_POOL="1")
         self.assertEqual(rows[0], ["Thread", "Time", "Action", "Pointer", "Size", "Stream", "Memory"])
-        with open(GOLDEN, newline="") as fh:
-            golden = list(csv.reader(fh.read().splitlines()))
+        golden = golden_rows()
         device = [r[:6] for r in rows[1:] if r[6] == "device"]
         self.assertEqual(normalised([golden[0]] + device, pids["pid"]), golden)  # the device lines as without it
         pinned = [(r[2], r[4], r[5]) for r in rows[1:] if r[6] == "pinned"]
@@ -130,12 +129,8 @@ class EventLog(unittest.TestCase):
         self.assertEqual({r[6] for r in rows[1:]}, {"device", "pinned"})
 
     def test_without_the_host_pool_pinned_memory_is_not_logged(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("pinned", d)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
-        with open(GOLDEN, newline="") as fh:
-            golden = list(csv.reader(fh.read().splitlines()))
-        self.assertEqual(normalised(rows, pids["pid"]), golden)
+        pids, rows = logged("pinned")
+        self.assertEqual(normalised(rows, pids["pid"]), golden_rows())
 
     def test_a_forked_child_adds_nothing(self):
         with tempfile.TemporaryDirectory() as d:
@@ -143,20 +138,14 @@ class EventLog(unittest.TestCase):
             files = sorted(os.listdir(d))
             rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
         self.assertEqual(files, ["events-%d.csv" % pids["pid"]])
-        with open(GOLDEN, newline="") as fh:
-            golden = list(csv.reader(fh.read().splitlines()))
-        self.assertEqual(normalised(rows, pids["pid"]), golden)  # the parent's, once each
+        self.assertEqual(normalised(rows, pids["pid"]), golden_rows())  # the parent's, once each
 
     def test_frees_in_a_global_objects_destructor_are_logged(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("global-free", d)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        pids, (_, *rows) = logged("global-free")
         self.assertEqual([(r[2], int(r[4])) for r in rows], [("allocate", 1234), ("allocate", 777), ("free", 1234)])
 
     def test_a_reset_logs_the_frees_it_makes(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("reset", d)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))[1:]
+        pids, (_, *rows) = logged("reset")
         events = [(r[2], r[3], int(r[4])) for r in rows]
         self.assertEqual([(a, s) for a, _, s in events[:2]], [("allocate", 1000), ("allocate", 2000)])
         self.assertEqual(sorted((a, p, s) for a, p, s in events[2:4]),
@@ -164,9 +153,7 @@ class EventLog(unittest.TestCase):
         self.assertEqual([(a, s) for a, _, s in events[4:]], [("allocate", 3000)])
 
     def test_a_crash_keeps_what_was_buffered(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _ = run_probe("abort", d, expect_status=-signal.SIGABRT)
-            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        pids, rows = logged("abort", expect_status=-signal.SIGABRT)
         self.assertEqual([(r[2], int(r[4])) for r in rows[1:]], [("allocate", 1000), ("allocate", 2000),
                                                                   ("allocate", 3000)])
 

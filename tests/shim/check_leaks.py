@@ -37,6 +37,15 @@ def run_probe(what, directory, **env):
     return pids, same, out.stderr
 
 
+def report_of(what, **env):
+    """stats_probe `what` with the leak report in the log and a file: its pids, standard error and the file."""
+    with tempfile.TemporaryDirectory() as d:
+        pids, _, err = run_probe(what, d, ASYNCSHIM_LEAK_REPORT="1",
+                                 ASYNCSHIM_LEAK_REPORT_FILE=os.path.join(d, "leaks-%p.json"), **env)
+        with open(os.path.join(d, "leaks-%d.json" % pids["pid"])) as fh:
+            return pids, err, json.load(fh)
+
+
 def shim_lines(stderr):
     """The shim's messages, without their "asyncshim[pid]: level: " prefix."""
     return [re.sub(r"^asyncshim\[\d+\]: \w+: ", "", l) for l in stderr.splitlines() if l.startswith("asyncshim[")]
@@ -85,11 +94,7 @@ class LeakReport(unittest.TestCase):
             self.assertEqual((b["device"], b["entry_point"], b["thread"]), (0, "cudaMalloc", pids["pid"]))
 
     def test_call_stacks_at_the_depth_asked_without_the_shims_frames(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _, err = run_probe("basic", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_LEAK_STACK_DEPTH="3",
-                                     ASYNCSHIM_LEAK_REPORT_FILE=os.path.join(d, "leaks-%p.json"))
-            with open(os.path.join(d, "leaks-%d.json" % pids["pid"])) as fh:
-                report = json.load(fh)
+        _, err, report = report_of("basic", ASYNCSHIM_LEAK_STACK_DEPTH="3")
         lines = shim_lines(err)
         first = next(i for i, l in enumerate(lines) if "(5000 B) at" in l)
         frames = lines[first + 1:first + 4]
@@ -110,11 +115,7 @@ class LeakReport(unittest.TestCase):
         self.assertRegex(err, r"6.8 KiB \(7000 B\) at 0x[0-9a-f]+ on device 1, from cudaMalloc")
 
     def test_pinned_blocks_from_the_host_pool_are_listed_apart(self):
-        with tempfile.TemporaryDirectory() as d:
-            pids, _, err = run_probe("pinned", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_HOST_POOL="1",
-                                     ASYNCSHIM_LEAK_REPORT_FILE=os.path.join(d, "leaks-%p.json"))
-            with open(os.path.join(d, "leaks-%d.json" % pids["pid"])) as fh:
-                report = json.load(fh)
+        pids, err, report = report_of("pinned", ASYNCSHIM_HOST_POOL="1")
         self.assertIn("leak report: 3 blocks (13.7 KiB) still allocated at exit (device 0: 2 blocks, 8.8 KiB; "
                       "pinned host memory: 1 block, 4.9 KiB)", err)
         self.assertRegex(err, r"4.9 KiB \(5000 B\) at 0x[0-9a-f]+ in pinned host memory, from cudaHostAlloc in "
