@@ -200,12 +200,13 @@ cudaError_t release_to_pool(shim_state& s, api_level level, cuda_async_memory_re
 // owner while a blocking stream still uses it. `barrier_recorded`: the
 // tracker has just recorded the pool's barrier there, which is that action.
 // `to_pool` counts the bytes that went to the pool: the block when the cache
-// does not keep it, else the thread's older blocks it took the room of.
+// does not keep it, else the thread's older blocks it took the room of. The
+// cache keeps only sizes the program allocates again (state/recurring_sizes.hpp).
 cudaError_t free_in_legacy_order(shim_state& s, cuda_async_memory_resource& pool, void* ptr,
                                  allocation_record const& record, bool barrier_recorded, bool* record_kept,
                                  std::size_t& to_pool) noexcept
 {
-  if (reuses_blocks(s, record.device)) {
+  if (reuses_blocks(s, record.device) && s.recurring.recurring(record.bytes)) {
     auto const record_event = driver().event_record;
     CUevent const barrier = s.pools.streams(record.device).in_order_barrier;
     if ((barrier_recorded || (record_event != nullptr && record_event(barrier, CU_STREAM_LEGACY) == CUDA_SUCCESS)) &&

@@ -137,7 +137,7 @@ std::size_t issue_queued(shim_state& s, int device) noexcept
       free_queue::entry& e = chunk[i];
       // Kept for reuse below (or freed to the pool there), its record still
       // claimed: a second free of it is still a double free.
-      if (fenced == cudaSuccess && reusing) {
+      if (fenced == cudaSuccess && reusing && s.recurring.recurring(e.record.bytes)) {
         if (!s.registry.claimed(e.ptr)) { continue; }  // dropped by a reset
         kept[kept_count++] = {e.ptr, e.record.bytes};
         issued += e.record.bytes;
@@ -374,6 +374,7 @@ void* reused_block(shim_state& s, int device, std::size_t bytes) noexcept
       found = s.reuse.take(device, bytes);
     }
   }
+  if (found == nullptr) { s.recurring.missed(bytes); }
   if (s.stats != nullptr) {
     if (found != nullptr) {
       s.stats->reuse_hit(device);

@@ -14,6 +14,7 @@
 #include "state/live_blocks.hpp"
 #include "state/memory_limits.hpp"
 #include "state/out_of_memory_reports.hpp"
+#include "state/recurring_sizes.hpp"
 #include "state/statistics.hpp"
 #include "state/stream_tracker.hpp"
 
@@ -57,8 +58,9 @@ struct shim_state {
   device_pools pools;
   allocation_registry registry;
   free_queue pending;
-  reuse_cache reuse;    ///< device ordering's idle freed blocks (core/deferred_frees.hpp)
-  issued_frees issued;  ///< issued frees the device may not have caught up with (core/deferred_frees.hpp)
+  reuse_cache reuse;          ///< device ordering's idle freed blocks (core/deferred_frees.hpp)
+  recurring_sizes recurring;  ///< the sizes whose blocks the reuse cache keeps
+  issued_frees issued;        ///< issued frees the device may not have caught up with (core/deferred_frees.hpp)
   /// Whether ASYNCSHIM_FREE_BACKLOG applies at all (device ordering, a limit set).
   bool const backlog_limited = settings.ordering == config::ordering_mode::device && settings.free_backlog.has_value();
   statistics all_stats;

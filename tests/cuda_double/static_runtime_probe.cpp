@@ -282,7 +282,8 @@ void summary()
 
 int usage()
 {
-  std::fprintf(stderr, "usage: static_runtime_probe <path to libcuda.so.1> basic|self-lookup|dlsym-direct|unknown\n");
+  std::fprintf(stderr,
+               "usage: static_runtime_probe <path to libcuda.so.1> basic|twice|self-lookup|dlsym-direct|unknown\n");
   return 2;
 }
 
@@ -292,7 +293,9 @@ int main(int argc, char** argv)
 {
   if (argc != 3) { return usage(); }
   std::string const check = argv[2];
-  if (check != "basic" && check != "self-lookup" && check != "dlsym-direct" && check != "unknown") { return usage(); }
+  if (check != "basic" && check != "twice" && check != "self-lookup" && check != "dlsym-direct" && check != "unknown") {
+    return usage();
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   g_handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -306,6 +309,10 @@ int main(int argc, char** argv)
 
   if (check == "basic") {
     allocate_and_check(look_up_all(get, "lookup"));
+  } else if (check == "twice") {  // the same sizes again: sizes a cache of freed blocks would keep
+    driver_api const api = look_up_all(get, "lookup");
+    allocate_and_check(api);
+    allocate_and_check(api);
   } else if (check == "self-lookup") {
     auto self = reinterpret_cast<GetProcAddressV2>(
       lookup_with(get, "lookup", "cuGetProcAddress", cuda_version, CU_GET_PROC_ADDRESS_DEFAULT));

@@ -43,6 +43,7 @@ class ShimInOrderReuseCache : public ShimTest {
 
 TEST_F(ShimInOrderReuseCache, AFreeInOrderIsKeptAndComesBackWithoutACudaCall)
 {
+  ASSERT_NO_FATAL_FAILURE(make_recurring(1000));
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
   auto const before = cuda_double_get_counters();
@@ -62,6 +63,27 @@ TEST_F(ShimInOrderReuseCache, AFreeInOrderIsKeptAndComesBackWithoutACudaCall)
   EXPECT_EQ(after.pool_allocs, kept.pool_allocs);  // no pool call
   EXPECT_EQ(after.failed_calls, kept.failed_calls);
   ASSERT_EQ(cudaFree(again), cudaSuccess);
+}
+
+// A size allocated once goes to the pool at its free: it would hold the
+// cache's room for an allocation that may never come.
+TEST_F(ShimInOrderReuseCache, OnlySizesAllocatedAgainAreKept)
+{
+  void* once = nullptr;
+  ASSERT_EQ(cudaMalloc(&once, 1234567), cudaSuccess);
+  auto before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(once), cudaSuccess);
+  auto after = cuda_double_get_counters();
+  EXPECT_EQ(after.free_async_legacy_stream, before.free_async_legacy_stream + 1);  // to the pool
+  EXPECT_EQ(after.events_recorded, before.events_recorded);                        // no action for a kept block
+  EXPECT_EQ(cuda_double_pointer_kind(once), unknown);
+  void* again = nullptr;
+  ASSERT_EQ(cudaMalloc(&again, 1234567), cudaSuccess);  // a second miss of that size
+  before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(again), cudaSuccess);
+  after = cuda_double_get_counters();
+  EXPECT_EQ(after.pool_frees, before.pool_frees);  // kept
+  EXPECT_EQ(cuda_double_pointer_kind(again), pool);
 }
 
 TEST_F(ShimInOrderReuseCache, WithAnIdleNonBlockingStreamAKeptBlockHasOneRecordOnTheLegacyStream)
@@ -119,6 +141,8 @@ TEST_F(ShimInOrderReuseCache, TheNewestSizeTakesTheRoomOfTheThreadsOlderBlocks)
   void* room = nullptr;  // the pool reserves room first: a miss that would make it grow flushes the cache
   ASSERT_EQ(cudaMalloc(&room, 40 * MiB), cudaSuccess);
   ASSERT_EQ(cudaFree(room), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(make_recurring(12 * MiB));
+  ASSERT_NO_FATAL_FAILURE(make_recurring(10 * MiB));  // one kept, in the room of the 12 MiB blocks
   void* small = nullptr;
   ASSERT_EQ(cudaMalloc(&small, 10 * MiB), cudaSuccess);
   ASSERT_EQ(cudaFree(small), cudaSuccess);  // kept: 10 of 16 MiB
@@ -168,6 +192,11 @@ TEST_F(ShimInOrderReuseCache, AnAllocationOnlyTheirMemoryCanServeGetsThemBackOnT
 
 TEST_F(ShimInOrderReuseCache, AMissThatWouldMakeThePoolGrowGetsThemFirst)
 {
+  void* room = nullptr;  // so that the blocks below come from memory the pool has: none flushes the cache
+  ASSERT_EQ(cudaMalloc(&room, 8 * MiB), cudaSuccess);
+  ASSERT_EQ(cudaFree(room), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(make_recurring(MiB));   // two cached
+  ASSERT_NO_FATAL_FAILURE(make_recurring(4096));  // two cached
   void* cached = nullptr;
   ASSERT_EQ(cudaMalloc(&cached, MiB), cudaSuccess);
   ASSERT_EQ(cudaFree(cached), cudaSuccess);
@@ -179,11 +208,11 @@ TEST_F(ShimInOrderReuseCache, AMissThatWouldMakeThePoolGrowGetsThemFirst)
   ASSERT_EQ(cudaMalloc(&fits, 4096), cudaSuccess);
   EXPECT_EQ(cuda_double_pointer_kind(cached), pool);
   ASSERT_EQ(cudaFree(fits), cudaSuccess);
-  // One it does not: the cached blocks go to the pool (on the legacy stream) first.
+  // One it does not: the four cached blocks go to the pool (on the legacy stream) first.
   auto const before = cuda_double_get_counters();
   void* grows = nullptr;
   ASSERT_EQ(cudaMalloc(&grows, reserved - used + MiB / 2), cudaSuccess);
-  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 2);
+  EXPECT_EQ(cuda_double_get_counters().free_async_legacy_stream, before.free_async_legacy_stream + 4);
   EXPECT_EQ(cuda_double_get_counters().free_async_non_blocking_stream, before.free_async_non_blocking_stream);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaFree(grows), cudaSuccess);
@@ -212,6 +241,7 @@ using ShimReuseCache = ShimTest;
 
 TEST_F(ShimReuseCache, AFencedBlockComesBackForTheSameSizeWithoutACudaCall)
 {
+  ASSERT_NO_FATAL_FAILURE(make_recurring(1000));
   issue_queued_frees();
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
@@ -237,6 +267,18 @@ TEST_F(ShimReuseCache, AFencedBlockComesBackForTheSameSizeWithoutACudaCall)
   EXPECT_EQ(cudaFree(again), cudaErrorInvalidValue);
   ASSERT_EQ(cudaFree(other), cudaSuccess);
   issue_queued_frees();
+}
+
+TEST_F(ShimReuseCache, AFencedBlockOfASizeAllocatedOnceGoesToThePool)
+{
+  issue_queued_frees();
+  void* once = nullptr;
+  ASSERT_EQ(cudaMalloc(&once, 765432), cudaSuccess);
+  auto const before = cuda_double_get_counters();
+  ASSERT_EQ(cudaFree(once), cudaSuccess);  // queued
+  issue_queued_frees();                    // fenced, then to the pool rather than into the cache
+  EXPECT_EQ(cuda_double_get_counters().pool_frees, before.pool_frees + 1);
+  EXPECT_EQ(cuda_double_pointer_kind(once), unknown);
 }
 
 TEST_F(ShimReuseCache, BlocksBeyondTheLimitGoToThePool)
@@ -269,6 +311,7 @@ TEST_F(ShimReuseCache, BlocksBeyondTheLimitGoToThePool)
 TEST_F(ShimReuseCache, CachedBlocksCountAsFreeMemory)
 {
   // (Small enough to fit beside what the tests before left in the cache.)
+  ASSERT_NO_FATAL_FAILURE(make_recurring(512 * KiB));
   issue_queued_frees();
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 512 * KiB), cudaSuccess);

@@ -73,6 +73,19 @@ inline std::string log_text()
 // issued; a device synchronization issues every queued free.
 inline void issue_queued_frees() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 
+/// Makes `bytes` a size whose freed blocks the reuse cache keeps (it keeps
+/// only sizes allocated again: two allocations that find no block of theirs),
+/// and leaves two blocks of it freed, cached or queued.
+inline void make_recurring(std::size_t bytes)
+{
+  void* first = nullptr;
+  void* second = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&second, bytes), cudaSuccess);
+  ASSERT_EQ(cudaFree(first), cudaSuccess);
+  ASSERT_EQ(cudaFree(second), cudaSuccess);
+}
+
 // The event records and stream waits (cuda_double_stream_ops) from the
 // `first`-th on.
 inline std::vector<cuda_double_stream_op> stream_ops_from(std::size_t first)
