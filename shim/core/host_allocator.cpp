@@ -302,8 +302,8 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
     }
   }
   if (result != cudaSuccess) {
-    (void)s->host.blocks.insert(ptr, *block);  // still the program's: a retry frees it
     note_pinned_free_failed(*s, ptr, block->bytes, std::move(live));
+    (void)s->host.blocks.insert(ptr, *block);  // still the program's: a retry frees it
     return result;
   }
   if (s->stats != nullptr) { s->stats->pinned_freed(block->bytes); }

@@ -20,6 +20,8 @@
 namespace asyncshim::shim {
 namespace {
 
+static_assert(pinned_host_memory != statistics::unattributed);
+
 struct device_total {
   std::size_t blocks = 0;
   std::uint64_t bytes = 0;

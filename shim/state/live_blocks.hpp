@@ -18,8 +18,9 @@ namespace asyncshim::shim {
 /// The most frames a stack keeps (ASYNCSHIM_LEAK_STACK_DEPTH's limit).
 inline constexpr std::size_t live_blocks_max_frames = 64;
 
-/// The device of a block of pinned host memory (the host pool's, ASYNCSHIM_HOST_POOL).
-inline constexpr int pinned_host_memory = -1;
+/// The device of a block of pinned host memory (the host pool's, ASYNCSHIM_HOST_POOL);
+/// not statistics::unattributed (-1), a device block whose device was not known.
+inline constexpr int pinned_host_memory = -2;
 
 struct live_block {
   std::uintptr_t address = 0;

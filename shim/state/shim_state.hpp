@@ -79,7 +79,10 @@ struct shim_state {
                                          : nullptr;
   /// The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
   /// file cannot be written.
-  event_log* events = settings.event_log.empty() ? nullptr : start_event_log(settings.event_log, settings.host_pool);
+  event_log* events =
+    settings.event_log.empty()
+      ? nullptr
+      : start_event_log(settings.event_log, settings.host_pool&& settings.mode == config::shim_mode::pool);
   /// Set once the idle release's thread has been started (or was not wanted).
   std::atomic<bool> idle_release_started{false};
 };

@@ -128,6 +128,15 @@ class EventLog(unittest.TestCase):
         self.assertEqual(pinned, [("allocate", "3000", "0"), ("allocate", "5000", "0"), ("free", "3000", "0")])
         self.assertEqual({r[6] for r in rows[1:]}, {"device", "pinned"})
 
+    def test_a_crash_writes_the_memory_column_too(self):
+        with tempfile.TemporaryDirectory() as d:
+            pids, _ = run_probe("abort", d, expect_status=-signal.SIGABRT, ASYNCSHIM_HOST_POOL="1")
+            rows = read_log(os.path.join(d, "events-%d.csv" % pids["pid"]))
+        self.assertEqual(rows[0][-1], "Memory")
+        self.assertGreater(len(rows), 1)
+        self.assertEqual({len(r) for r in rows}, {7})
+        self.assertEqual({r[6] for r in rows[1:]}, {"device"})
+
     def test_without_the_host_pool_pinned_memory_is_not_logged(self):
         pids, rows = logged("pinned")
         self.assertEqual(normalised(rows, pids["pid"]), golden_rows())

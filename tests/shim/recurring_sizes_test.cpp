@@ -1,12 +1,15 @@
 // The table of sizes the reuse cache keeps (state/recurring_sizes.hpp): a size
-// counts once two allocations of it have missed, each size on its own, and a
-// stream of one-off sizes does not push out the sizes that recur.
+// counts once two allocations of it have missed, each size on its own; a
+// stream of one-off sizes does not push out the sizes that recur, nor do
+// sizes of one bucket push out each other.
 #include "state/recurring_sizes.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <memory>
+#include <random>
+#include <vector>
 
 namespace {
 
@@ -45,17 +48,40 @@ TEST(RecurringSizes, OneOffSizesDoNotPushOutTheSizesThatRecur)
 TEST(RecurringSizes, ManyRecurringSizesAreAllRemembered)
 {
   auto sizes = std::make_unique<recurring_sizes>();
-  constexpr std::size_t count = 1000;  // a large model's distinct sizes
-  for (int round = 0; round < 2; ++round) {
-    for (std::size_t i = 1; i <= count; ++i) {
-      sizes->missed(512 * i);
+  std::mt19937_64 random{42};
+  std::uniform_int_distribution<std::size_t> any{1, std::size_t{1} << 20};
+  std::vector<std::size_t> model(2000);  // a large model's distinct sizes, each allocated once a step
+  for (std::size_t& bytes : model) {
+    bytes = 512 * any(random);
+  }
+  for (int step = 0; step < 2; ++step) {
+    for (std::size_t bytes : model) {
+      sizes->missed(bytes);
     }
   }
   std::size_t remembered = 0;
-  for (std::size_t i = 1; i <= count; ++i) {
-    remembered += sizes->recurring(512 * i) ? 1 : 0;
+  for (std::size_t bytes : model) {
+    remembered += sizes->recurring(bytes) ? 1 : 0;
   }
-  EXPECT_GE(remembered, count * 99 / 100);
+  EXPECT_GE(remembered, model.size() * 99 / 100);
+}
+
+// Sizes that share a bucket, allocated in turn, do not take each other's slot.
+TEST(RecurringSizes, SizesOfOneBucketAllocatedInTurnAllRecur)
+{
+  std::vector<std::size_t> same_bucket;
+  for (std::size_t bytes = 256; same_bucket.size() < recurring_sizes::ways; bytes += 256) {
+    if (recurring_sizes::bucket(bytes) == recurring_sizes::bucket(4096)) { same_bucket.push_back(bytes); }
+  }
+  auto sizes = std::make_unique<recurring_sizes>();
+  for (int step = 0; step < 2; ++step) {
+    for (std::size_t bytes : same_bucket) {
+      sizes->missed(bytes);
+    }
+  }
+  for (std::size_t bytes : same_bucket) {
+    EXPECT_TRUE(sizes->recurring(bytes)) << bytes;
+  }
 }
 
 }  // namespace

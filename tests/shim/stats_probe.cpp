@@ -118,9 +118,11 @@ int main(int argc, char** argv)
   std::printf("pid %ld\n", static_cast<long>(getpid()));
   if (what == "basic") {
     basic();
-  } else if (what == "pinned") {
+  } else if (what == "pinned") {  // and a write-combined block, which the host pool leaves to the native call
     basic();
     pinned();
+    void* write_combined = nullptr;
+    expect(cudaHostAlloc(&write_combined, 700, cudaHostAllocWriteCombined) == cudaSuccess, "cudaHostAlloc(wc)");
   } else if (what == "wait") {  // pinned, "ready", exits at a line on standard input
     basic();
     pinned();
