@@ -12,6 +12,7 @@
 #include "core/memory_limit.hpp"
 #include "core/memory_release.hpp"
 #include "core/metrics_file.hpp"
+#include "core/observed_blocks.hpp"
 #include "core/out_of_memory.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
@@ -98,30 +99,6 @@ std::uintptr_t logged_stream(shim_state const& s) noexcept
 {
   return s.settings.stream == config::stream_choice::per_thread ? reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)
                                                                 : 0;
-}
-
-// The program has a new block: recorded for the leak report and the event
-// log, if they were asked for.
-void note_allocated(shim_state& s, void const* ptr, std::size_t size, int device, interposed_call call) noexcept
-{
-  if (s.leaks != nullptr) { s.leaks->allocated(ptr, size, device, to_string(call)); }
-  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, size, logged_stream(s)); }
-}
-
-// The program is freeing a block: noted before the block goes back, when no
-// other allocation can have its address yet. Returns the leak report's
-// record, which note_free_failed() puts back.
-std::optional<live_block> note_freeing(shim_state& s, void const* ptr, std::size_t size) noexcept
-{
-  if (s.events != nullptr) { log_event(*s.events, event_action::free, ptr, size, logged_stream(s)); }
-  return s.leaks != nullptr ? s.leaks->take(ptr) : std::nullopt;
-}
-
-// The free failed: the program still has the block.
-void note_free_failed(shim_state& s, void const* ptr, std::size_t size, std::optional<live_block>&& live) noexcept
-{
-  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, size, logged_stream(s)); }
-  if (s.leaks != nullptr && live) { s.leaks->restore(std::move(*live)); }
 }
 
 void note_failed(shim_state& s, std::size_t size) noexcept
@@ -346,7 +323,7 @@ void note_observed(shim_state& s, native_api const& api, void** dev_ptr, std::si
   try {
     s.registry.insert(*dev_ptr, allocation_record{size, timer.device});
     if (s.stats != nullptr) { s.stats->allocation_served(timer.device, size, api.alloc_call); }
-    note_allocated(s, *dev_ptr, size, timer.device, api.alloc_call);
+    note_allocated(s, *dev_ptr, size, timer.device, to_string(api.alloc_call), {logged_stream(s)});
   } catch (...) {  // the program keeps its memory; only the count misses it
   }
 }
@@ -390,7 +367,7 @@ cudaError_t hand_out(shim_state& s, native_api const& api, void** dev_ptr, void*
     return cudaErrorMemoryAllocation;
   }
   if (s.stats != nullptr) { s.stats->allocation_served(device, size, api.alloc_call); }
-  note_allocated(s, ptr, size, device, api.alloc_call);
+  note_allocated(s, ptr, size, device, to_string(api.alloc_call), {logged_stream(s)});
   *dev_ptr = ptr;
   log::trace("{}({}) on device {} -> {}", to_string(api.alloc_call), size, device, ptr);
   return cudaSuccess;
@@ -579,11 +556,11 @@ cudaError_t observe_free(shim_state& s, native_api const& api, void* ptr, timed_
   auto const record = s.registry.take(ptr);  // none for null
   if (!record) { return foreign_free(s, api, ptr); }
   timer.device = record->device;
-  std::optional<live_block> live = note_freeing(s, ptr, record->bytes);
+  std::optional<live_block> live = note_freeing(s, ptr, record->bytes, {logged_stream(s)});
   cudaError_t const result = api.free(ptr);
   if (result == cudaSuccess) { native_block_freed(s, ptr); }
   if (result != cudaSuccess) {
-    note_free_failed(s, ptr, record->bytes, std::move(live));
+    note_free_failed(s, ptr, record->bytes, std::move(live), {logged_stream(s)});
     try {
       s.registry.insert(ptr, *record);
     } catch (...) {
@@ -608,12 +585,12 @@ cudaError_t pool_free(shim_state& s, native_api const& api, void* ptr, timed_cal
   // hand the address out again); processes that opened it keep their mapping.
   bool const exported = s.exports.forget(reinterpret_cast<std::uintptr_t>(ptr));
   timer.device = record.device;
-  std::optional<live_block> live = note_freeing(s, ptr, record.bytes);
+  std::optional<live_block> live = note_freeing(s, ptr, record.bytes, {logged_stream(s)});
   cudaError_t const result = free_to_pool(s, api, ptr, record, exported);
   if (result != cudaSuccess) {
     // Still allocated (e.g. no current context at the driver level, as
     // natively an error): the program's again, so a retry frees it.
-    note_free_failed(s, ptr, record.bytes, std::move(live));
+    note_free_failed(s, ptr, record.bytes, std::move(live), {logged_stream(s)});
     s.registry.unclaim(ptr);
   } else if (s.stats != nullptr) {
     s.stats->free_served(record.device, record.bytes);

@@ -11,10 +11,10 @@
 // native call.
 #include "core/deferred_frees.hpp"
 #include "core/hooks.hpp"
+#include "core/observed_blocks.hpp"
 #include "cuda/calling_thread.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/runtime.hpp"
-#include "state/event_log.hpp"
 #include "state/host_blocks.hpp"
 #include "state/live_blocks.hpp"
 #include "state/shim_state.hpp"
@@ -149,27 +149,9 @@ cudaError_t native_pinned_probe(api_level level) noexcept
   return r;
 }
 
-/// The leak report and the event log, where asked for: a block the pool gave,
-/// freed, or still the program's after a free that failed. The pool allocates
-/// on the legacy stream (0 in the log).
-/// @{
-void note_pinned_allocated(shim_state& s, void const* ptr, std::size_t bytes, pinned_call call) noexcept
-{
-  if (s.leaks != nullptr) { s.leaks->allocated(ptr, bytes, pinned_host_memory, to_string(call)); }
-  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, bytes, 0, event_memory::pinned); }
-}
-std::optional<live_block> note_pinned_freeing(shim_state& s, void const* ptr, std::size_t bytes) noexcept
-{
-  if (s.events != nullptr) { log_event(*s.events, event_action::free, ptr, bytes, 0, event_memory::pinned); }
-  return s.leaks != nullptr ? s.leaks->take(ptr) : std::nullopt;
-}
-void note_pinned_free_failed(shim_state& s, void const* ptr, std::size_t bytes,
-                             std::optional<live_block>&& live) noexcept
-{
-  if (s.events != nullptr) { log_event(*s.events, event_action::allocate, ptr, bytes, 0, event_memory::pinned); }
-  if (s.leaks != nullptr && live) { s.leaks->restore(std::move(*live)); }
-}
-/// @}
+/// How the leak report and the event log see the pool's blocks: pinned, on
+/// the legacy stream the pool allocates on (0 in the log).
+constexpr logged_as pinned_block{0, event_memory::pinned};
 
 /// The blocks freed during a capture, to the pool now that none is in
 /// progress (the caller holds the tracker's access), after a wait for every
@@ -211,7 +193,7 @@ cudaError_t allocate_host(api_level level, pinned_call call, void** ptr, std::si
         // Natively every pinned block reports itself mapped, asked or not (unified addressing).
         if (s->host.blocks.insert(p, {bytes, flags | CU_MEMHOSTALLOC_DEVICEMAP})) {
           if (s->stats != nullptr) { s->stats->pinned_served(bytes, call); }
-          note_pinned_allocated(*s, p, bytes, call);
+          note_allocated(*s, p, bytes, pinned_host_memory, to_string(call), pinned_block);
           *ptr = p;
           log::trace("pinned host block {} ({} bytes) from the pool in host memory", p, bytes);
           return cudaSuccess;
@@ -279,7 +261,7 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
     return native(ptr);
   }
   api_level_scope scope{level};
-  std::optional<live_block> live = note_pinned_freeing(*s, ptr, block->bytes);  // before the pool can reissue it
+  std::optional<live_block> live = note_freeing(*s, ptr, block->bytes, pinned_block);  // before the pool can reissue it
   cudaError_t result = with_context(level) ? cudaSuccess : static_cast<cudaError_t>(CUDA_ERROR_INVALID_CONTEXT);
   if (result == cudaSuccess) {
     auto const access = tracker().access();  // no capture begins while the shim waits
@@ -302,7 +284,7 @@ cudaError_t free_host(api_level level, void* ptr, Native native) noexcept
     }
   }
   if (result != cudaSuccess) {
-    note_pinned_free_failed(*s, ptr, block->bytes, std::move(live));
+    note_free_failed(*s, ptr, block->bytes, std::move(live), pinned_block);
     (void)s->host.blocks.insert(ptr, *block);  // still the program's: a retry frees it
     return result;
   }
