@@ -79,13 +79,6 @@ constexpr native_api driver_pitch_api = pitched(driver_api, interposed_call::dri
 // asks the native one. Never returned to the program.
 constexpr cudaError_t misaligned_block = cudaErrorMisalignedAddress;
 
-// After a call into CUDA (so the exit handler runs before the runtime's own teardown).
-void arm_report(shim_state& s) noexcept
-{
-  if (s.stats != nullptr) { report_at_exit(s.sources); }
-  if (s.leaks != nullptr && s.settings.wants_leak_report()) { arm_leak_report(s.settings, *s.leaks); }
-}
-
 cudaStream_t allocation_stream(config::settings const& settings) noexcept
 {
   // Equal to CU_STREAM_PER_THREAD / CU_STREAM_LEGACY at the driver level.
@@ -519,7 +512,7 @@ cudaError_t allocate_with(native_api const& api, void** dev_ptr, std::size_t siz
       result = pool_allocation(*s, api, dev_ptr, size, timer, caller);
     }
   }
-  arm_report(*s);
+  arm_exit_reports(*s);
   return result;
 }
 
@@ -652,7 +645,7 @@ cudaError_t allocate_pitched(native_api const& api, void** dev_ptr, std::size_t*
                         valid ? passthrough_reason::pool_unavailable : passthrough_reason::zero_size_or_null);
     }
   }
-  arm_report(*s);
+  arm_exit_reports(*s);
   return result;
 }
 
@@ -677,7 +670,7 @@ cudaError_t deallocate_with(native_api const& api, void* ptr) noexcept
       result = pool_free(*s, api, ptr, timer);
     }
   }
-  arm_report(*s);
+  arm_exit_reports(*s);
   return result;
 }
 

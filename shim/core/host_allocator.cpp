@@ -166,12 +166,9 @@ cudaError_t allocate_host(api_level level, pinned_call call, void** ptr, std::si
 {
   shim_state* s = serving_host(level);
   if (s == nullptr) { return native(); }
-  struct report_armed {  // after the CUDA call, so that the report is written before the runtime's teardown
+  struct reports_armed {  // after the CUDA call, so that the reports are made before the runtime's teardown
     shim_state& s;
-    ~report_armed()
-    {
-      if (s.stats != nullptr) { report_at_exit(s.sources); }
-    }
+    ~reports_armed() { arm_exit_reports(s); }
   } const armed{*s};
   auto const answered_natively = [&] {
     if (s->stats != nullptr) { s->stats->pinned_passed_through(); }

@@ -1,10 +1,18 @@
 #include "core/observed_blocks.hpp"
 
 #include "state/event_log.hpp"
+#include "state/leak_report.hpp"
+#include "state/statistics.hpp"
 
 #include <utility>
 
 namespace asyncshim::shim {
+
+void arm_exit_reports(shim_state& s) noexcept
+{
+  if (s.stats != nullptr) { report_at_exit(s.sources); }
+  if (s.leaks != nullptr && s.settings.wants_leak_report()) { arm_leak_report(s.settings, *s.leaks); }
+}
 
 void note_allocated(shim_state& s, void const* ptr, std::size_t bytes, int device, char const* entry_point,
                     logged_as how) noexcept

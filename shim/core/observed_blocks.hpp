@@ -2,7 +2,8 @@
 // the program's blocks, device or pinned: an allocation, a free, and a free
 // that failed. A free is noted before its block goes back, so that no other
 // allocation can have its address yet; a failed one is noted again as the
-// program's, its leak record restored.
+// program's, its leak record restored. Every allocating call, device or
+// pinned, arms the reports made at exit.
 #pragma once
 
 #include "state/live_blocks.hpp"
@@ -21,6 +22,11 @@ struct logged_as {
   std::uintptr_t stream = 0;
   event_memory memory = event_memory::device;
 };
+
+/// The statistics' and the leak report's reports at exit, where asked for:
+/// armed after a call into CUDA, so that they are made before the runtime's
+/// own teardown.
+void arm_exit_reports(shim_state& s) noexcept;
 
 /// `device` is pinned_host_memory for pinned host memory; `entry_point` a
 /// name that lives for good.

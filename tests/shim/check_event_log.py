@@ -128,6 +128,13 @@ class EventLog(unittest.TestCase):
         self.assertEqual(pinned, [("allocate", "3000", "0"), ("allocate", "5000", "0"), ("free", "3000", "0")])
         self.assertEqual({r[6] for r in rows[1:]}, {"device", "pinned"})
 
+    def test_pinned_frees_during_captures_are_logged_as_they_end(self):
+        pids, (_, *rows) = logged("pinned-captures", ASYNCSHIM_HOST_POOL="1")
+        self.assertEqual([(r[2], r[4], r[6]) for r in rows],
+                         [("allocate", "3000", "pinned"), ("allocate", "5000", "pinned"),
+                          ("free", "3000", "pinned"),  # deferred: no one's from the free on
+                          ("free", "5000", "pinned"), ("allocate", "5000", "pinned")])  # refused: the program's again
+
     def test_a_crash_writes_the_memory_column_too(self):
         with tempfile.TemporaryDirectory() as d:
             pids, _ = run_probe("abort", d, expect_status=-signal.SIGABRT, ASYNCSHIM_HOST_POOL="1")

@@ -125,6 +125,13 @@ class LeakReport(unittest.TestCase):
         self.assertEqual([(b["bytes"], b["device"], b["entry_point"]) for b in pinned], [(5000, None, "cudaHostAlloc")])
         self.assertEqual({(b["memory"], b["device"]) for b in report["blocks"] if b not in pinned}, {("device", 0)})
 
+    def test_a_pinned_free_a_capture_refused_leaves_the_block_listed(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, _, err = run_probe("pinned-captures", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_HOST_POOL="1")
+        self.assertIn("leak report: 1 block (4.9 KiB) still allocated at exit (pinned host memory: 1 block, 4.9 KiB)",
+                      err)
+        self.assertRegex(err, r"\(5000 B\) at 0x[0-9a-f]+ in pinned host memory, from cudaMallocHost")
+
     def test_pinned_blocks_the_native_call_made_are_counted_not_listed(self):
         with tempfile.TemporaryDirectory() as d:
             _, _, err = run_probe("pinned", d, ASYNCSHIM_LEAK_REPORT="1", ASYNCSHIM_HOST_POOL="1")

@@ -110,6 +110,29 @@ void pinned()
   expect(cudaFreeHost(block[0]) == cudaSuccess, "cudaFreeHost");
 }
 
+// Pinned blocks of 3000 and 5000 bytes freed during captures: the first
+// during a relaxed one (the free returns at once), the second on a thread a
+// global capture forbids it (the free fails; the block stays allocated).
+void pinned_captures()
+{
+  void* relaxed = nullptr;
+  void* forbidden = nullptr;
+  expect(cudaMallocHost(&relaxed, 3000) == cudaSuccess, "cudaMallocHost");
+  expect(cudaMallocHost(&forbidden, 5000) == cudaSuccess, "cudaMallocHost");
+  cudaStream_t stream = nullptr;
+  expect(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreateWithFlags");
+  cudaGraph_t graph = nullptr;
+  expect(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "relaxed capture");
+  expect(cudaFreeHost(relaxed) == cudaSuccess, "cudaFreeHost during a relaxed capture");
+  expect(cudaStreamEndCapture(stream, &graph) == cudaSuccess, "cudaStreamEndCapture");
+  if (graph != nullptr) { (void)cudaGraphDestroy(graph); }
+  expect(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess, "global capture");
+  expect(cudaFreeHost(forbidden) == cudaErrorStreamCaptureUnsupported, "cudaFreeHost refused by a global capture");
+  (void)cudaStreamEndCapture(stream, &graph);  // invalidated
+  (void)cudaGetLastError();
+  expect(cudaStreamDestroy(stream) == cudaSuccess, "cudaStreamDestroy");
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -123,6 +146,8 @@ int main(int argc, char** argv)
     pinned();
     void* write_combined = nullptr;
     expect(cudaHostAlloc(&write_combined, 700, cudaHostAllocWriteCombined) == cudaSuccess, "cudaHostAlloc(wc)");
+  } else if (what == "pinned-captures") {
+    pinned_captures();
   } else if (what == "wait") {  // pinned, "ready", exits at a line on standard input
     basic();
     pinned();
