@@ -195,6 +195,13 @@ torch_bench=(tests/bench/torch_bench.py --steps "$steps" --warmup "$warmup")
 before_env=("LD_PRELOAD=$baseline" "ASYNCSHIM_INITIAL_POOL_SIZE=$pool_size")
 event_logs=$(mktemp -d "${TMPDIR:-/tmp}/asyncshim-bench-logs.XXXXXX")
 trap 'rm -rf "$event_logs"' EXIT
+# alloc_bench tells a shim run by a loaded library named libasyncshim*: a
+# baseline saved under another name would be counted as native and its
+# before/after rows lost, so it runs as $event_logs/baseline/libasyncshim.so.
+if [[ -n $baseline ]]; then
+  mkdir -p "$event_logs/baseline" && cp "$baseline" "$event_logs/baseline/libasyncshim.so" &&
+    before_env[0]="LD_PRELOAD=$event_logs/baseline/libasyncshim.so" || exit 1
+fi
 
 # The machine's speed drifts over minutes: the allocator runs come in rounds,
 # each configuration once per round, and the page takes the median of the
@@ -310,7 +317,7 @@ for shape in 2M:2G 64M:8G; do
     --label "shim, half-free, no idle release (the former defaults)"
   run "growth-shim-half-free-static-$size" 120 "${former[@]}" -- "$bench_static" "${growth[@]}" --api runtime \
     --label "shim, half-free, no idle release, static runtime"
-  [[ -n $baseline ]] && run "before-growth-$size" 120 "LD_PRELOAD=$baseline" -- "$bench" "${growth[@]}" --api runtime \
+  [[ -n $baseline ]] && run "before-growth-$size" 120 "${before_env[0]}" -- "$bench" "${growth[@]}" --api runtime \
     --label "${baseline_label:-the baseline}, its defaults"
 done
 

@@ -153,6 +153,15 @@ def main():
                 entry = f.read()
         targets = {t["target"]: t for t in document["targets"]}
         reuse = {t["target"]: t for t in document["reuse_cache_targets"]}
+        expect("the baseline was not loaded" not in done.stdout, "no warning when the baseline's runs had the shim")
+        # A baseline whose runs measured the native allocator (its library did not load, or alloc_bench could
+        # not tell it was the shim) gives no before/after: report.py says so.
+        with open(os.path.join(raw, "before-pairs-runtime-r2.out"), "w") as out:
+            out.write(json.dumps(dict(pairs("native", "runtime", {256: 60000.0})[0], shim=False)) + "\n")
+        again = subprocess.run([sys.executable, report, "--raw", raw, "--markdown", os.path.join(tmp, "again.md"),
+                                "--json", os.path.join(tmp, "again.json")], capture_output=True, text=True)
+        expect("the baseline was not loaded in 1 run(s) (they measured the native allocator): before-pairs-runtime-r2"
+               in again.stdout, f"report.py says which baseline runs measured the native allocator ({again.stdout!r})")
 
     def one(starting):
         found = [t for name, t in targets.items() if name.startswith(starting)]

@@ -894,6 +894,12 @@ def main():
           f"{len(not_run)} not run for lack of time)")
     for run in failed:
         print(f"    failed: {run['name']} (exit {run['exit']})")
+    # A baseline that did not load measured the native allocator: no before/after at all.
+    unloaded = sorted({run["name"] for run in runs if run["name"].startswith("before-")
+                       for r in run["records"] if r.get("shim") is False})
+    if unloaded:
+        print(f"    the baseline was not loaded in {len(unloaded)} run(s) (they measured the native allocator): "
+              f"{', '.join(unloaded[:3])}{', ...' if len(unloaded) > 3 else ''}")
     for t in targets:
         print(f"{'met   ' if t['met'] else 'MISSED' if t['met'] is False else '—     '} {t['target']}: "
               f"{t['measured'] or 'not measured'}")
