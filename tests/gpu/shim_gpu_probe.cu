@@ -565,7 +565,9 @@ void free_backlog()
 // (no non-blocking stream existed then); idle-stream (true): it was made and
 // used before, and has no work in progress at the free.
 // EXPECT_SAME_BLOCK: the second allocation must be the first block (the
-// in-order path was taken).
+// in-order path was taken). RECURRING_SIZE: the block's size is allocated
+// twice first (the second held to the end), so that the reuse cache keeps the
+// freed block (it keeps only sizes allocated again after two misses).
 void freed_in_order_then_non_blocking(bool stream_made_before)
 {
   bool const same_expected = std::getenv("EXPECT_SAME_BLOCK") != nullptr;
@@ -577,6 +579,12 @@ void freed_in_order_then_non_blocking(bool stream_made_before)
     fill_kernel<<<16, 256, 0, side>>>(used_before, MiB / sizeof(unsigned), 3);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaStreamSynchronize(side));  // idle from now on
+  }
+  void* recurring = nullptr;  // the size's second block, held: the cache starts empty
+  if (std::getenv("RECURRING_SIZE") != nullptr) {
+    CUDA_OK(cudaMalloc(&recurring, slow_read::bytes));
+    CUDA_OK(cudaFree(recurring));
+    CUDA_OK(cudaMalloc(&recurring, slow_read::bytes));
   }
   slow_read const read = fill_then_read_slowly(nullptr);
   CUDA_OK(cudaFree(read.block));
@@ -596,6 +604,7 @@ void freed_in_order_then_non_blocking(bool stream_made_before)
   CUDA_OK(cudaFree(second));
   CUDA_OK(cudaFree(read.sum));
   if (used_before != nullptr) { CUDA_OK(cudaFree(used_before)); }
+  if (recurring != nullptr) { CUDA_OK(cudaFree(recurring)); }
 }
 
 // A block freed while a kernel on a non-blocking stream still has to read it
