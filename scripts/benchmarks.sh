@@ -197,10 +197,10 @@ event_logs=$(mktemp -d "${TMPDIR:-/tmp}/asyncshim-bench-logs.XXXXXX")
 trap 'rm -rf "$event_logs"' EXIT
 # alloc_bench tells a shim run by a loaded library named libasyncshim*: a
 # baseline saved under another name would be counted as native and its
-# before/after rows lost, so it runs as $event_logs/baseline/libasyncshim.so.
+# before/after rows lost, so it runs as <build>/baseline/libasyncshim.so.
 if [[ -n $baseline ]]; then
-  mkdir -p "$event_logs/baseline" && cp "$baseline" "$event_logs/baseline/libasyncshim.so" &&
-    before_env[0]="LD_PRELOAD=$event_logs/baseline/libasyncshim.so" || exit 1
+  mkdir -p "$build/baseline" && cp "$baseline" "$build/baseline/libasyncshim.so" &&
+    before_env[0]="LD_PRELOAD=$build/baseline/libasyncshim.so" || exit 1
 fi
 
 # The machine's speed drifts over minutes: the allocator runs come in rounds,

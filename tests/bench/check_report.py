@@ -117,6 +117,8 @@ def make_raw(raw):
             with open(os.path.join(raw, name + ".out"), "w") as out:
                 out.write("alloc_bench: a line for people\n")
                 for r in records:
+                    if name.startswith("before-"):
+                        r = dict(r, shim=True)  # alloc_bench saw the baseline loaded
                     out.write(json.dumps(r) + "\n")
             with open(os.path.join(raw, name + ".err"), "w") as err:
                 if name == "pairs-shim-event-log-static-r1":

@@ -706,7 +706,7 @@ def before_after_section(before, records, label, targets):
     lines = ["### Before and after", "",
              f"The shim's default configuration (device ordering) with {label} and with this build, in this run "
              "(runs named `before-*` below). Change = after / before, each side its fastest round (a process runs at "
-             "one of two speeds on the H200 whatever the build, 2026-12-04 in this file: a median of a few rounds "
+             "one of two speeds whatever the build, on the H200 (2026-12-04 in this file) and the H100: a median of a few rounds "
              "would compare one build's fast processes with the other's slow ones); every round is listed.", ""]
     verdicts = [t for t in targets if t.get("before_after")]
     if verdicts:
