@@ -41,7 +41,7 @@ shim_state* serving_host(api_level level) noexcept
   // never intercepted a second time.
   if (level == api_level::driver && current_api_level() == api_level::runtime) { return nullptr; }
   shim_state* s = active_state();
-  if (s == nullptr || !s->settings.host_pool || s->settings.mode != config::shim_mode::pool) { return nullptr; }
+  if (s == nullptr || !s->settings.host_pool_serves()) { return nullptr; }
   bool const wanted = level == api_level::runtime ? s->settings.intercepts_runtime() : s->settings.intercepts_driver();
   return wanted ? s : nullptr;
 }

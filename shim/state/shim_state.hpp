@@ -80,9 +80,7 @@ struct shim_state {
   /// The event log (ASYNCSHIM_EVENT_LOG); null when none was asked for or its
   /// file cannot be written.
   event_log* events =
-    settings.event_log.empty()
-      ? nullptr
-      : start_event_log(settings.event_log, settings.host_pool&& settings.mode == config::shim_mode::pool);
+    settings.event_log.empty() ? nullptr : start_event_log(settings.event_log, settings.host_pool_serves());
   /// Set once the idle release's thread has been started (or was not wanted).
   std::atomic<bool> idle_release_started{false};
 };

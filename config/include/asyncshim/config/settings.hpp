@@ -158,6 +158,8 @@ struct settings {
   [[nodiscard]] bool wants_stats() const { return show_stats || !stats_file.empty() || !metrics_file.empty(); }
   /// Whether the shim follows each allocation for a report of what is left at exit.
   [[nodiscard]] bool wants_leak_report() const { return leak_report || !leak_report_file.empty(); }
+  /// Whether pinned host memory comes from the host pool (observe mode only counts).
+  [[nodiscard]] bool host_pool_serves() const { return host_pool && mode == shim_mode::pool; }
   [[nodiscard]] bool intercepts_runtime() const { return intercept != intercept_level::driver; }
   [[nodiscard]] bool intercepts_driver() const { return intercept != intercept_level::runtime; }
   /// Whether device ordering may free in the legacy stream's order while no
